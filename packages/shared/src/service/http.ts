@@ -1,0 +1,95 @@
+import { randomUUID } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import autoload from '@fastify/autoload';
+import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
+import type { Logger } from '../logger.js';
+import { AppError } from './errors.js';
+import { postgresPlugin, type PostgresPluginOptions } from './postgres-plugin.js';
+
+export type ReadinessCheck = () => Promise<void>;
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Named checks that `/health/ready` runs; plugins add theirs (postgres, kafka, ...). */
+    readonly readiness: Map<string, ReadinessCheck>;
+  }
+}
+
+export interface HttpAppOptions {
+  readonly name: string;
+  readonly logger: Logger;
+  /** When given, `app.pg` is a pool scoped to the service's schema, checked by `/health/ready`. */
+  readonly postgres?: PostgresPluginOptions;
+  /** Autoloaded first: external connections (pg, kafka), then app plugins (repositories, relays). */
+  readonly pluginsDir?: string;
+  /** Autoloaded after the plugins: thin HTTP handlers. */
+  readonly routesDir?: string;
+  /** Passed to every autoloaded plugin and route. */
+  readonly options?: Record<string, unknown>;
+}
+
+/**
+ * The HTTP shell every service shares: request ids that double as correlation ids, health routes,
+ * one error handler, and autoloaded plugins and routes. Builds; never listens (server.ts does).
+ */
+export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInstance> {
+  const app = Fastify({
+    loggerInstance: options.logger as FastifyBaseLogger,
+    requestIdHeader: 'x-correlation-id',
+    genReqId: () => randomUUID(),
+    requestIdLogLabel: 'correlationId',
+    disableRequestLogging: false,
+    forceCloseConnections: true,
+  });
+
+  app.decorate('readiness', new Map<string, ReadinessCheck>());
+
+  app.get('/health/live', { logLevel: 'warn' }, async () => ({ status: 'ok', service: options.name }));
+  app.get('/health/ready', { logLevel: 'warn' }, async (_request, reply) => {
+    const checks: Record<string, string> = {};
+    let ready = true;
+    for (const [name, check] of app.readiness) {
+      try {
+        await check();
+        checks[name] = 'ok';
+      } catch (error) {
+        ready = false;
+        checks[name] = error instanceof Error ? error.message : 'failed';
+      }
+    }
+    return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not_ready', service: options.name, checks });
+  });
+
+  app.setErrorHandler((error: FastifyError | AppError, request, reply) => {
+    if (error instanceof AppError) {
+      return reply
+        .code(error.statusCode)
+        .send({ error: error.code, message: error.message, ...(error.details ? { details: error.details } : {}) });
+    }
+    if (error.validation) {
+      return reply.code(400).send({ error: 'BAD_REQUEST', message: error.message });
+    }
+    const status = error.statusCode && error.statusCode < 500 ? error.statusCode : 500;
+    if (status < 500) {
+      return reply.code(status).send({ error: error.code ?? 'BAD_REQUEST', message: error.message });
+    }
+    request.log.error({ err: error }, 'request failed');
+    return reply.code(500).send({ error: 'INTERNAL', message: 'internal error', correlationId: request.id });
+  });
+
+  app.setNotFoundHandler((request, reply) =>
+    reply.code(404).send({ error: 'NOT_FOUND', message: `no route ${request.method} ${request.url}` }),
+  );
+
+  if (options.postgres) {
+    await app.register(postgresPlugin, options.postgres);
+  }
+  // Directories may be absent while a service has no plugins or routes of its own yet.
+  if (options.pluginsDir && existsSync(options.pluginsDir)) {
+    await app.register(autoload, { dir: options.pluginsDir, options: options.options ?? {}, encapsulate: false });
+  }
+  if (options.routesDir && existsSync(options.routesDir)) {
+    await app.register(autoload, { dir: options.routesDir, options: options.options ?? {} });
+  }
+  return app;
+}

@@ -1,0 +1,40 @@
+import closeWithGrace from 'close-with-grace';
+import type { FastifyInstance } from 'fastify';
+import type { TObject, TProperties, Static } from '@sinclair/typebox';
+import { loadConfig, ConfigError, type BaseConfig } from '../config.js';
+import { createLogger, type Logger } from '../logger.js';
+
+export interface ServiceDefinition<P extends TProperties> {
+  readonly name: string;
+  readonly configSchema: TObject<P>;
+  readonly build: (context: { config: BaseConfig & Static<TObject<P>>; logger: Logger }) => Promise<FastifyInstance>;
+}
+
+/**
+ * The process around a service: validate config, log, listen, and shut down gracefully on
+ * SIGTERM/SIGINT (fastify's onClose hooks stop consumers and relays before pools close).
+ */
+export async function runService<P extends TProperties>(definition: ServiceDefinition<P>): Promise<FastifyInstance> {
+  let config: BaseConfig & Static<TObject<P>>;
+  try {
+    config = loadConfig(definition.configSchema);
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`${definition.name}: ${error.message}\n`);
+      process.exit(78); // EX_CONFIG
+    }
+    throw error;
+  }
+  const logger = createLogger({ name: definition.name, level: config.LOG_LEVEL });
+  const app = await definition.build({ config, logger });
+
+  closeWithGrace({ delay: config.SHUTDOWN_TIMEOUT_MS, logger }, async ({ signal, err }) => {
+    if (err) logger.error({ err }, 'fatal error, shutting down');
+    else logger.info({ signal }, 'shutting down');
+    await app.close();
+  });
+
+  await app.listen({ host: config.HTTP_HOST, port: config.HTTP_PORT });
+  logger.info({ port: config.HTTP_PORT }, `${definition.name} started`);
+  return app;
+}

@@ -1,0 +1,47 @@
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { createPool, quoteIdent } from '../pg/pool.js';
+
+export { waitFor, WaitTimeoutError } from '../wait.js';
+
+/** A name no other spec (or earlier run) uses: topics, groups, schemas. Lower-case, [a-z0-9_]. */
+export function uniqueName(prefix: string): string {
+  const clean = prefix.toLowerCase().replace(/[^a-z0-9]+/g, '_');
+  return `${clean}_${Date.now().toString(36)}_${randomBytes(3).toString('hex')}`;
+}
+
+export interface IsolatedSchema {
+  readonly schema: string;
+  readonly pool: pg.Pool;
+  drop(): Promise<void>;
+}
+
+/**
+ * A fresh Postgres schema for one spec, with a pool whose search_path points at it, so specs can
+ * run in parallel against one database without seeing each other's rows.
+ */
+export async function isolatedSchema(databaseUrl: string, prefix: string): Promise<IsolatedSchema> {
+  const schema = uniqueName(prefix);
+  const admin = new pg.Client({ connectionString: databaseUrl });
+  await admin.connect();
+  try {
+    await admin.query(`CREATE SCHEMA ${quoteIdent(schema)}`);
+  } finally {
+    await admin.end();
+  }
+  const pool = createPool({ connectionString: databaseUrl, applicationName: `test-${prefix}`, schema, max: 5 });
+  return {
+    schema,
+    pool,
+    async drop() {
+      await pool.end();
+      const client = new pg.Client({ connectionString: databaseUrl });
+      await client.connect();
+      try {
+        await client.query(`DROP SCHEMA IF EXISTS ${quoteIdent(schema)} CASCADE`);
+      } finally {
+        await client.end();
+      }
+    },
+  };
+}

@@ -1,0 +1,528 @@
+/**
+ * Local infrastructure without Docker: a real single-node Apache Kafka (KRaft) built from its
+ * Maven Central artifacts, and PostgreSQL (an existing server, or one this project owns).
+ *
+ *   npm run infra:up       start (or reuse) both; prints the environment to point services at them
+ *   npm run infra:status   what runs, and whether it answers
+ *   npm run infra:down     stop only what this checkout started, by pid   [--purge: delete data]
+ *
+ * Everything lives under .infra/ (git-ignored): jars, data, logs, pid files and state.json.
+ * See docs/adr/002-local-infrastructure.md for the choices made here.
+ */
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { createConnection } from 'node:net';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { redactUrl, waitForKafka, waitForPostgres } from '@outreach/shared';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const INFRA_DIR = resolve(process.env.INFRA_DIR ?? join(ROOT, '.infra'));
+const KAFKA_DIR = join(INFRA_DIR, 'kafka');
+const PG_DIR = join(INFRA_DIR, 'postgres');
+const STATE_FILE = join(INFRA_DIR, 'state.json');
+const POM = join(ROOT, 'infra', 'kafka', 'pom.xml');
+const LOG4J_CONFIG = join(ROOT, 'infra', 'kafka', 'log4j2.yaml');
+
+const KAFKA_HOST = '127.0.0.1';
+const KAFKA_PORT = Number(process.env.KAFKA_PORT ?? 9092);
+const KAFKA_CONTROLLER_PORT = Number(process.env.KAFKA_CONTROLLER_PORT ?? KAFKA_PORT + 1);
+const KAFKA_HEAP = process.env.KAFKA_HEAP_OPTS ?? '-Xms512m -Xmx1g';
+const MACHINE_PG_URL = 'postgres://postgres@127.0.0.1:5432/test';
+const OWNED_PG_PORT = Number(process.env.OWNED_PG_PORT ?? 54329);
+const READY_TIMEOUT_MS = Number(process.env.INFRA_READY_TIMEOUT_MS ?? 90_000);
+
+export interface InfraState {
+  readonly kafkaBrokers: string;
+  readonly databaseUrl: string;
+  readonly kafka: { readonly source: 'env' | 'local'; readonly pid?: number; readonly clusterId?: string };
+  readonly postgres: { readonly source: 'env' | 'machine' | 'local'; readonly version?: string };
+}
+
+export class InfraError extends Error {
+  override readonly name = 'InfraError';
+}
+
+// ---------------------------------------------------------------- processes
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function commandLine(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
+  } catch {
+    return '';
+  }
+}
+
+function readPid(file: string): number | undefined {
+  if (!existsSync(file)) return undefined;
+  const pid = Number(readFileSync(file, 'utf8').trim().split('\n')[0]);
+  return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+}
+
+/** The pid in our pid file, if that process is still the broker we started (pids get reused). */
+function ourKafkaPid(): number | undefined {
+  const pid = readPid(join(KAFKA_DIR, 'kafka.pid'));
+  if (pid === undefined || !isAlive(pid)) return undefined;
+  const cmd = commandLine(pid);
+  return cmd.includes('kafka.Kafka') && cmd.includes(join(KAFKA_DIR, 'server.properties')) ? pid : undefined;
+}
+
+function portInUse(port: number, host = '127.0.0.1'): Promise<boolean> {
+  return new Promise((resolvePromise) => {
+    const socket = createConnection({ port, host });
+    socket.once('connect', () => {
+      socket.destroy();
+      resolvePromise(true);
+    });
+    socket.once('error', () => resolvePromise(false));
+  });
+}
+
+async function waitUntil(condition: () => boolean | Promise<boolean>, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await condition()) return true;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  return condition();
+}
+
+function tail(file: string, lines = 30): string {
+  if (!existsSync(file)) return '(no log)';
+  return readFileSync(file, 'utf8').split('\n').slice(-lines).join('\n');
+}
+
+// ---------------------------------------------------------------- tools
+
+function javaBinary(): string {
+  return process.env.JAVA_HOME ? join(process.env.JAVA_HOME, 'bin', 'java') : 'java';
+}
+
+function requireJava(): string {
+  const java = javaBinary();
+  const probe = spawnSync(java, ['-version'], { encoding: 'utf8' });
+  if (probe.error || probe.status !== 0) {
+    throw new InfraError(
+      [
+        `Java was not found (tried "${java}"). The local Kafka broker needs Java 17 or newer.`,
+        '  Install it:      apt-get install openjdk-17-jre-headless   (or set JAVA_HOME to a JDK 17+)',
+        '  Or skip it:      export KAFKA_BROKERS=host:9092             (use an existing broker)',
+        '  Or with Docker:  docker compose up -d kafka postgres',
+      ].join('\n'),
+    );
+  }
+  const match = /version "(\d+)(?:\.(\d+))?/.exec(probe.stderr);
+  const major = match ? Number(match[1] === '1' ? match[2] : match[1]) : 0;
+  if (major < 17) {
+    throw new InfraError(
+      `Java ${major || '(unknown version)'} found at "${java}", but Kafka 4 needs Java 17 or newer. ` +
+        'Install a JDK 17+ and set JAVA_HOME, or set KAFKA_BROKERS to an existing broker.',
+    );
+  }
+  return java;
+}
+
+function requireMaven(): string {
+  const probe = spawnSync('mvn', ['-v'], { encoding: 'utf8' });
+  if (probe.error || probe.status !== 0) {
+    throw new InfraError(
+      [
+        'Maven was not found. It fetches the pinned Kafka jars (infra/kafka/pom.xml) once, into .infra/kafka/libs.',
+        '  Install it:      apt-get install maven',
+        '  Or skip it:      export KAFKA_BROKERS=host:9092   (use an existing broker)',
+        '  Or with Docker:  docker compose up -d kafka postgres',
+      ].join('\n'),
+    );
+  }
+  return 'mvn';
+}
+
+// ---------------------------------------------------------------- kafka
+
+function pomDigest(): string {
+  return createHash('sha256').update(readFileSync(POM)).digest('hex');
+}
+
+/** Jars are fetched once per pom.xml content; a changed pin fetches again. */
+function ensureKafkaLibs(): string {
+  const libs = join(KAFKA_DIR, 'libs');
+  const stamp = join(libs, '.pom-sha256');
+  if (existsSync(stamp) && readFileSync(stamp, 'utf8') === pomDigest()) return libs;
+  const mvn = requireMaven();
+  const staging = `${libs}.staging`;
+  rmSync(staging, { recursive: true, force: true });
+  log(`fetching Kafka jars with Maven (infra/kafka/pom.xml) into ${libs} ...`);
+  const result = spawnSync(
+    mvn,
+    ['-B', '-q', '-f', POM, 'dependency:copy-dependencies', '-DincludeScope=runtime', `-DoutputDirectory=${staging}`],
+    { stdio: 'inherit' },
+  );
+  if (result.status !== 0) throw new InfraError('Maven could not fetch the Kafka jars; see its output above.');
+  rmSync(libs, { recursive: true, force: true });
+  renameSync(staging, libs);
+  writeFileSync(stamp, pomDigest());
+  return libs;
+}
+
+function kafkaProperties(dataDir: string): string {
+  const listeners = `PLAINTEXT://${KAFKA_HOST}:${KAFKA_PORT},CONTROLLER://${KAFKA_HOST}:${KAFKA_CONTROLLER_PORT}`;
+  return [
+    '# Generated by scripts/infra.ts; edit the script, not this file.',
+    'process.roles=broker,controller',
+    'node.id=1',
+    `controller.quorum.bootstrap.servers=${KAFKA_HOST}:${KAFKA_CONTROLLER_PORT}`,
+    `listeners=${listeners}`,
+    // kafkajs connects to the advertised address, so it must stay on loopback.
+    `advertised.listeners=${listeners}`,
+    'inter.broker.listener.name=PLAINTEXT',
+    'controller.listener.names=CONTROLLER',
+    'listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT',
+    `log.dirs=${dataDir}`,
+    // Single node: the defaults (3 replicas, min ISR 2) leave no group or transaction coordinator.
+    'offsets.topic.replication.factor=1',
+    'offsets.topic.num.partitions=10',
+    'transaction.state.log.replication.factor=1',
+    'transaction.state.log.min.isr=1',
+    'share.coordinator.state.topic.replication.factor=1',
+    'share.coordinator.state.topic.min.isr=1',
+    'group.initial.rebalance.delay.ms=0',
+    'num.partitions=3',
+    // Topics are declared and created explicitly (topics:ensure); a typo must not create one.
+    'auto.create.topics.enable=false',
+    'log.retention.hours=168',
+    '',
+  ].join('\n');
+}
+
+function javaArgs(libs: string, main: string, ...args: string[]): string[] {
+  return [
+    `-Dlog4j2.configurationFile=${LOG4J_CONFIG}`,
+    `-Dkafka.logs.dir=${join(KAFKA_DIR, 'logs')}`,
+    '-cp',
+    `${libs}/*`,
+    main,
+    ...args,
+  ];
+}
+
+async function kafkaUp(): Promise<InfraState['kafka'] & { brokers: string }> {
+  if (process.env.KAFKA_BROKERS) {
+    const brokers = process.env.KAFKA_BROKERS;
+    log(`kafka: using KAFKA_BROKERS=${brokers}`);
+    const { clusterId } = await waitForKafka(brokers.split(','), READY_TIMEOUT_MS);
+    return { source: 'env', brokers, clusterId };
+  }
+  const brokers = `${KAFKA_HOST}:${KAFKA_PORT}`;
+  const running = ourKafkaPid();
+  if (running !== undefined) {
+    log(`kafka: already running (pid ${running}), checking it answers ...`);
+    const { clusterId } = await waitForKafka([brokers], READY_TIMEOUT_MS);
+    return { source: 'local', brokers, pid: running, clusterId };
+  }
+  for (const port of [KAFKA_PORT, KAFKA_CONTROLLER_PORT]) {
+    if (await portInUse(port)) {
+      throw new InfraError(
+        `port ${port} is already taken by a process this checkout did not start. ` +
+          'Stop it, choose other ports with KAFKA_PORT (and KAFKA_CONTROLLER_PORT), or use it with KAFKA_BROKERS.',
+      );
+    }
+  }
+  const java = requireJava();
+  const libs = ensureKafkaLibs();
+  const dataDir = join(KAFKA_DIR, 'data');
+  const logsDir = join(KAFKA_DIR, 'logs');
+  mkdirSync(dataDir, { recursive: true });
+  mkdirSync(logsDir, { recursive: true });
+  const properties = join(KAFKA_DIR, 'server.properties');
+  writeFileSync(properties, kafkaProperties(dataDir));
+
+  if (!existsSync(join(dataDir, 'meta.properties'))) {
+    const clusterId = execFileSync(java, javaArgs(libs, 'kafka.tools.StorageTool', 'random-uuid'), {
+      encoding: 'utf8',
+    }).trim();
+    log(`kafka: formatting ${dataDir} (cluster ${clusterId})`);
+    execFileSync(
+      java,
+      javaArgs(libs, 'kafka.tools.StorageTool', 'format', '--standalone', '-t', clusterId, '-c', properties),
+      { stdio: ['ignore', 'ignore', 'inherit'] },
+    );
+  }
+
+  const stdoutLog = join(logsDir, 'stdout.log');
+  const out = openSync(stdoutLog, 'a');
+  const child = spawn(java, [...KAFKA_HEAP.split(/\s+/), ...javaArgs(libs, 'kafka.Kafka', properties)], {
+    detached: true,
+    stdio: ['ignore', out, out],
+  });
+  closeSync(out);
+  if (child.pid === undefined) throw new InfraError('could not start the Kafka broker process');
+  writeFileSync(join(KAFKA_DIR, 'kafka.pid'), `${child.pid}\n`);
+  child.unref();
+  log(`kafka: started broker pid ${child.pid}, waiting for a metadata response on ${brokers} ...`);
+
+  const exited = new Promise<never>((_, reject) =>
+    child.once('exit', (code) =>
+      reject(
+        new InfraError(
+          `the Kafka broker exited with code ${code} during start-up. Last lines of ${join(logsDir, 'server.log')}:\n` +
+            tail(join(logsDir, 'server.log')) +
+            `\n${tail(stdoutLog, 10)}`,
+        ),
+      ),
+    ),
+  );
+  const { clusterId } = await Promise.race([waitForKafka([brokers], READY_TIMEOUT_MS), exited]);
+  child.removeAllListeners('exit');
+  return { source: 'local', brokers, pid: child.pid, clusterId };
+}
+
+async function kafkaDown(): Promise<void> {
+  const pidFile = join(KAFKA_DIR, 'kafka.pid');
+  const pid = ourKafkaPid();
+  if (pid === undefined) {
+    rmSync(pidFile, { force: true });
+    log('kafka: not running (nothing this checkout started)');
+    return;
+  }
+  log(`kafka: stopping broker pid ${pid} ...`);
+  process.kill(pid, 'SIGTERM');
+  if (!(await waitUntil(() => !isAlive(pid), 30_000))) {
+    log(`kafka: pid ${pid} ignored SIGTERM for 30 s, sending SIGKILL`);
+    process.kill(pid, 'SIGKILL');
+    await waitUntil(() => !isAlive(pid), 10_000);
+  }
+  rmSync(pidFile, { force: true });
+  log('kafka: stopped');
+}
+
+// ---------------------------------------------------------------- postgres
+
+function postgresBinDir(): string | undefined {
+  const fromEnv = process.env.PG_BIN_DIR;
+  if (fromEnv) return fromEnv;
+  const base = '/usr/lib/postgresql';
+  if (!existsSync(base)) return undefined;
+  const versions = execFileSync('ls', [base], { encoding: 'utf8' })
+    .split('\n')
+    .filter((v) => /^\d+$/.test(v))
+    .sort((a, b) => Number(b) - Number(a));
+  for (const version of versions) {
+    const dir = join(base, version, 'bin');
+    if (existsSync(join(dir, 'initdb'))) return dir;
+  }
+  return undefined;
+}
+
+/** initdb and postgres refuse to run as root; as root we run them as the `postgres` system user. */
+function asPostgresUser(command: string, args: string[]): [string, string[]] {
+  return process.getuid?.() === 0 ? ['runuser', ['-u', 'postgres', '--', command, ...args]] : [command, args];
+}
+
+function ownedPgUrl(): string {
+  return `postgres://postgres@127.0.0.1:${OWNED_PG_PORT}/test`;
+}
+
+async function postgresUp(): Promise<InfraState['postgres'] & { url: string }> {
+  if (process.env.DATABASE_URL) {
+    const url = process.env.DATABASE_URL;
+    log(`postgres: using DATABASE_URL=${redactUrl(url)}`);
+    const { version } = await waitForPostgres(url, READY_TIMEOUT_MS);
+    return { source: 'env', url, version };
+  }
+  try {
+    const { version } = await waitForPostgres(MACHINE_PG_URL, 5_000);
+    log(`postgres: using the server already answering at ${MACHINE_PG_URL}`);
+    return { source: 'machine', url: MACHINE_PG_URL, version };
+  } catch {
+    // Fall through: start one this checkout owns.
+  }
+  const url = ownedPgUrl();
+  const bin = postgresBinDir();
+  if (!bin) {
+    throw new InfraError(
+      [
+        'No PostgreSQL answers at 127.0.0.1:5432 and no server binaries were found to start one.',
+        '  Install them:    apt-get install postgresql   (or set PG_BIN_DIR to a directory holding initdb and pg_ctl)',
+        '  Or point at one: export DATABASE_URL=postgres://user@host:5432/db',
+      ].join('\n'),
+    );
+  }
+  const dataDir = join(PG_DIR, 'data');
+  const runDir = join(PG_DIR, 'run');
+  mkdirSync(runDir, { recursive: true });
+  if (process.getuid?.() === 0) execFileSync('chown', ['-R', 'postgres:postgres', PG_DIR]);
+  if (!existsSync(join(dataDir, 'PG_VERSION'))) {
+    log(`postgres: initdb ${dataDir}`);
+    const [cmd, args] = asPostgresUser(join(bin, 'initdb'), [
+      '-D',
+      dataDir,
+      '-U',
+      'postgres',
+      '--auth=trust',
+      '--encoding=UTF8',
+      '--no-instructions',
+    ]);
+    execFileSync(cmd, args, { stdio: ['ignore', 'ignore', 'inherit'] });
+  }
+  if (!(await portInUse(OWNED_PG_PORT))) {
+    log(`postgres: starting the project's own server on port ${OWNED_PG_PORT}`);
+    const [cmd, args] = asPostgresUser(join(bin, 'pg_ctl'), [
+      '-D',
+      dataDir,
+      '-l',
+      join(PG_DIR, 'postgres.log'),
+      '-o',
+      `-p ${OWNED_PG_PORT} -k ${runDir} -c listen_addresses=127.0.0.1 -c max_connections=200`,
+      '-w',
+      'start',
+    ]);
+    execFileSync(cmd, args, { stdio: ['ignore', 'ignore', 'inherit'] });
+  }
+  await waitForPostgres(`postgres://postgres@127.0.0.1:${OWNED_PG_PORT}/postgres`, READY_TIMEOUT_MS);
+  const [cmd, args] = asPostgresUser(join(bin, 'psql'), [
+    '-h',
+    '127.0.0.1',
+    '-p',
+    String(OWNED_PG_PORT),
+    '-U',
+    'postgres',
+    '-d',
+    'postgres',
+    '-tAc',
+    "SELECT 1 FROM pg_database WHERE datname = 'test'",
+  ]);
+  if (execFileSync(cmd, args, { encoding: 'utf8' }).trim() !== '1') {
+    const [ccmd, cargs] = asPostgresUser(join(bin, 'createdb'), [
+      '-h',
+      '127.0.0.1',
+      '-p',
+      String(OWNED_PG_PORT),
+      '-U',
+      'postgres',
+      'test',
+    ]);
+    execFileSync(ccmd, cargs);
+  }
+  const { version } = await waitForPostgres(url, READY_TIMEOUT_MS);
+  return { source: 'local', url, version };
+}
+
+async function postgresDown(): Promise<void> {
+  const dataDir = join(PG_DIR, 'data');
+  const pid = readPid(join(dataDir, 'postmaster.pid'));
+  if (pid === undefined || !isAlive(pid)) {
+    log('postgres: no server owned by this checkout is running (a machine or DATABASE_URL server is left alone)');
+    return;
+  }
+  const bin = postgresBinDir();
+  if (!bin) throw new InfraError('cannot find pg_ctl to stop the owned PostgreSQL; set PG_BIN_DIR');
+  log(`postgres: stopping the owned server (pid ${pid})`);
+  const [cmd, args] = asPostgresUser(join(bin, 'pg_ctl'), ['-D', dataDir, '-m', 'fast', '-w', 'stop']);
+  execFileSync(cmd, args, { stdio: ['ignore', 'ignore', 'inherit'] });
+}
+
+// ---------------------------------------------------------------- commands
+
+function log(message: string): void {
+  process.stderr.write(`[infra] ${message}\n`);
+}
+
+export function readState(): InfraState | undefined {
+  if (!existsSync(STATE_FILE)) return undefined;
+  return JSON.parse(readFileSync(STATE_FILE, 'utf8')) as InfraState;
+}
+
+export async function up(): Promise<InfraState> {
+  mkdirSync(INFRA_DIR, { recursive: true });
+  // Sequential on purpose: Kafka's start-up runs blocking child processes (format), which would
+  // starve a concurrent Postgres probe's timers.
+  const postgres = await postgresUp();
+  const kafka = await kafkaUp();
+  const { brokers, ...kafkaState } = kafka;
+  const { url, ...postgresState } = postgres;
+  const state: InfraState = { kafkaBrokers: brokers, databaseUrl: url, kafka: kafkaState, postgres: postgresState };
+  writeFileSync(STATE_FILE, `${JSON.stringify(state, null, 2)}\n`);
+  return state;
+}
+
+export async function down(options: { purge?: boolean } = {}): Promise<void> {
+  await kafkaDown();
+  await postgresDown();
+  rmSync(STATE_FILE, { force: true });
+  if (options.purge) {
+    rmSync(join(KAFKA_DIR, 'data'), { recursive: true, force: true });
+    rmSync(join(PG_DIR, 'data'), { recursive: true, force: true });
+    log('purged Kafka and owned PostgreSQL data (jars kept)');
+  }
+}
+
+export async function status(): Promise<boolean> {
+  const state = readState();
+  const pid = ourKafkaPid();
+  let healthy = true;
+  const kafkaTarget = process.env.KAFKA_BROKERS ?? state?.kafkaBrokers ?? `${KAFKA_HOST}:${KAFKA_PORT}`;
+  try {
+    const { clusterId } = await waitForKafka(kafkaTarget.split(','), 3_000);
+    console.log(`kafka     up    ${kafkaTarget} cluster=${clusterId}${pid ? ` pid=${pid} (started by this checkout)` : ''}`);
+  } catch {
+    healthy = false;
+    console.log(`kafka     down  ${kafkaTarget}${pid ? ` (pid ${pid} alive but not answering)` : ''}`);
+  }
+  const pgTarget = process.env.DATABASE_URL ?? state?.databaseUrl ?? MACHINE_PG_URL;
+  try {
+    const { version } = await waitForPostgres(pgTarget, 3_000);
+    console.log(`postgres  up    ${redactUrl(pgTarget)} version=${version} (${state?.postgres.source ?? 'unknown'})`);
+  } catch {
+    healthy = false;
+    console.log(`postgres  down  ${redactUrl(pgTarget)}`);
+  }
+  return healthy;
+}
+
+async function main(argv: string[]): Promise<number> {
+  const [command, ...flags] = argv;
+  switch (command) {
+    case 'up': {
+      const state = await up();
+      log(`ready: kafka ${state.kafkaBrokers} (${state.kafka.source}), postgres ${redactUrl(state.databaseUrl)} (${state.postgres.source})`);
+      console.log(`export KAFKA_BROKERS=${state.kafkaBrokers}`);
+      console.log(`export DATABASE_URL=${state.databaseUrl}`);
+      return 0;
+    }
+    case 'down':
+      await down({ purge: flags.includes('--purge') });
+      return 0;
+    case 'status':
+      return (await status()) ? 0 : 1;
+    case 'env': {
+      const state = readState();
+      if (!state) throw new InfraError('no local infrastructure state; run `npm run infra:up` first');
+      console.log(`export KAFKA_BROKERS=${state.kafkaBrokers}`);
+      console.log(`export DATABASE_URL=${state.databaseUrl}`);
+      return 0;
+    }
+    default:
+      console.error('usage: infra.ts up | down [--purge] | status | env');
+      return 2;
+  }
+}
+
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  main(process.argv.slice(2)).then(
+    (code) => process.exit(code),
+    (error: unknown) => {
+      process.stderr.write(`[infra] ${error instanceof InfraError ? error.message : String((error as Error)?.stack ?? error)}\n`);
+      process.exit(1);
+    },
+  );
+}

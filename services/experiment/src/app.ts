@@ -1,0 +1,22 @@
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { buildHttpApp, type BaseConfig, type Logger } from '@outreach/shared';
+import type { Static } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import type { ConfigSchema } from './config.js';
+
+export type Config = BaseConfig & Static<typeof ConfigSchema>;
+
+const here = dirname(fileURLToPath(import.meta.url));
+
+/** Builds the experiment service without listening, so tests can `inject` requests. */
+export async function buildApp({ config, logger }: { config: Config; logger: Logger }): Promise<FastifyInstance> {
+  return buildHttpApp({
+    name: 'experiment',
+    logger,
+    postgres: { connectionString: config.DATABASE_URL, applicationName: 'experiment', schema: config.DATABASE_SCHEMA },
+    pluginsDir: join(here, 'plugins'),
+    routesDir: join(here, 'routes'),
+    options: { config },
+  });
+}

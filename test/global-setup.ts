@@ -1,0 +1,47 @@
+/**
+ * Finds the infrastructure the int and e2e projects need, or starts it:
+ *   1. KAFKA_BROKERS and DATABASE_URL from the environment, when both are set;
+ *   2. otherwise, with TEST_INFRA=testcontainers (or Docker present and no Java), containers;
+ *   3. otherwise the local, Docker-free stack of scripts/infra.ts (reused when already running).
+ * The stack is left running for the next run; `npm run infra:down` stops it (.ci/run does).
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import type { TestProject } from 'vitest/node';
+import { up } from '../scripts/infra.js';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    kafkaBrokers: string;
+    databaseUrl: string;
+  }
+}
+
+function chooseMode(): 'local' | 'testcontainers' {
+  const requested = process.env.TEST_INFRA;
+  if (requested === 'local' || requested === 'testcontainers') return requested;
+  const hasJava = !spawnSync('java', ['-version']).error;
+  const hasDocker = existsSync('/var/run/docker.sock') || Boolean(process.env.DOCKER_HOST);
+  return !hasJava && hasDocker ? 'testcontainers' : 'local';
+}
+
+export default async function setup(project: TestProject): Promise<(() => Promise<void>) | undefined> {
+  const fromEnv = { brokers: process.env.KAFKA_BROKERS, url: process.env.DATABASE_URL };
+  if (fromEnv.brokers && fromEnv.url) {
+    project.provide('kafkaBrokers', fromEnv.brokers);
+    project.provide('databaseUrl', fromEnv.url);
+    return undefined;
+  }
+  if (chooseMode() === 'testcontainers') {
+    // Loaded only on this path: testcontainers pulls in a Docker client nobody else needs.
+    const { startContainers } = await import('./testcontainers.js');
+    const containers = await startContainers();
+    project.provide('kafkaBrokers', containers.kafkaBrokers);
+    project.provide('databaseUrl', containers.databaseUrl);
+    return containers.stop;
+  }
+  const state = await up();
+  project.provide('kafkaBrokers', state.kafkaBrokers);
+  project.provide('databaseUrl', state.databaseUrl);
+  return undefined;
+}
