@@ -473,7 +473,9 @@ export async function status(): Promise<boolean> {
   const kafkaTarget = process.env.KAFKA_BROKERS ?? state?.kafkaBrokers ?? `${KAFKA_HOST}:${KAFKA_PORT}`;
   try {
     const { clusterId } = await waitForKafka(kafkaTarget.split(','), 3_000);
-    console.log(`kafka     up    ${kafkaTarget} cluster=${clusterId}${pid ? ` pid=${pid} (started by this checkout)` : ''}`);
+    console.log(
+      `kafka     up    ${kafkaTarget} cluster=${clusterId}${pid ? ` pid=${pid} (started by this checkout)` : ''}`,
+    );
   } catch {
     healthy = false;
     console.log(`kafka     down  ${kafkaTarget}${pid ? ` (pid ${pid} alive but not answering)` : ''}`);
@@ -494,7 +496,9 @@ async function main(argv: string[]): Promise<number> {
   switch (command) {
     case 'up': {
       const state = await up();
-      log(`ready: kafka ${state.kafkaBrokers} (${state.kafka.source}), postgres ${redactUrl(state.databaseUrl)} (${state.postgres.source})`);
+      log(
+        `ready: kafka ${state.kafkaBrokers} (${state.kafka.source}), postgres ${redactUrl(state.databaseUrl)} (${state.postgres.source})`,
+      );
       console.log(`export KAFKA_BROKERS=${state.kafkaBrokers}`);
       console.log(`export DATABASE_URL=${state.databaseUrl}`);
       return 0;
@@ -521,7 +525,9 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
   main(process.argv.slice(2)).then(
     (code) => process.exit(code),
     (error: unknown) => {
-      process.stderr.write(`[infra] ${error instanceof InfraError ? error.message : String((error as Error)?.stack ?? error)}\n`);
+      process.stderr.write(
+        `[infra] ${error instanceof InfraError ? error.message : String((error as Error)?.stack ?? error)}\n`,
+      );
       process.exit(1);
     },
   );

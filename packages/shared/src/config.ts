@@ -35,7 +35,7 @@ export function loadConfig<P extends TProperties>(
     return envSchema<BaseConfig & Static<TObject<P>>>({ schema, data: { ...env }, dotenv: false });
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
-    throw new ConfigError(`invalid configuration: ${message.replace(/^env/, 'environment')}`);
+    throw new ConfigError(`invalid configuration: ${message.replace(/\benv\b/g, 'environment')}`);
   }
 }
 

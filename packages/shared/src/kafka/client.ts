@@ -49,7 +49,12 @@ export function createKafka(options: KafkaClientOptions): Kafka {
  * (the first FindCoordinator creates `__consumer_offsets`; until then every group join fails).
  */
 export async function waitForKafka(brokers: readonly string[], timeoutMs: number): Promise<{ clusterId: string }> {
-  const kafka = createKafka({ brokers, clientId: 'readiness-probe', connectionTimeoutMs: 1_000, requestTimeoutMs: 5_000 });
+  const kafka = createKafka({
+    brokers,
+    clientId: 'readiness-probe',
+    connectionTimeoutMs: 1_000,
+    requestTimeoutMs: 5_000,
+  });
   const admin = kafka.admin({ retry: { retries: 0 } });
   try {
     await waitFor(

@@ -23,8 +23,15 @@ function consumerFor(options: Parameters<Kafka['consumer']>[0]): Consumer {
   return track(kafka.consumer({ maxWaitTimeInMs: 250, ...options }));
 }
 
-async function createTopic(name: string, partitions: number, configEntries: Array<{ name: string; value: string }> = []) {
-  await admin.createTopics({ waitForLeaders: true, topics: [{ topic: name, numPartitions: partitions, configEntries }] });
+async function createTopic(
+  name: string,
+  partitions: number,
+  configEntries: Array<{ name: string; value: string }> = [],
+) {
+  await admin.createTopics({
+    waitForLeaders: true,
+    topics: [{ topic: name, numPartitions: partitions, configEntries }],
+  });
 }
 
 function producer(options: Parameters<Kafka['producer']>[0] = {}): Producer {
@@ -70,7 +77,10 @@ describe('kafkajs 2.2.4 against the local Kafka broker', () => {
         ...(await p.send({
           topic,
           acks: -1,
-          messages: Array.from({ length: 50 }, (_, i) => ({ key: `c${(batch * 50 + i) % 7}`, value: `${batch * 50 + i}` })),
+          messages: Array.from({ length: 50 }, (_, i) => ({
+            key: `c${(batch * 50 + i) % 7}`,
+            value: `${batch * 50 + i}`,
+          })),
         })),
       );
     }
@@ -229,13 +239,25 @@ describe('kafkajs 2.2.4 against the local Kafka broker', () => {
     await tx.connect();
 
     const committed = await tx.transaction();
-    await committed.send({ topic: output, messages: [{ key: 'k', value: 'committed-0' }, { key: 'k', value: 'committed-1' }] });
-    await committed.sendOffsets({ consumerGroupId: groupId, topics: [{ topic: input, partitions: [{ partition: 0, offset: '2' }] }] });
+    await committed.send({
+      topic: output,
+      messages: [
+        { key: 'k', value: 'committed-0' },
+        { key: 'k', value: 'committed-1' },
+      ],
+    });
+    await committed.sendOffsets({
+      consumerGroupId: groupId,
+      topics: [{ topic: input, partitions: [{ partition: 0, offset: '2' }] }],
+    });
     await committed.commit();
 
     const aborted = await tx.transaction();
     await aborted.send({ topic: output, messages: [{ key: 'k', value: 'aborted' }] });
-    await aborted.sendOffsets({ consumerGroupId: groupId, topics: [{ topic: input, partitions: [{ partition: 0, offset: '3' }] }] });
+    await aborted.sendOffsets({
+      consumerGroupId: groupId,
+      topics: [{ topic: input, partitions: [{ partition: 0, offset: '3' }] }],
+    });
     await aborted.abort();
 
     const marker = producer({ idempotent: true });
@@ -247,7 +269,10 @@ describe('kafkajs 2.2.4 against the local Kafka broker', () => {
     await reader.connect();
     await reader.subscribe({ topic: output, fromBeginning: true });
     await reader.run({ eachMessage: async ({ message }) => void seen.push(message.value?.toString() ?? '') });
-    await waitFor(() => seen.includes('after'), { timeoutMs: 30_000, description: 'the marker after the aborted transaction' });
+    await waitFor(() => seen.includes('after'), {
+      timeoutMs: 30_000,
+      description: 'the marker after the aborted transaction',
+    });
 
     expect(seen).toEqual(['committed-0', 'committed-1', 'after']);
     expect(await committedTotal(groupId, input)).toBe(2);

@@ -45,3 +45,5 @@ export async function isolatedSchema(databaseUrl: string, prefix: string): Promi
     },
   };
 }
+
+export { freePort, startProcess, type RunningProcess } from './process.js';

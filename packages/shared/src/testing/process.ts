@@ -1,0 +1,60 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
+import { waitFor } from '../wait.js';
+
+/** A port the OS considers free right now. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export interface RunningProcess {
+  readonly child: ChildProcess;
+  readonly stdoutLines: string[];
+  readonly stderrLines: string[];
+  /** Resolves with the exit code (or the signal's name) once the process has exited. */
+  readonly exited: Promise<number | string>;
+  stop(signal?: NodeJS.Signals, timeoutMs?: number): Promise<number | string>;
+}
+
+/** Starts a Node entry file as its own process and collects its output line by line. */
+export function startProcess(entry: string, env: NodeJS.ProcessEnv, args: string[] = []): RunningProcess {
+  const child = spawn(process.execPath, [entry, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const stdoutLines: string[] = [];
+  const stderrLines: string[] = [];
+  const collect = (stream: NodeJS.ReadableStream | null, into: string[]) => {
+    let buffer = '';
+    stream?.setEncoding('utf8');
+    stream?.on('data', (chunk: string) => {
+      buffer += chunk;
+      const lines = buffer.split('\n');
+      buffer = lines.pop() ?? '';
+      into.push(...lines);
+    });
+    stream?.on('end', () => buffer && into.push(buffer));
+  };
+  collect(child.stdout, stdoutLines);
+  collect(child.stderr, stderrLines);
+  const exited = new Promise<number | string>((resolve) =>
+    child.once('exit', (code, signal) => resolve(code ?? signal ?? 'unknown')),
+  );
+  return {
+    child,
+    stdoutLines,
+    stderrLines,
+    exited,
+    async stop(signal: NodeJS.Signals = 'SIGTERM', timeoutMs = 30_000) {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      let code: number | string | undefined;
+      void exited.then((c) => (code = c));
+      return waitFor(() => code, { timeoutMs, description: `process ${child.pid} to exit after ${signal}` });
+    },
+  };
+}

@@ -1,0 +1,55 @@
+/**
+ * Each service as the process Kubernetes would run: built output, environment config, JSON logs,
+ * health routes, and a clean exit on SIGTERM.
+ */
+import { join } from 'node:path';
+import { freePort, startProcess, waitFor, type RunningProcess } from '@outreach/shared/testing';
+import { afterEach, describe, expect, inject, it } from 'vitest';
+
+const services = ['planner', 'sender', 'experiment', 'liveness'] as const;
+const entry = (service: string) => join(import.meta.dirname, '..', '..', 'services', service, 'dist', 'server.js');
+const running: RunningProcess[] = [];
+
+afterEach(async () => {
+  await Promise.all(running.splice(0).map((p) => p.stop('SIGKILL')));
+});
+
+describe.each(services)('%s process', (service) => {
+  it('starts, logs JSON with pino, serves /health/live and /health/ready, and exits 0 on SIGTERM', async () => {
+    const port = await freePort();
+    const proc = startProcess(entry(service), {
+      PATH: process.env.PATH,
+      KAFKA_BROKERS: inject('kafkaBrokers'),
+      DATABASE_URL: inject('databaseUrl'),
+      HTTP_PORT: String(port),
+      HTTP_HOST: '127.0.0.1',
+    });
+    running.push(proc);
+
+    const live = await waitFor(
+      async () => {
+        const response = await fetch(`http://127.0.0.1:${port}/health/live`);
+        return response.ok ? ((await response.json()) as { status: string; service: string }) : undefined;
+      },
+      { timeoutMs: 20_000, description: `${service} /health/live` },
+    );
+    expect(live).toEqual({ status: 'ok', service });
+
+    const ready = await fetch(`http://127.0.0.1:${port}/health/ready`);
+    expect(ready.status).toBe(200);
+    expect(await ready.json()).toMatchObject({ status: 'ready', checks: { postgres: 'ok' } });
+
+    const started = proc.stdoutLines.map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(started).toContainEqual(expect.objectContaining({ level: 'info', service, msg: `${service} started` }));
+
+    expect(await proc.stop('SIGTERM')).toBe(0);
+    expect(proc.stdoutLines.some((line) => line.includes('"shutting down"'))).toBe(true);
+  });
+
+  it('refuses to start without its configuration and names the missing variable', async () => {
+    const proc = startProcess(entry(service), { PATH: process.env.PATH, DATABASE_URL: inject('databaseUrl') });
+    running.push(proc);
+    expect(await proc.exited).toBe(78);
+    expect(proc.stderrLines.join('\n')).toMatch(/KAFKA_BROKERS/);
+  });
+});
