@@ -50,7 +50,12 @@ function pathWith(...tools: string[]): { path: string; cleanup: () => void } {
 describe('scripts/infra.ts', () => {
   // With KAFKA_BROKERS given, the tests run against someone else's broker; `up` would start a second one.
   it.skipIf(Boolean(process.env.KAFKA_BROKERS))('up twice leaves exactly one broker, with the same pid', async () => {
-    const env = { PATH: process.env.PATH, HOME: process.env.HOME };
+    const env = {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      ...(process.env.KAFKA_PORT ? { KAFKA_PORT: process.env.KAFKA_PORT } : {}),
+      ...(process.env.KAFKA_CONTROLLER_PORT ? { KAFKA_CONTROLLER_PORT: process.env.KAFKA_CONTROLLER_PORT } : {}),
+    };
     const first = runInfra(['up'], env);
     expect(first.status, first.stderr).toBe(0);
     const pidsAfterFirst = brokerPids();
