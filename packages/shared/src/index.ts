@@ -7,3 +7,17 @@ export { AppError, errorStatus, type ErrorCode } from './service/errors.js';
 export { buildHttpApp, type HttpAppOptions, type ReadinessCheck } from './service/http.js';
 export { postgresPlugin, type PostgresPluginOptions } from './service/postgres-plugin.js';
 export { runService, type ServiceDefinition } from './service/run.js';
+export * from './contracts/events.generated.js';
+export { EventCodec, eventCodec, DecodeError, EncodeError, type DecodeErrorCode } from './contracts/codec.js';
+export { crc64Avro, fingerprintBytes } from './contracts/fingerprint.js';
+export {
+  loadSchemaSet,
+  canonicalForm,
+  schemaFingerprint,
+  generateTypeScript,
+  checkCompatibility,
+  type SchemaSet,
+  type SchemaFile,
+  type AvroSchema,
+  type CompatibilityProblem,
+} from './contracts/schema-tools.js';

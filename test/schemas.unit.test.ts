@@ -1,0 +1,34 @@
+/** `npm run schemas:check`, as CI runs it: passes on the committed schemas, fails on an incompatible change. */
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+const root = join(import.meta.dirname, '..');
+const check = (env: NodeJS.ProcessEnv) =>
+  spawnSync(
+    process.execPath,
+    ['--conditions=source', '--import', join(root, 'node_modules/tsx/dist/loader.mjs'), 'scripts/schemas.ts', 'check'],
+    { cwd: root, env: { PATH: process.env.PATH, ...env }, encoding: 'utf8' },
+  );
+
+describe('schemas:check', () => {
+  it('passes on the schemas in this repository', () => {
+    const result = check({});
+    expect(result.status, result.stderr).toBe(0);
+    expect(result.stdout).toMatch(/schemas compatible: 12 current/);
+  });
+
+  it('fails when a schema can no longer read its previous version', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'schemas-check-'));
+    mkdirSync(join(dir, 'history'));
+    const v1 = { type: 'record', name: 'Probe', fields: [{ name: 'a', type: 'string' }] };
+    const v2 = { ...v1, fields: [...v1.fields, { name: 'b', type: 'long' }] };
+    writeFileSync(join(dir, 'history', 'Probe.v1.avsc'), JSON.stringify(v1));
+    writeFileSync(join(dir, 'Probe.avsc'), JSON.stringify(v2));
+    const result = check({ SCHEMAS_DIR: dir, SCHEMAS_GIT_REF: 'none' });
+    expect(result.status).toBe(1);
+    expect(result.stderr).toMatch(/INCOMPATIBLE Probe cannot read data written with Probe.v1.avsc/);
+  });
+});
