@@ -37,7 +37,10 @@ describe.each(services)('%s process', (service) => {
 
     const ready = await fetch(`http://127.0.0.1:${port}/health/ready`);
     expect(ready.status).toBe(200);
-    expect(await ready.json()).toMatchObject({ status: 'ready', checks: { postgres: 'ok' } });
+    expect(await ready.json()).toMatchObject({ status: 'ready', checks: { postgres: 'ok', kafka: 'ok' } });
+
+    const metrics = await fetch(`http://127.0.0.1:${port}/metrics`);
+    expect(await metrics.text()).toMatch(/process_cpu_seconds_total/);
 
     const started = proc.stdoutLines.map((line) => JSON.parse(line) as Record<string, unknown>);
     expect(started).toContainEqual(expect.objectContaining({ level: 'info', service, msg: `${service} started` }));

@@ -13,7 +13,13 @@ export const BaseConfigSchema = Type.Object({
   /** Comma-separated host:port list. */
   KAFKA_BROKERS: Type.String({ pattern: '^[^,\\s:]+:\\d+(,[^,\\s:]+:\\d+)*$' }),
   DATABASE_URL: Type.String({ pattern: '^postgres(ql)?://' }),
-  /** Seconds a shutdown may take before the process exits anyway (keep below the pod's grace period). */
+  /** Prefix for every topic name (parallel environments, tests); empty in production. */
+  TOPIC_PREFIX: Type.String({ default: '', pattern: '^[a-zA-Z0-9._-]*$' }),
+  /** Comma-separated bearer tokens accepted on mutating /v1 routes. None = those routes answer 401. */
+  API_TOKENS: Type.String({ default: '' }),
+  /** Apply pending migrations when the service starts (the `migrate` command always does). */
+  MIGRATE_ON_START: Type.Boolean({ default: true }),
+  /** Milliseconds a shutdown may take before the process exits anyway (keep below the pod's grace period). */
   SHUTDOWN_TIMEOUT_MS: Type.Integer({ minimum: 100, default: 25_000 }),
 });
 export type BaseConfig = Static<typeof BaseConfigSchema>;
@@ -37,6 +43,13 @@ export function loadConfig<P extends TProperties>(
     const message = error instanceof Error ? error.message : String(error);
     throw new ConfigError(`invalid configuration: ${message.replace(/\benv\b/g, 'environment')}`);
   }
+}
+
+export function tokenList(tokens: string): string[] {
+  return tokens
+    .split(',')
+    .map((t) => t.trim())
+    .filter((t) => t.length > 0);
 }
 
 export function brokerList(brokers: string): string[] {

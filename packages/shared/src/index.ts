@@ -1,11 +1,13 @@
 export { waitFor, WaitTimeoutError, type WaitOptions } from './wait.js';
 export { createLogger, type Logger, type LoggerConfig } from './logger.js';
-export { BaseConfigSchema, loadConfig, brokerList, ConfigError, type BaseConfig } from './config.js';
+export { BaseConfigSchema, loadConfig, brokerList, tokenList, ConfigError, type BaseConfig } from './config.js';
 export { createKafka, waitForKafka, type KafkaClientOptions } from './kafka/client.js';
 export { createPool, waitForPostgres, quoteIdent, redactUrl, type PoolOptions } from './pg/pool.js';
 export { AppError, errorStatus, type ErrorCode } from './service/errors.js';
 export { buildHttpApp, type HttpAppOptions, type ReadinessCheck } from './service/http.js';
 export { postgresPlugin, type PostgresPluginOptions } from './service/postgres-plugin.js';
+export { kafkaPlugin, type KafkaPluginOptions } from './service/kafka-plugin.js';
+export { bearerAuth } from './service/auth.js';
 export { runService, type ServiceDefinition } from './service/run.js';
 export * from './contracts/events.generated.js';
 export { EventCodec, eventCodec, DecodeError, EncodeError, type DecodeErrorCode } from './contracts/codec.js';
@@ -21,3 +23,44 @@ export {
   type AvroSchema,
   type CompatibilityProblem,
 } from './contracts/schema-tools.js';
+export { normalizeCandidateKey, normalizeEmail, emailHash, uuidV5, sendIdFor } from './domain/keys.js';
+export {
+  topics,
+  topicName,
+  dlqTopicOf,
+  declaredTopics,
+  ensureTopics,
+  DLQ_SUFFIX,
+  type TopicSpec,
+  type TopicId,
+  type EnsureTopicsResult,
+} from './kafka/topics.js';
+export {
+  EventProducer,
+  HEADER,
+  messageKey,
+  childTraceparent,
+  eventHeaders,
+  type OutgoingEvent,
+  type RawRecord,
+} from './kafka/producer.js';
+export {
+  ConsumerRunner,
+  TransientError,
+  isTransientError,
+  type ConsumedEvent,
+  type EventBatchHandler,
+  type BatchContext,
+  type Rejection,
+  type ConsumerRunnerOptions,
+} from './kafka/consumer.js';
+export { withTransaction, type Queryable } from './pg/transaction.js';
+export { migrate, sharedMigrationsDir, type MigrateOptions } from './pg/migrate.js';
+export {
+  enqueueEvents,
+  OutboxRelay,
+  registerOutboxMetrics,
+  outboxChannel,
+  type OutboxRelayOptions,
+} from './outbox/outbox.js';
+export { createMetricsRegistry, metric, Counter, Gauge, Histogram, Registry } from './metrics.js';

@@ -1,6 +1,6 @@
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { buildHttpApp, type BaseConfig, type Logger } from '@outreach/shared';
+import { brokerList, buildHttpApp, tokenList, type BaseConfig, type Logger } from '@outreach/shared';
 import type { Static } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import type { ConfigSchema } from './config.js';
@@ -15,6 +15,8 @@ export async function buildApp({ config, logger }: { config: Config; logger: Log
     name: 'planner',
     logger,
     postgres: { connectionString: config.DATABASE_URL, applicationName: 'planner', schema: config.DATABASE_SCHEMA },
+    kafka: { brokers: brokerList(config.KAFKA_BROKERS), clientId: 'planner' },
+    apiTokens: tokenList(config.API_TOKENS),
     pluginsDir: join(here, 'plugins'),
     routesDir: join(here, 'routes'),
     options: { config },

@@ -3,7 +3,12 @@ import { existsSync } from 'node:fs';
 import autoload from '@fastify/autoload';
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
 import type { Logger } from '../logger.js';
+import fp from 'fastify-plugin';
+import type { Registry } from 'prom-client';
+import { createMetricsRegistry } from '../metrics.js';
+import { bearerAuth } from './auth.js';
 import { AppError } from './errors.js';
+import { kafkaPlugin, type KafkaPluginOptions } from './kafka-plugin.js';
 import { postgresPlugin, type PostgresPluginOptions } from './postgres-plugin.js';
 
 export type ReadinessCheck = () => Promise<void>;
@@ -12,6 +17,8 @@ declare module 'fastify' {
   interface FastifyInstance {
     /** Named checks that `/health/ready` runs; plugins add theirs (postgres, kafka, ...). */
     readonly readiness: Map<string, ReadinessCheck>;
+    /** The service's Prometheus registry, served at /metrics. */
+    readonly metrics: Registry;
   }
 }
 
@@ -20,6 +27,12 @@ export interface HttpAppOptions {
   readonly logger: Logger;
   /** When given, `app.pg` is a pool scoped to the service's schema, checked by `/health/ready`. */
   readonly postgres?: PostgresPluginOptions;
+  /** When given, `app.kafka` and `app.producer` exist, checked by `/health/ready`. */
+  readonly kafka?: KafkaPluginOptions;
+  /** Bearer tokens accepted on mutating `/v1` routes; none configured = those routes answer 401. */
+  readonly apiTokens?: readonly string[];
+  /** Defaults to a new registry with Node's default metrics. */
+  readonly metrics?: Registry;
   /** Autoloaded first: external connections (pg, kafka), then app plugins (repositories, relays). */
   readonly pluginsDir?: string;
   /** Autoloaded after the plugins: thin HTTP handlers. */
@@ -42,23 +55,38 @@ export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInst
     forceCloseConnections: true,
   });
 
-  app.decorate('readiness', new Map<string, ReadinessCheck>());
+  await app.register(
+    fp(
+      async (instance) => {
+        instance.decorate('readiness', new Map<string, ReadinessCheck>());
+        instance.decorate('metrics', options.metrics ?? createMetricsRegistry(options.name));
+      },
+      { name: 'health' },
+    ),
+  );
 
   app.get('/health/live', { logLevel: 'warn' }, async () => ({ status: 'ok', service: options.name }));
   app.get('/health/ready', { logLevel: 'warn' }, async (_request, reply) => {
     const checks: Record<string, string> = {};
     let ready = true;
-    for (const [name, check] of app.readiness) {
-      try {
-        await check();
-        checks[name] = 'ok';
-      } catch (error) {
-        ready = false;
-        checks[name] = error instanceof Error ? error.message : 'failed';
-      }
-    }
+    await Promise.all(
+      [...app.readiness].map(async ([name, check]) => {
+        try {
+          await withTimeout(check(), 3_000, `${name} check timed out`);
+          checks[name] = 'ok';
+        } catch (error) {
+          ready = false;
+          checks[name] = error instanceof Error ? error.message : 'failed';
+        }
+      }),
+    );
     return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not_ready', service: options.name, checks });
   });
+  app.get('/metrics', { logLevel: 'warn' }, async (_request, reply) =>
+    reply.type(app.metrics.contentType).send(await app.metrics.metrics()),
+  );
+
+  app.addHook('onRequest', bearerAuth(options.apiTokens ?? []));
 
   app.setErrorHandler((error: FastifyError | AppError, request, reply) => {
     if (error instanceof AppError) {
@@ -84,6 +112,9 @@ export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInst
   if (options.postgres) {
     await app.register(postgresPlugin, options.postgres);
   }
+  if (options.kafka) {
+    await app.register(kafkaPlugin, options.kafka);
+  }
   // Directories may be absent while a service has no plugins or routes of its own yet.
   if (options.pluginsDir && existsSync(options.pluginsDir)) {
     await app.register(autoload, { dir: options.pluginsDir, options: options.options ?? {}, encapsulate: false });
@@ -92,4 +123,14 @@ export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInst
     await app.register(autoload, { dir: options.routesDir, options: options.options ?? {} });
   }
   return app;
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number, message: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    promise,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(message)), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
 }

@@ -27,5 +27,5 @@ export const postgresPlugin = fp<PostgresPluginOptions>(
       await pool.end();
     });
   },
-  { name: 'postgres' },
+  { name: 'postgres', dependencies: ['health'] },
 );

@@ -3,18 +3,29 @@ import type { FastifyInstance } from 'fastify';
 import type { TObject, TProperties, Static } from '@sinclair/typebox';
 import { loadConfig, ConfigError, type BaseConfig } from '../config.js';
 import { createLogger, type Logger } from '../logger.js';
+import { migrate } from '../pg/migrate.js';
 
 export interface ServiceDefinition<P extends TProperties> {
   readonly name: string;
   readonly configSchema: TObject<P>;
+  /** The service's migrations and schema; run at start-up and by `server.js migrate`. */
+  readonly migrations?: {
+    readonly dir: string;
+    readonly schema: (config: BaseConfig & Static<TObject<P>>) => string;
+    readonly outbox?: boolean;
+  };
   readonly build: (context: { config: BaseConfig & Static<TObject<P>>; logger: Logger }) => Promise<FastifyInstance>;
 }
 
 /**
- * The process around a service: validate config, log, listen, and shut down gracefully on
+ * The process around a service: validate config, migrate, log, listen, and shut down gracefully on
  * SIGTERM/SIGINT (fastify's onClose hooks stop consumers and relays before pools close).
+ * `node server.js migrate` applies the migrations and exits (the Kubernetes migration Job).
  */
-export async function runService<P extends TProperties>(definition: ServiceDefinition<P>): Promise<FastifyInstance> {
+export async function runService<P extends TProperties>(
+  definition: ServiceDefinition<P>,
+  argv: readonly string[] = process.argv.slice(2),
+): Promise<FastifyInstance | undefined> {
   let config: BaseConfig & Static<TObject<P>>;
   try {
     config = loadConfig(definition.configSchema);
@@ -26,8 +37,25 @@ export async function runService<P extends TProperties>(definition: ServiceDefin
     throw error;
   }
   const logger = createLogger({ name: definition.name, level: config.LOG_LEVEL });
-  const app = await definition.build({ config, logger });
+  const runMigrations = async () => {
+    if (!definition.migrations) return;
+    await migrate({
+      databaseUrl: config.DATABASE_URL,
+      schema: definition.migrations.schema(config),
+      dir: definition.migrations.dir,
+      outbox: definition.migrations.outbox ?? false,
+      logger: { info: (m) => logger.info(m), debug: (m) => logger.debug(m) },
+    });
+  };
 
+  if (argv[0] === 'migrate') {
+    await runMigrations();
+    logger.info('migrations up to date');
+    return undefined;
+  }
+  if (config.MIGRATE_ON_START) await runMigrations();
+
+  const app = await definition.build({ config, logger });
   closeWithGrace({ delay: config.SHUTDOWN_TIMEOUT_MS, logger }, async ({ signal, err }) => {
     if (err) logger.error({ err }, 'fatal error, shutting down');
     else logger.info({ signal }, 'shutting down');

@@ -1,14 +1,10 @@
-import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { createPool, quoteIdent } from '../pg/pool.js';
 
 export { waitFor, WaitTimeoutError } from '../wait.js';
-
-/** A name no other spec (or earlier run) uses: topics, groups, schemas. Lower-case, [a-z0-9_]. */
-export function uniqueName(prefix: string): string {
-  const clean = prefix.toLowerCase().replace(/[^a-z0-9]+/g, '_');
-  return `${clean}_${Date.now().toString(36)}_${randomBytes(3).toString('hex')}`;
-}
+export { uniqueName } from './names.js';
+export { readTopic, type ReadMessage } from '../kafka/read-topic.js';
+import { uniqueName } from './names.js';
 
 export interface IsolatedSchema {
   readonly schema: string;
@@ -47,3 +43,5 @@ export async function isolatedSchema(databaseUrl: string, prefix: string): Promi
 }
 
 export { freePort, startProcess, type RunningProcess } from './process.js';
+export { SmtpSink, type DeliveredMessage, type SmtpSinkOptions } from './smtp-sink.js';
+export { deciderSpec, type Decider } from './given.js';

@@ -1,0 +1,181 @@
+/**
+ * The one declaration of every topic. `topics:ensure` creates what is missing and aligns the
+ * configuration of what exists; it never lowers or raises a partition count on its own, because
+ * that would move keys between partitions and break per-candidate order.
+ */
+import type { Admin } from 'kafkajs';
+import type { EventType } from '../contracts/events.generated.js';
+
+export interface TopicSpec {
+  readonly name: string;
+  readonly partitions: number;
+  readonly retentionMs: number;
+  /** Event time is the broker's append time (liveness relies on it). */
+  readonly logAppendTime: boolean;
+  readonly eventTypes: readonly EventType[];
+  /** Carries a raw email address or body: internal only, never for data teams. */
+  readonly pii: boolean;
+  readonly description: string;
+}
+
+const DAY = 24 * 60 * 60 * 1000;
+const PARTITIONS = 12;
+
+export const topics = {
+  outreachRequested: {
+    name: 'outreach.requested.v1',
+    partitions: PARTITIONS,
+    retentionMs: 14 * DAY,
+    logAppendTime: false,
+    eventTypes: ['OutreachRequested'],
+    pii: true,
+    description: 'requests for outreach from other systems and the planner HTTP ingress',
+  },
+  sendRequested: {
+    name: 'outreach.send-requested.v1',
+    partitions: PARTITIONS,
+    retentionMs: 14 * DAY,
+    logAppendTime: false,
+    eventTypes: ['SendRequested'],
+    pii: true,
+    description: 'sends the planner asks the sender to make (internal; carries the address)',
+  },
+  sendRecorded: {
+    name: 'outreach.send-recorded.v1',
+    partitions: PARTITIONS,
+    retentionMs: 365 * DAY,
+    logAppendTime: true,
+    eventTypes: ['SendRecorded'],
+    pii: false,
+    description: 'the terminal outcome of every send',
+  },
+  assignments: {
+    name: 'experiment.assignments.v1',
+    partitions: PARTITIONS,
+    retentionMs: 365 * DAY,
+    logAppendTime: false,
+    eventTypes: ['VariantAssigned', 'VariantContaminated'],
+    pii: false,
+    description: 'sticky A/B assignments and contamination findings',
+  },
+  conversationEvents: {
+    name: 'conversation.events.v1',
+    partitions: PARTITIONS,
+    retentionMs: 365 * DAY,
+    logAppendTime: true,
+    eventTypes: ['ConversationStarted', 'MessageReceived', 'NextStepScheduled', 'StepCompleted', 'ConversationClosed'],
+    pii: false,
+    description: 'what happens in each conversation, from agents and the planner',
+  },
+  liveness: {
+    name: 'conversation.liveness.v1',
+    partitions: PARTITIONS,
+    retentionMs: 365 * DAY,
+    logAppendTime: false,
+    eventTypes: ['ConversationStalled', 'ConversationRecovered'],
+    pii: false,
+    description: 'conversations flagged for lacking a next step, and their recovery',
+  },
+} as const satisfies Record<string, TopicSpec>;
+
+export type TopicId = keyof typeof topics;
+
+export const DLQ_SUFFIX = '.dlq';
+const DLQ_RETENTION_MS = 30 * DAY;
+
+export function dlqTopicOf(topic: string): string {
+  return `${topic}${DLQ_SUFFIX}`;
+}
+
+/** Topic names as deployed: tests and parallel environments add a prefix. */
+export function topicName(id: TopicId, prefix = ''): string {
+  return `${prefix}${topics[id].name}`;
+}
+
+/** Every topic with its configuration, DLQs included. */
+export function declaredTopics(
+  prefix = '',
+  partitions?: number,
+): Array<{ name: string; partitions: number; config: Record<string, string> }> {
+  return Object.values(topics).flatMap((spec: TopicSpec) => {
+    const base = {
+      'retention.ms': String(spec.retentionMs),
+      'message.timestamp.type': spec.logAppendTime ? 'LogAppendTime' : 'CreateTime',
+      'cleanup.policy': 'delete',
+      'min.insync.replicas': '1',
+    };
+    return [
+      { name: `${prefix}${spec.name}`, partitions: partitions ?? spec.partitions, config: base },
+      {
+        name: dlqTopicOf(`${prefix}${spec.name}`),
+        partitions: partitions ?? spec.partitions,
+        config: { ...base, 'retention.ms': String(DLQ_RETENTION_MS), 'message.timestamp.type': 'CreateTime' },
+      },
+    ];
+  });
+}
+
+export interface EnsureTopicsResult {
+  readonly created: string[];
+  readonly reconfigured: string[];
+  readonly unchanged: string[];
+  /** Existing topics whose partition count differs from the declaration (left as they are). */
+  readonly partitionMismatch: Array<{ name: string; declared: number; actual: number }>;
+}
+
+/** Idempotent: running it twice changes nothing the second time. */
+export async function ensureTopics(
+  admin: Admin,
+  options: { prefix?: string; partitions?: number; replicationFactor?: number } = {},
+): Promise<EnsureTopicsResult> {
+  const declared = declaredTopics(options.prefix, options.partitions);
+  const existing = new Set(await admin.listTopics());
+  const missing = declared.filter((t) => !existing.has(t.name));
+  const result: EnsureTopicsResult = { created: [], reconfigured: [], unchanged: [], partitionMismatch: [] };
+  if (missing.length > 0) {
+    await admin.createTopics({
+      waitForLeaders: true,
+      topics: missing.map((t) => ({
+        topic: t.name,
+        numPartitions: t.partitions,
+        replicationFactor: options.replicationFactor ?? -1,
+        configEntries: Object.entries(t.config).map(([name, value]) => ({ name, value })),
+      })),
+    });
+    result.created.push(...missing.map((t) => t.name));
+  }
+  const present = declared.filter((t) => existing.has(t.name));
+  if (present.length === 0) return result;
+
+  const metadata = await admin.fetchTopicMetadata({ topics: present.map((t) => t.name) });
+  const described = await admin.describeConfigs({
+    includeSynonyms: false,
+    resources: present.map((t) => ({ type: 2 /* TOPIC */, name: t.name, configNames: Object.keys(t.config) })),
+  });
+  for (const topic of present) {
+    const actualPartitions = metadata.topics.find((m) => m.name === topic.name)?.partitions.length ?? 0;
+    if (actualPartitions !== topic.partitions) {
+      result.partitionMismatch.push({ name: topic.name, declared: topic.partitions, actual: actualPartitions });
+    }
+    const entries = described.resources.find((r) => r.resourceName === topic.name)?.configEntries ?? [];
+    const drift = Object.entries(topic.config).filter(
+      ([name, value]) => entries.find((e) => e.configName === name)?.configValue !== value,
+    );
+    if (drift.length === 0) {
+      result.unchanged.push(topic.name);
+      continue;
+    }
+    await admin.alterConfigs({
+      validateOnly: false,
+      resources: [
+        {
+          type: 2,
+          name: topic.name,
+          configEntries: Object.entries(topic.config).map(([name, value]) => ({ name, value })),
+        },
+      ],
+    });
+    result.reconfigured.push(topic.name);
+  }
+  return result;
+}

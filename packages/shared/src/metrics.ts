@@ -1,0 +1,54 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+export { Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+/** One registry per service process (and per test app), with Node's default metrics. */
+export function createMetricsRegistry(service: string, withDefaults = true): Registry {
+  const registry = new Registry();
+  registry.setDefaultLabels({ service });
+  if (withDefaults) collectDefaultMetrics({ register: registry });
+  return registry;
+}
+
+/** Gets a metric registered under `name`, or registers it: helpers can be built twice per registry. */
+export function metric<T extends Counter | Gauge | Histogram>(registry: Registry, name: string, create: () => T): T {
+  return (registry.getSingleMetric(name) as T | undefined) ?? create();
+}
+
+export function consumerMetrics(registry: Registry) {
+  return {
+    messages: metric(
+      registry,
+      'consumer_messages_total',
+      () =>
+        new Counter({
+          name: 'consumer_messages_total',
+          help: 'Messages consumed, by topic and result (handled, dead_lettered)',
+          labelNames: ['group', 'topic', 'result'] as const,
+          registers: [registry],
+        }),
+    ),
+    retries: metric(
+      registry,
+      'consumer_handler_retries_total',
+      () =>
+        new Counter({
+          name: 'consumer_handler_retries_total',
+          help: 'Handler attempts retried after a transient error',
+          labelNames: ['group', 'topic'] as const,
+          registers: [registry],
+        }),
+    ),
+    crashes: metric(
+      registry,
+      'consumer_crashes_total',
+      () =>
+        new Counter({
+          name: 'consumer_crashes_total',
+          help: 'kafkajs consumer crashes (each is followed by a restart when retriable)',
+          labelNames: ['group'] as const,
+          registers: [registry],
+        }),
+    ),
+  };
+}
