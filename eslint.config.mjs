@@ -19,7 +19,7 @@ export default tseslint.config(
     },
   },
   {
-    files: ['packages/shared/src/kafka/**'],
+    files: ['packages/shared/src/**'],
     rules: { 'no-restricted-imports': 'off' },
   },
   {

@@ -1,4 +1,4 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, type Gauge, type Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 export { Counter, Gauge, Histogram, Registry } from 'prom-client';
 
