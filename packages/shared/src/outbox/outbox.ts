@@ -203,8 +203,13 @@ export class OutboxRelay {
       if (current?.topic === row.topic) current.records.push(record);
       else batches.push({ topic: row.topic, records: [record] });
     }
+    this.options.logger.debug(
+      { count: rows.length, firstId: rows[0]?.id, lastId: rows.at(-1)?.id },
+      'publishing outbox batch',
+    );
     await this.options.producer.publishRaw(batches);
     await client.query('UPDATE outbox SET published_at = now() WHERE id = ANY($1::bigint[])', [rows.map((r) => r.id)]);
+    this.options.logger.debug({ count: rows.length }, 'published outbox batch');
     this.stats.published += rows.length;
     this.stats.batches++;
     this.publishedCounter?.inc(rows.length);

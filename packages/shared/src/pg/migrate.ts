@@ -25,7 +25,10 @@ export async function migrate(options: MigrateOptions): Promise<string[]> {
   const lockValue = Number(BigInt.asIntN(32, crc64Avro(`migrations:${options.schema}`)));
   const applied = await runner({
     databaseUrl: options.databaseUrl,
-    dir: options.outbox ? [sharedMigrationsDir, options.dir] : options.dir,
+    // Globs, so the shared outbox migration and the service's own run as one ordered list.
+    dir: (options.outbox ? [sharedMigrationsDir, options.dir] : [options.dir]).map((d) => `${d}/*.sql`),
+    useGlob: true,
+    ignorePattern: '**/.*',
     schema: options.schema,
     createSchema: true,
     migrationsSchema: options.schema,

@@ -25,8 +25,13 @@ export interface RunningProcess {
 }
 
 /** Starts a Node entry file as its own process and collects its output line by line. */
-export function startProcess(entry: string, env: NodeJS.ProcessEnv, args: string[] = []): RunningProcess {
-  const child = spawn(process.execPath, [entry, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+export function startProcess(
+  entry: string,
+  env: NodeJS.ProcessEnv,
+  args: readonly string[] = [],
+  nodeArgs: readonly string[] = [],
+): RunningProcess {
+  const child = spawn(process.execPath, [...nodeArgs, entry, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   const stdoutLines: string[] = [];
   const stderrLines: string[] = [];
   const collect = (stream: NodeJS.ReadableStream | null, into: string[]) => {

@@ -1,0 +1,297 @@
+/**
+ * The outbox against the real database and broker: idempotent enqueue in the caller's transaction,
+ * in-order publishing, relay processes killed with SIGKILL mid-batch, and hand-over between relays.
+ */
+import { randomUUID } from 'node:crypto';
+import { join } from 'node:path';
+import type { Admin, Kafka } from 'kafkajs';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { eventCodec } from '../contracts/codec.js';
+import type { StepCompleted } from '../contracts/events.generated.js';
+import { createKafka } from '../kafka/client.js';
+import { EventProducer, HEADER } from '../kafka/producer.js';
+import { readTopic, type ReadMessage } from '../kafka/read-topic.js';
+import { createLogger } from '../logger.js';
+import { createMetricsRegistry } from '../metrics.js';
+import { migrate, sharedMigrationsDir } from '../pg/migrate.js';
+import { withTransaction } from '../pg/transaction.js';
+import { isolatedSchema, type IsolatedSchema } from '../testing/index.js';
+import { uniqueName } from '../testing/names.js';
+import { startProcess, type RunningProcess } from '../testing/process.js';
+import { waitFor } from '../wait.js';
+import { enqueueEvents, OutboxRelay, registerOutboxMetrics } from './outbox.js';
+
+const databaseUrl = inject('databaseUrl');
+const brokers = inject('kafkaBrokers');
+const root = join(import.meta.dirname, '..', '..', '..', '..');
+const relayEntry = join(import.meta.dirname, '..', 'testing', 'fixtures', 'outbox-relay-process.ts');
+const logger = createLogger({ name: 'outbox-test', level: 'silent' });
+
+let kafka: Kafka;
+let admin: Admin;
+const cleanups: Array<() => Promise<unknown>> = [];
+
+beforeAll(async () => {
+  kafka = createKafka({ brokers: brokers.split(','), clientId: 'outbox-test' });
+  admin = kafka.admin();
+  await admin.connect();
+});
+afterAll(async () => {
+  for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
+  await admin.disconnect();
+});
+
+async function outboxSchema(): Promise<IsolatedSchema> {
+  const isolated = await isolatedSchema(databaseUrl, 'outbox');
+  await migrate({ databaseUrl, schema: isolated.schema, dir: sharedMigrationsDir });
+  cleanups.push(() => isolated.drop());
+  return isolated;
+}
+
+async function topic(partitions = 3): Promise<string> {
+  const name = uniqueName('outbox_topic');
+  await admin.createTopics({ waitForLeaders: true, topics: [{ topic: name, numPartitions: partitions }] });
+  return name;
+}
+
+function step(key: string, seq: number): StepCompleted {
+  return {
+    type: 'StepCompleted',
+    eventId: randomUUID(),
+    occurredAt: Date.now(),
+    producer: 'outbox-test',
+    correlationId: randomUUID(),
+    causationId: null,
+    conversationId: `conv-${key}`,
+    campaignId: 'camp',
+    candidateKey: key,
+    stepId: String(seq),
+  };
+}
+
+function relayProcess(schema: string): RunningProcess {
+  const proc = startProcess(
+    relayEntry,
+    {
+      PATH: process.env.PATH,
+      DATABASE_URL: databaseUrl,
+      KAFKA_BROKERS: brokers,
+      OUTBOX_SCHEMA: schema,
+      BATCH_SIZE: '50',
+    },
+    [],
+    ['--conditions=source', '--import', join(root, 'node_modules', 'tsx', 'dist', 'loader.mjs')],
+  );
+  cleanups.push(() => proc.stop('SIGKILL'));
+  return proc;
+}
+
+const logged = (proc: RunningProcess, msg: string) =>
+  proc.stdoutLines.filter((line) => line.includes(`"msg":"${msg}"`)).length;
+
+/** Each eventId once (first occurrence), and per key the sequence numbers strictly increase. */
+function checkDelivery(messages: readonly ReadMessage[], enqueued: readonly StepCompleted[]) {
+  const firstSeen = new Map<string, StepCompleted>();
+  for (const message of messages) {
+    const event = eventCodec.decode(message.value as Buffer) as StepCompleted;
+    expect(message.headers[HEADER.eventId]).toBe(event.eventId);
+    expect(message.key).toBe(event.candidateKey);
+    if (!firstSeen.has(event.eventId)) firstSeen.set(event.eventId, event);
+  }
+  expect(new Set(firstSeen.keys())).toEqual(new Set(enqueued.map((e) => e.eventId)));
+  const lastByKey = new Map<string, number>();
+  for (const event of firstSeen.values()) {
+    const seq = Number(event.stepId);
+    expect(seq, `order for ${event.candidateKey}`).toBeGreaterThan(lastByKey.get(event.candidateKey) ?? -1);
+    lastByKey.set(event.candidateKey, seq);
+  }
+  return { duplicates: messages.length - firstSeen.size };
+}
+
+describe('outbox', () => {
+  it("enqueues in the caller's transaction: a rollback leaves nothing, the same event twice is one row", async () => {
+    const { pool } = await outboxSchema();
+    const event = step('k', 0);
+    await expect(
+      withTransaction(pool, async (client) => {
+        await enqueueEvents(client, [{ topic: 't', event }]);
+        throw new Error('the state change failed');
+      }),
+    ).rejects.toThrow('the state change failed');
+    expect((await pool.query('SELECT count(*)::int AS n FROM outbox')).rows[0].n).toBe(0);
+
+    const inserted = await withTransaction(pool, async (client) => {
+      const first = await enqueueEvents(client, [{ topic: 't', event }]);
+      const second = await enqueueEvents(client, [{ topic: 't', event }]);
+      return [first, second];
+    });
+    expect(inserted).toEqual([1, 0]);
+    expect(await enqueueEvents(pool, [{ topic: 't', event }])).toBe(0);
+    expect((await pool.query('SELECT count(*)::int AS n FROM outbox')).rows[0].n).toBe(1);
+  });
+
+  it('publishes in id order with event headers, marks rows published, and reports its backlog', async () => {
+    const { pool, schema } = await outboxSchema();
+    const name = await topic();
+    const events = Array.from({ length: 120 }, (_, i) => step(`k${i % 4}`, i));
+    await withTransaction(pool, (client) =>
+      enqueueEvents(
+        client,
+        events.map((event) => ({ topic: name, event })),
+      ),
+    );
+
+    const registry = createMetricsRegistry('outbox-test', false);
+    registerOutboxMetrics(registry, pool);
+    expect(await registry.getSingleMetricAsString('outbox_unpublished_rows')).toMatch(
+      /outbox_unpublished_rows\{[^}]*\} 120/,
+    );
+
+    const producer = new EventProducer(kafka);
+    const relay = new OutboxRelay({
+      databaseUrl,
+      schema,
+      producer,
+      logger,
+      metrics: registry,
+      batchSize: 50,
+      pollIntervalMs: 100,
+    });
+    relay.start();
+    cleanups.push(async () => {
+      await relay.stop();
+      await producer.disconnect();
+    });
+    await waitFor(
+      async () =>
+        (await pool.query('SELECT count(*)::int AS n FROM outbox WHERE published_at IS NULL')).rows[0].n === 0,
+      {
+        timeoutMs: 20_000,
+        description: 'every outbox row published',
+      },
+    );
+    const messages = await readTopic(kafka, name, (m) => m.length >= 120);
+    expect(checkDelivery(messages, events).duplicates).toBe(0);
+    expect(await registry.getSingleMetricAsString('outbox_unpublished_rows')).toMatch(/ 0$/m);
+    expect(await registry.getSingleMetricAsString('outbox_published_total')).toMatch(/ 120$/m);
+  });
+
+  it('loses nothing when relay processes are killed with SIGKILL mid-batch, five times, while events are enqueued', async () => {
+    const { pool, schema } = await outboxSchema();
+    const name = await topic();
+    const enqueued: StepCompleted[] = [];
+    const keys = Array.from({ length: 20 }, (_, i) => `cand-${i}`);
+    const seqByKey = new Map<string, number>();
+    let enqueuing = true;
+    const producerLoop = (async () => {
+      for (let tx = 0; tx < 150; tx++) {
+        const batch = Array.from({ length: 20 }, (_, i) => {
+          const key = keys[(tx + i) % keys.length] as string;
+          const seq = (seqByKey.get(key) ?? -1) + 1;
+          seqByKey.set(key, seq);
+          return step(key, seq);
+        });
+        await withTransaction(pool, (client) =>
+          enqueueEvents(
+            client,
+            batch.map((event) => ({ topic: name, event })),
+          ),
+        );
+        enqueued.push(...batch);
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      enqueuing = false;
+    })();
+
+    for (let kill = 1; kill <= 5; kill++) {
+      const relay = relayProcess(schema);
+      // Kill while a batch is in flight: after "publishing", before "published" and the UPDATE.
+      const target = 1 + Math.floor(Math.random() * 4);
+      await waitFor(() => logged(relay, 'publishing outbox batch') >= target, {
+        timeoutMs: 30_000,
+        description: `relay ${kill} to start batch ${target}`,
+      });
+      await relay.stop('SIGKILL');
+    }
+    await producerLoop;
+    expect(enqueuing).toBe(false);
+
+    const survivor = relayProcess(schema);
+    await waitFor(
+      async () =>
+        (await pool.query('SELECT count(*)::int AS n FROM outbox WHERE published_at IS NULL')).rows[0].n === 0,
+      {
+        timeoutMs: 60_000,
+        description: 'the surviving relay to publish the backlog',
+      },
+    );
+    const unique = () => new Set<string>();
+    const messages = await readTopic(
+      kafka,
+      name,
+      (m) => m.reduce((seen, msg) => seen.add(msg.headers[HEADER.eventId] as string), unique()).size >= enqueued.length,
+      60_000,
+    );
+    const { duplicates } = checkDelivery(messages, enqueued);
+    expect(enqueued).toHaveLength(3_000);
+    // Killed between Kafka's ack and the UPDATE, a batch is published again: at least once.
+    expect(duplicates).toBeGreaterThanOrEqual(0);
+    console.info(
+      `outbox crash test: ${messages.length} messages for ${enqueued.length} events (${duplicates} re-published after kills)`,
+    );
+    await survivor.stop('SIGTERM');
+  });
+
+  it('runs one active relay at a time; a standby takes over within seconds after the active one is killed', async () => {
+    const { pool, schema } = await outboxSchema();
+    const name = await topic();
+    const a = relayProcess(schema);
+    const b = relayProcess(schema);
+    const active = await waitFor(() => [a, b].find((p) => logged(p, 'outbox relay active') > 0), {
+      timeoutMs: 20_000,
+      description: 'one relay to become active',
+    });
+    const standby = active === a ? b : a;
+    await waitFor(() => logged(standby, 'relay process started') > 0, {
+      timeoutMs: 20_000,
+      description: 'the standby to run',
+    });
+
+    const first = Array.from({ length: 200 }, (_, i) => step(`k${i % 5}`, i));
+    await withTransaction(pool, (client) =>
+      enqueueEvents(
+        client,
+        first.map((event) => ({ topic: name, event })),
+      ),
+    );
+    await waitFor(
+      async () =>
+        (await pool.query('SELECT count(*)::int AS n FROM outbox WHERE published_at IS NULL')).rows[0].n === 0,
+      {
+        timeoutMs: 20_000,
+        description: 'the first 200 published',
+      },
+    );
+    expect(logged(active, 'publishing outbox batch')).toBeGreaterThan(0);
+    expect(logged(standby, 'outbox relay active')).toBe(0);
+    expect(logged(standby, 'publishing outbox batch')).toBe(0);
+
+    await active.stop('SIGKILL');
+    // The database drops the dead session's advisory lock; the standby retries every 100 ms.
+    await waitFor(() => logged(standby, 'outbox relay active') > 0, {
+      timeoutMs: 5_000,
+      description: 'the standby to take over within 5 s',
+    });
+
+    const second = Array.from({ length: 200 }, (_, i) => step(`k${i % 5}`, 200 + i));
+    await withTransaction(pool, (client) =>
+      enqueueEvents(
+        client,
+        second.map((event) => ({ topic: name, event })),
+      ),
+    );
+    const messages = await readTopic(kafka, name, (m) => new Set(m.map((x) => x.headers[HEADER.eventId])).size >= 400);
+    checkDelivery(messages, [...first, ...second]);
+    expect(logged(standby, 'publishing outbox batch')).toBeGreaterThan(0);
+  });
+});
