@@ -10,6 +10,12 @@ export type Queryable = Pick<PoolClient, 'query'>;
 export async function withTransaction<T>(pool: Pool, work: (client: PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
   let broken = false;
+  // A checked-out client whose server goes away emits 'error'; unheard, that would crash the
+  // process. The failing query rejects anyway, so note it and let the error flow from there.
+  const onError = () => {
+    broken = true;
+  };
+  client.on('error', onError);
   try {
     await client.query('BEGIN');
     const result = await work(client);
@@ -23,6 +29,7 @@ export async function withTransaction<T>(pool: Pool, work: (client: PoolClient) 
     }
     throw error;
   } finally {
+    client.off('error', onError);
     client.release(broken);
   }
 }
