@@ -165,29 +165,32 @@ function requireMaven(): string {
 
 // ---------------------------------------------------------------- kafka
 
-function pomDigest(): string {
-  return createHash('sha256').update(readFileSync(POM)).digest('hex');
+function pomDigest(pom: string): string {
+  return createHash('sha256').update(readFileSync(pom)).digest('hex');
 }
 
-/** Jars are fetched once per pom.xml content; a changed pin fetches again. */
-function ensureKafkaLibs(): string {
-  const libs = join(KAFKA_DIR, 'libs');
+/** Jars are fetched once per pom.xml content into `libs`; a changed pin fetches again. */
+export function ensureMavenLibs(pom: string, libs: string): string {
   const stamp = join(libs, '.pom-sha256');
-  if (existsSync(stamp) && readFileSync(stamp, 'utf8') === pomDigest()) return libs;
+  if (existsSync(stamp) && readFileSync(stamp, 'utf8') === pomDigest(pom)) return libs;
   const mvn = requireMaven();
   const staging = `${libs}.staging`;
   rmSync(staging, { recursive: true, force: true });
-  log(`fetching Kafka jars with Maven (infra/kafka/pom.xml) into ${libs} ...`);
+  log(`fetching jars with Maven (${pom}) into ${libs} ...`);
   const result = spawnSync(
     mvn,
-    ['-B', '-q', '-f', POM, 'dependency:copy-dependencies', '-DincludeScope=runtime', `-DoutputDirectory=${staging}`],
+    ['-B', '-q', '-f', pom, 'dependency:copy-dependencies', '-DincludeScope=runtime', `-DoutputDirectory=${staging}`],
     { stdio: 'inherit' },
   );
-  if (result.status !== 0) throw new InfraError('Maven could not fetch the Kafka jars; see its output above.');
+  if (result.status !== 0) throw new InfraError(`Maven could not fetch the jars of ${pom}; see its output above.`);
   rmSync(libs, { recursive: true, force: true });
   renameSync(staging, libs);
-  writeFileSync(stamp, pomDigest());
+  writeFileSync(stamp, pomDigest(pom));
   return libs;
+}
+
+function ensureKafkaLibs(): string {
+  return ensureMavenLibs(POM, join(KAFKA_DIR, 'libs'));
 }
 
 function kafkaProperties(instance: KafkaInstance, dataDir: string): string {
@@ -471,6 +474,8 @@ export async function stopOwnedPostgres(instance: PostgresInstance = defaultPost
 function log(message: string): void {
   process.stderr.write(`[infra] ${message}\n`);
 }
+
+export const infraDir = INFRA_DIR;
 
 export function readState(): InfraState | undefined {
   if (!existsSync(STATE_FILE)) return undefined;

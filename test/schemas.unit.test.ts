@@ -32,3 +32,12 @@ describe('schemas:check', () => {
     expect(result.stderr).toMatch(/INCOMPATIBLE Probe cannot read data written with Probe.v1.avsc/);
   });
 });
+
+describe('schemas/README.md', () => {
+  it('is generated from the schemas and topic declarations (run `npm run schemas:gen`)', async () => {
+    const { readFileSync } = await import('node:fs');
+    const { loadSchemaSet } = await import('@outreach/shared');
+    const { schemasReadme, readmeFile, schemasDir } = await import('../scripts/schemas.js');
+    expect(readFileSync(readmeFile, 'utf8')).toBe(schemasReadme(loadSchemaSet(schemasDir)));
+  });
+});

@@ -1,0 +1,56 @@
+/**
+ * `topics:ensure`: create every declared topic (and its DLQ) that is missing, align the config of
+ * those that exist. Idempotent; safe to run on every deploy (the Kubernetes topics Job runs it).
+ *
+ *   KAFKA_BROKERS=host:9092 [TOPIC_PREFIX=] [TOPIC_PARTITIONS=] [TOPIC_REPLICATION_FACTOR=] node cli/topics.js
+ */
+import { Type } from '@sinclair/typebox';
+import { envSchema } from 'env-schema';
+import { brokerList } from '../config.js';
+import { createKafka } from '../kafka/client.js';
+import { ensureTopics } from '../kafka/topics.js';
+
+const Env = Type.Object({
+  KAFKA_BROKERS: Type.String({ pattern: '^[^,\\s:]+:\\d+(,[^,\\s:]+:\\d+)*$' }),
+  TOPIC_PREFIX: Type.String({ default: '' }),
+  TOPIC_PARTITIONS: Type.Optional(Type.Integer({ minimum: 1 })),
+  TOPIC_REPLICATION_FACTOR: Type.Optional(Type.Integer({ minimum: 1 })),
+});
+
+async function main(): Promise<void> {
+  let env: {
+    KAFKA_BROKERS: string;
+    TOPIC_PREFIX: string;
+    TOPIC_PARTITIONS?: number;
+    TOPIC_REPLICATION_FACTOR?: number;
+  };
+  try {
+    env = envSchema({ schema: Env, dotenv: false });
+  } catch (error) {
+    process.stderr.write(`topics:ensure: ${(error as Error).message.replace(/\benv\b/g, 'environment')}\n`);
+    process.exit(78);
+  }
+  const admin = createKafka({ brokers: brokerList(env.KAFKA_BROKERS), clientId: 'topics-ensure' }).admin();
+  await admin.connect();
+  try {
+    const result = await ensureTopics(admin, {
+      prefix: env.TOPIC_PREFIX,
+      ...(env.TOPIC_PARTITIONS ? { partitions: env.TOPIC_PARTITIONS } : {}),
+      ...(env.TOPIC_REPLICATION_FACTOR ? { replicationFactor: env.TOPIC_REPLICATION_FACTOR } : {}),
+    });
+    for (const name of result.created) console.log(`created      ${name}`);
+    for (const name of result.reconfigured) console.log(`reconfigured ${name}`);
+    for (const m of result.partitionMismatch) {
+      console.log(
+        `WARNING      ${m.name} has ${m.actual} partitions, declared ${m.declared} (left unchanged: keys would move)`,
+      );
+    }
+    console.log(
+      `topics: ${result.created.length} created, ${result.reconfigured.length} reconfigured, ${result.unchanged.length} unchanged`,
+    );
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+await main();
