@@ -9,6 +9,7 @@ export { postgresPlugin, type PostgresPluginOptions } from './service/postgres-p
 export { kafkaPlugin, type KafkaPluginOptions } from './service/kafka-plugin.js';
 export { bearerAuth } from './service/auth.js';
 export { runService, type ServiceDefinition } from './service/run.js';
+export { registerConsumer, registerOutboxRelay } from './service/workers.js';
 export * from './contracts/events.generated.js';
 export { EventCodec, eventCodec, DecodeError, EncodeError, type DecodeErrorCode } from './contracts/codec.js';
 export { crc64Avro, fingerprintBytes } from './contracts/fingerprint.js';

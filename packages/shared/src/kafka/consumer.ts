@@ -40,6 +40,8 @@ export interface BatchContext {
   heartbeat(): Promise<void>;
   /** True once the batch must not be worked on any more (rebalance or shutdown). */
   shouldStop(): boolean;
+  /** A logger carrying the event's correlation id, event id and type. */
+  loggerFor(event: ConsumedEvent): Logger;
 }
 
 /**
@@ -168,7 +170,18 @@ export class ConsumerRunner {
     const { batch, resolveOffset, commitOffsetsIfNecessary, heartbeat, isRunning, isStale } = payload;
     const shouldStop = () => this.stopping || !isRunning() || isStale();
     const logger = this.options.logger.child({ topic: batch.topic, partition: batch.partition });
-    const context: BatchContext = { logger, heartbeat, shouldStop };
+    const context: BatchContext = {
+      logger,
+      heartbeat,
+      shouldStop,
+      loggerFor: (consumed) =>
+        logger.child({
+          correlationId: consumed.event.correlationId,
+          eventId: consumed.event.eventId,
+          eventType: consumed.event.type,
+          offset: consumed.offset,
+        }),
+    };
     try {
       for (let start = 0; start < batch.messages.length; start += this.chunkSize) {
         if (shouldStop()) return;
