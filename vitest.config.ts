@@ -13,6 +13,9 @@ const shared = {
 };
 
 const exclude = ['**/node_modules/**', '**/dist/**', '.infra/**'];
+// @fastify/autoload imports plugin files with import(); inlined, that import goes through vite and
+// can load the TypeScript sources (autoload detects vitest and asks for .ts files).
+const server = { deps: { inline: ['@fastify/autoload'] } };
 
 export default defineConfig({
   ...shared,
@@ -20,7 +23,7 @@ export default defineConfig({
     projects: [
       {
         ...shared,
-        test: { name: 'unit', include: ['**/*.unit.test.ts'], exclude },
+        test: { name: 'unit', include: ['**/*.unit.test.ts'], exclude, server },
       },
       {
         ...shared,
@@ -28,6 +31,7 @@ export default defineConfig({
           name: 'int',
           include: ['**/*.int.test.ts'],
           exclude,
+          server,
           globalSetup: ['test/global-setup.ts'],
           testTimeout: 60_000,
           hookTimeout: 120_000,
@@ -39,6 +43,7 @@ export default defineConfig({
           name: 'e2e',
           include: ['**/*.e2e.test.ts'],
           exclude,
+          server,
           globalSetup: ['test/global-setup.ts'],
           testTimeout: 120_000,
           hookTimeout: 120_000,

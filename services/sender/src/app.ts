@@ -1,16 +1,17 @@
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { brokerList, buildHttpApp, tokenList, type BaseConfig, type Logger } from '@outreach/shared';
-import type { Static } from '@sinclair/typebox';
+import { brokerList, buildHttpApp, tokenList, type Logger } from '@outreach/shared';
 import type { FastifyInstance } from 'fastify';
-import type { ConfigSchema } from './config.js';
+import { checkConfig, type Config } from './config.js';
 
-export type Config = BaseConfig & Static<typeof ConfigSchema>;
+export type { Config } from './config.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
+export const migrationsDir = join(here, '..', 'migrations');
 
-/** Builds the sender service without listening, so tests can `inject` requests. */
+/** Builds the sender without listening, so tests can `inject` requests. */
 export async function buildApp({ config, logger }: { config: Config; logger: Logger }): Promise<FastifyInstance> {
+  checkConfig(config);
   return buildHttpApp({
     name: 'sender',
     logger,

@@ -1,6 +1,41 @@
-import { Type } from '@sinclair/typebox';
+import { ConfigError, type BaseConfig } from '@outreach/shared';
+import { Type, type Static } from '@sinclair/typebox';
 
-/** sender's own settings, on top of BaseConfigSchema (KAFKA_BROKERS, DATABASE_URL, HTTP_PORT, ...). */
+/** The sender's settings, on top of BaseConfigSchema (KAFKA_BROKERS, DATABASE_URL, HTTP_PORT, ...). */
 export const ConfigSchema = Type.Object({
   DATABASE_SCHEMA: Type.String({ default: 'sender', pattern: '^[a-z_][a-z0-9_]*$' }),
+  CONSUMER_GROUP: Type.String({ default: 'sender' }),
+  MAIL_PROVIDER: Type.Union([Type.Literal('smtp'), Type.Literal('null')], { default: 'smtp' }),
+  SMTP_HOST: Type.String({ default: '127.0.0.1' }),
+  SMTP_PORT: Type.Integer({ minimum: 1, maximum: 65535, default: 1025 }),
+  SMTP_SECURE: Type.Boolean({ default: false }),
+  SMTP_USER: Type.String({ default: '' }),
+  SMTP_PASSWORD: Type.String({ default: '' }),
+  MAIL_FROM: Type.String({ default: 'Outreach <outreach@example.com>' }),
+  MESSAGE_ID_DOMAIN: Type.String({ default: 'outreach.local', pattern: '^[A-Za-z0-9.-]+$' }),
+  UNSUBSCRIBE_MAILTO: Type.String({ default: 'unsubscribe@example.com' }),
+  UNSUBSCRIBE_URL: Type.String({ default: '' }),
+  /** Events handed to the pipeline at once (one claim statement). */
+  SEND_BATCH_SIZE: Type.Integer({ minimum: 1, maximum: 2000, default: 100 }),
+  SEND_CONCURRENCY: Type.Integer({ minimum: 1, maximum: 256, default: 8 }),
+  SEND_RATE_PER_SECOND: Type.Number({ exclusiveMinimum: 0, default: 50 }),
+  LEASE_MS: Type.Integer({ minimum: 1000, default: 60_000 }),
+  PROVIDER_TIMEOUT_MS: Type.Integer({ minimum: 100, default: 20_000 }),
+  MAX_ATTEMPTS: Type.Integer({ minimum: 1, default: 5 }),
+  RETRY_BACKOFF_MS: Type.Integer({ minimum: 0, default: 5_000 }),
+  RECONCILE_INTERVAL_MS: Type.Integer({ minimum: 100, default: 5_000 }),
+  AUTO_PAUSE_THRESHOLD: Type.Number({ minimum: 0, maximum: 1, default: 0.5 }),
+  AUTO_PAUSE_MIN_SENDS: Type.Integer({ minimum: 1, default: 20 }),
+  AUTO_PAUSE_WINDOW_MS: Type.Integer({ minimum: 1000, default: 300_000 }),
 });
+
+export type Config = BaseConfig & Static<typeof ConfigSchema>;
+
+/** Rules between settings that a schema cannot express. */
+export function checkConfig(config: Config): void {
+  if (config.PROVIDER_TIMEOUT_MS * 2 > config.LEASE_MS) {
+    throw new ConfigError(
+      `PROVIDER_TIMEOUT_MS (${config.PROVIDER_TIMEOUT_MS}) must be at most half of LEASE_MS (${config.LEASE_MS}), so a lease never expires while its provider call can still succeed`,
+    );
+  }
+}

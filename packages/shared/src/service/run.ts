@@ -55,7 +55,16 @@ export async function runService<P extends TProperties>(
   }
   if (config.MIGRATE_ON_START) await runMigrations();
 
-  const app = await definition.build({ config, logger });
+  let app: FastifyInstance;
+  try {
+    app = await definition.build({ config, logger });
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`${definition.name}: ${error.message}\n`);
+      process.exit(78);
+    }
+    throw error;
+  }
   closeWithGrace({ delay: config.SHUTDOWN_TIMEOUT_MS, logger }, async ({ signal, err }) => {
     if (err) logger.error({ err }, 'fatal error, shutting down');
     else logger.info({ signal }, 'shutting down');

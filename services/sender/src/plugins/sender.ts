@@ -1,0 +1,87 @@
+import { registerConsumer, registerOutboxRelay, topicName, type Logger } from '@outreach/shared';
+import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
+import { NullProvider } from '../adapters/providers/null.js';
+import type { MailProvider } from '../adapters/providers/port.js';
+import { SmtpProvider } from '../adapters/providers/smtp.js';
+import { SendsRepository } from '../adapters/sends-repository.js';
+import type { Config } from '../config.js';
+import { Reconciler } from '../workflow/reconciler.js';
+import { SendPipeline } from '../workflow/send-pipeline.js';
+import { registerSenderGauges } from '../adapters/gauges.js';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    readonly sends: SendsRepository;
+    readonly reconciler: Reconciler;
+  }
+}
+
+export function createProvider(config: Config): MailProvider {
+  if (config.MAIL_PROVIDER === 'null') return new NullProvider();
+  return new SmtpProvider({
+    host: config.SMTP_HOST,
+    port: config.SMTP_PORT,
+    secure: config.SMTP_SECURE,
+    ...(config.SMTP_USER ? { user: config.SMTP_USER, password: config.SMTP_PASSWORD } : {}),
+    messageIdDomain: config.MESSAGE_ID_DOMAIN,
+    timeoutMs: config.PROVIDER_TIMEOUT_MS,
+    maxConnections: config.SEND_CONCURRENCY,
+  });
+}
+
+/** Wires the sender: repository, provider, pipeline, consumer, reconciler and outbox relay. */
+export default fp(
+  async (app: FastifyInstance, { config }: { config: Config }) => {
+    const repository = new SendsRepository(app.pg, topicName('sendRecorded', config.TOPIC_PREFIX), config.LEASE_MS);
+    const provider = createProvider(config);
+    const logger = app.log.child({ component: 'send-pipeline' }) as Logger;
+    const pipeline = new SendPipeline({
+      repository,
+      provider,
+      logger,
+      metrics: app.metrics,
+      from: config.MAIL_FROM,
+      unsubscribeMailto: config.UNSUBSCRIBE_MAILTO,
+      ...(config.UNSUBSCRIBE_URL ? { unsubscribeUrl: config.UNSUBSCRIBE_URL } : {}),
+      concurrency: config.SEND_CONCURRENCY,
+      ratePerSecond: config.SEND_RATE_PER_SECOND,
+      providerTimeoutMs: config.PROVIDER_TIMEOUT_MS,
+      leaseMs: config.LEASE_MS,
+      maxAttempts: config.MAX_ATTEMPTS,
+      retryBackoffMs: config.RETRY_BACKOFF_MS,
+      autoPause: {
+        threshold: config.AUTO_PAUSE_THRESHOLD,
+        minAttempts: config.AUTO_PAUSE_MIN_SENDS,
+        windowMs: config.AUTO_PAUSE_WINDOW_MS,
+      },
+    });
+    const reconciler = new Reconciler(
+      repository,
+      pipeline,
+      provider,
+      logger,
+      app.metrics,
+      config.RECONCILE_INTERVAL_MS,
+    );
+    app.decorate('sends', repository);
+    app.decorate('reconciler', reconciler);
+    registerSenderGauges(app.metrics, repository);
+
+    registerConsumer(app, {
+      groupId: config.CONSUMER_GROUP,
+      topics: [topicName('sendRequested', config.TOPIC_PREFIX)],
+      chunkSize: config.SEND_BATCH_SIZE,
+      // Sends in flight must finish before a session times out; heartbeats keep it alive between them.
+      sessionTimeoutMs: Math.max(30_000, config.PROVIDER_TIMEOUT_MS * 2),
+      handler: (events, context) => pipeline.handle(events, context),
+    });
+    registerOutboxRelay(app, { databaseUrl: config.DATABASE_URL, schema: config.DATABASE_SCHEMA, pollIntervalMs: 500 });
+    app.addHook('onReady', async () => reconciler.start());
+    app.addHook('onClose', async () => {
+      await reconciler.stop();
+      await provider.close();
+    });
+  },
+  { name: 'sender', dependencies: ['postgres', 'kafka'] },
+);

@@ -1,0 +1,118 @@
+/**
+ * Sweeps expired leases, so no send stays unfinished when its worker died:
+ * - `claimed` past its lease: the provider was never called, so it is safe to re-drive under a new
+ *   token (this is also how held sends go out after a resume, and operator "retry" resolutions);
+ * - `sending` past its lease: the provider may or may not have the message. With a provider that
+ *   can look the idempotency key up, the lookup decides; otherwise the send becomes `ambiguous`
+ *   and an operator resolves it. It is never re-sent automatically.
+ * Several instances may sweep at once: claims are taken with SKIP LOCKED, and every transition is
+ * conditional on the token and status, so each send is finished by exactly one of them.
+ */
+import { Counter, metric, type Logger, type Registry } from '@outreach/shared';
+import type { MailProvider } from '../adapters/providers/port.js';
+import type { SendsRepository } from '../adapters/sends-repository.js';
+import { alwaysRun, type SendPipeline } from './send-pipeline.js';
+
+export class Reconciler {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+  private stopped = false;
+  private readonly ambiguous: Counter;
+  private readonly takeovers: Counter;
+
+  constructor(
+    private readonly repository: SendsRepository,
+    private readonly pipeline: SendPipeline,
+    private readonly provider: MailProvider,
+    private readonly logger: Logger,
+    registry: Registry,
+    private readonly intervalMs: number,
+    private readonly batchSize = 100,
+  ) {
+    this.ambiguous = metric(
+      registry,
+      'sender_lease_expired_ambiguous_total',
+      () =>
+        new Counter({
+          name: 'sender_lease_expired_ambiguous_total',
+          help: 'Sends whose lease expired while sending, recorded as ambiguous',
+          registers: [registry],
+        }),
+    );
+    this.takeovers = metric(
+      registry,
+      'sender_lease_takeovers_total',
+      () =>
+        new Counter({
+          name: 'sender_lease_takeovers_total',
+          help: 'Expired claims taken over under a new token',
+          registers: [registry],
+        }),
+    );
+  }
+
+  start(): void {
+    this.schedule(0);
+  }
+
+  /** Run a sweep soon (after a resume or an operator's retry). */
+  wake(): void {
+    if (!this.stopped && !this.running) this.schedule(0);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.running;
+  }
+
+  private schedule(delay: number): void {
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => {
+      this.running = this.sweep()
+        .then(() => undefined)
+        .catch((error: unknown) => this.logger.warn({ err: error }, 'reconciler sweep failed'))
+        .finally(() => {
+          this.running = undefined;
+          if (!this.stopped) this.schedule(this.intervalMs);
+        });
+    }, delay);
+  }
+
+  /** One full sweep; returns how many sends it moved. */
+  async sweep(): Promise<number> {
+    let moved = 0;
+    while (!this.stopped) {
+      const claims = await this.repository.takeOverExpired(this.batchSize);
+      this.takeovers.inc(claims.length);
+      if (claims.length > 0) await this.pipeline.process(claims, alwaysRun);
+
+      const expired = await this.repository.expiredSending(this.batchSize);
+      for (const { row, ...claim } of expired) {
+        const verdict = this.provider.lookup ? await this.provider.lookup(row.sendId) : 'unknown';
+        if (verdict === 'sent') {
+          await this.repository.record(claim, row, {
+            outcome: 'sent',
+            providerMessageId: row.providerMessageId ?? row.sendId,
+          });
+        } else if (verdict === 'not_sent') {
+          await this.repository.retryLater(claim, 'lease expired; the provider has no record of it', 0);
+        } else if (
+          await this.repository.record(claim, row, {
+            outcome: 'ambiguous',
+            reason: 'lease expired while sending: the provider may or may not have accepted it',
+          })
+        ) {
+          this.ambiguous.inc();
+          this.logger.error(
+            { sendId: row.sendId, campaignId: row.campaignId },
+            'send is ambiguous: its worker died while sending',
+          );
+        }
+      }
+      moved += claims.length + expired.length;
+      if (claims.length < this.batchSize && expired.length < this.batchSize) break;
+    }
+    return moved;
+  }
+}

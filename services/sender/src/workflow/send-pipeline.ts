@@ -1,0 +1,295 @@
+/**
+ * The sender's state machine (README): claim → checks → fence → send → record (+ outbox), for a
+ * chunk of SendRequested from Kafka, and for claims the reconciler re-drives.
+ */
+import {
+  Counter,
+  Histogram,
+  metric,
+  type BatchContext,
+  type ConsumedEvent,
+  type Logger,
+  type Registry,
+  type Rejection,
+  type SendRequested,
+} from '@outreach/shared';
+import pLimit from 'p-limit';
+import type { MailMessage, MailProvider, SendResult } from '../adapters/providers/port.js';
+import type { Claim, SendRow, SendsRepository } from '../adapters/sends-repository.js';
+import { ErrorRateWindow, type ErrorRatePolicy } from '../domain/error-rate.js';
+import { TokenBucket } from '../domain/rate-limit.js';
+import { validateSendRequest, type ValidSend } from '../domain/request.js';
+
+export interface SendPipelineOptions {
+  readonly repository: SendsRepository;
+  readonly provider: MailProvider;
+  readonly logger: Logger;
+  readonly metrics: Registry;
+  readonly from: string;
+  readonly unsubscribeMailto: string;
+  readonly unsubscribeUrl?: string;
+  readonly concurrency: number;
+  readonly ratePerSecond: number;
+  readonly providerTimeoutMs: number;
+  readonly leaseMs: number;
+  readonly maxAttempts: number;
+  readonly retryBackoffMs: number;
+  readonly autoPause: ErrorRatePolicy;
+}
+
+/** What a batch needs from its caller: stop signals, and a heartbeat that throws on rebalance. */
+export type Control = Pick<BatchContext, 'heartbeat' | 'shouldStop'>;
+
+export const alwaysRun: Control = { heartbeat: async () => undefined, shouldStop: () => false };
+
+function sendMetrics(registry: Registry) {
+  const counter = (name: string, help: string, labelNames: string[] = []) =>
+    metric(registry, name, () => new Counter({ name, help, labelNames, registers: [registry] }));
+  return {
+    outcomes: counter('sender_sends_total', 'Terminal outcomes recorded, by outcome', ['outcome']),
+    conflicts: counter('sender_claim_conflicts_total', 'Claims that found their slot taken (duplicate or redelivery)', [
+      'kind',
+    ]),
+    takeovers: counter('sender_lease_takeovers_total', 'Expired claims taken over under a new token'),
+    lost: counter('sender_fence_lost_total', 'Fences that found the claim taken over: the send did not happen here'),
+    exposureConflicts: counter(
+      'sender_exposure_conflicts_total',
+      'ALERT: sends blocked because the candidate was already sent another variant of the experiment',
+      ['experiment'],
+    ),
+    autoPauses: counter('sender_auto_pauses_total', 'Campaigns paused automatically for their provider error rate'),
+    latency: metric(
+      registry,
+      'sender_provider_latency_seconds',
+      () =>
+        new Histogram({
+          name: 'sender_provider_latency_seconds',
+          help: 'Provider call duration, by provider and result',
+          labelNames: ['provider', 'result'],
+          buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+          registers: [registry],
+        }),
+    ),
+  };
+}
+
+export class SendPipeline {
+  private readonly metrics: ReturnType<typeof sendMetrics>;
+  private readonly bucket: TokenBucket;
+  private readonly errorRate: ErrorRateWindow;
+
+  constructor(private readonly options: SendPipelineOptions) {
+    this.metrics = sendMetrics(options.metrics);
+    this.bucket = new TokenBucket(options.ratePerSecond, Math.max(1, options.concurrency), Date.now());
+    this.errorRate = new ErrorRateWindow(options.autoPause);
+  }
+
+  /** The consumer's handler: validate, claim, then process what this chunk claimed. */
+  async handle(
+    events: readonly ConsumedEvent[],
+    control: Control & Pick<BatchContext, 'loggerFor'>,
+  ): Promise<{ rejected: Rejection[] }> {
+    const rejected: Rejection[] = [];
+    const valid: ValidSend[] = [];
+    for (const consumed of events) {
+      if (consumed.event.type !== 'SendRequested') {
+        rejected.push({
+          offset: consumed.offset,
+          reason: `unexpected event type ${consumed.event.type} on the send-requested topic`,
+        });
+        continue;
+      }
+      const validation = validateSendRequest(consumed.event as SendRequested);
+      if (validation.ok) valid.push(validation.send);
+      else {
+        control.loggerFor(consumed).warn({ reason: validation.reason }, 'rejected SendRequested');
+        rejected.push({ offset: consumed.offset, reason: validation.reason });
+      }
+    }
+    const { repository } = this.options;
+    const { claimed, conflicts } = await repository.claim(valid);
+    const duplicates = conflicts.filter((c) => c.kind === 'duplicate');
+    const own = conflicts.filter((c) => c.kind === 'own');
+    this.metrics.conflicts.inc({ kind: 'duplicate' }, duplicates.length);
+    this.metrics.conflicts.inc({ kind: 'redelivery' }, own.length);
+    const newlySkipped = await repository.recordDuplicates(duplicates);
+    this.metrics.outcomes.inc({ outcome: 'skipped_duplicate' }, newlySkipped);
+    // A redelivered request whose earlier claim expired unsent (its worker died before the fence).
+    const takenOver = await repository.takeOverExpiredClaims(
+      own.filter((c) => c.status === 'claimed' && c.leaseExpired).map((c) => c.send.sendId),
+    );
+    this.metrics.takeovers.inc(takenOver.length);
+    await this.process([...claimed, ...takenOver], control);
+    return { rejected };
+  }
+
+  /**
+   * Checks, then fence → send → record each claim with bounded concurrency and a rate limit. The
+   * leases of claims still waiting are renewed while the batch runs; when the batch must stop,
+   * claims not yet fenced are released for immediate take-over, and in-flight sends finish first.
+   */
+  async process(claims: readonly Claim[], control: Control): Promise<void> {
+    if (claims.length === 0) return;
+    const { repository } = this.options;
+    const checked = await repository.applyChecks(claims);
+    this.metrics.outcomes.inc({ outcome: 'suppressed' }, checked.suppressed);
+    this.metrics.outcomes.inc({ outcome: 'held' }, checked.held);
+
+    const waiting = new Map(checked.ready.map((c) => [c.sendId, { sendId: c.sendId, token: c.token }]));
+    const renewal = setInterval(
+      () => {
+        void repository
+          .renew([...waiting.values()])
+          .catch((error: unknown) => this.options.logger.warn({ err: error }, 'lease renewal failed'));
+      },
+      Math.max(250, Math.floor(this.options.leaseMs / 3)),
+    );
+    const limit = pLimit(this.options.concurrency);
+    let stopError: unknown;
+    const released: Claim[] = [];
+    try {
+      await Promise.all(
+        checked.ready.map((claim) =>
+          limit(async () => {
+            if (stopError !== undefined || control.shouldStop()) {
+              released.push(claim);
+              waiting.delete(claim.sendId);
+              return;
+            }
+            await this.takeToken();
+            waiting.delete(claim.sendId);
+            await this.sendOne(claim);
+            try {
+              await control.heartbeat();
+            } catch (error) {
+              stopError ??= error;
+            }
+          }),
+        ),
+      );
+    } finally {
+      clearInterval(renewal);
+    }
+    await repository.release(released);
+    if (stopError !== undefined) throw stopError;
+  }
+
+  private async takeToken(): Promise<void> {
+    for (;;) {
+      const wait = this.bucket.take(Date.now());
+      if (wait === 0) return;
+      await new Promise((resolve) => setTimeout(resolve, wait));
+    }
+  }
+
+  private compose(row: SendRow): MailMessage {
+    const mailto = `<mailto:${this.options.unsubscribeMailto}?subject=${encodeURIComponent(`unsubscribe ${row.sendId}`)}>`;
+    const url = this.options.unsubscribeUrl
+      ? `<${this.options.unsubscribeUrl.replace(/\/$/, '')}/${row.sendId}>`
+      : undefined;
+    return {
+      from: this.options.from,
+      to: row.email,
+      subject: row.subject,
+      text: row.body,
+      headers: {
+        'List-Unsubscribe': url ? `${url}, ${mailto}` : mailto,
+        ...(url ? { 'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click' } : {}),
+        'X-Outreach-Send-Id': row.sendId,
+        'X-Outreach-Campaign': row.campaignId,
+      },
+    };
+  }
+
+  /** Fence, call the provider (bounded by a timeout shorter than the lease), record. */
+  async sendOne(claim: Claim): Promise<void> {
+    const { repository, provider, logger } = this.options;
+    const fence = await repository.fence(claim);
+    if (fence.kind === 'lost') {
+      this.metrics.lost.inc();
+      logger.info({ sendId: claim.sendId }, 'claim was taken over; not sending');
+      return;
+    }
+    if (fence.kind === 'held') {
+      this.metrics.outcomes.inc({ outcome: 'held' });
+      return;
+    }
+    if (fence.kind === 'exposure_conflict') {
+      this.metrics.outcomes.inc({ outcome: 'failed' });
+      this.metrics.exposureConflicts.inc({ experiment: 'unknown' });
+      logger.error(
+        { sendId: claim.sendId, exposedVariant: fence.exposedVariant, alert: 'exposure_conflict' },
+        'ALERT: blocked a send of a second variant to an exposed candidate',
+      );
+      return;
+    }
+    const { row } = fence;
+    const log = logger.child({ sendId: row.sendId, correlationId: row.correlationId, campaignId: row.campaignId });
+    const started = performance.now();
+    const result = await this.callProvider(this.compose(row), row.sendId);
+    this.metrics.latency.observe(
+      { provider: provider.name, result: result.kind },
+      (performance.now() - started) / 1000,
+    );
+
+    switch (result.kind) {
+      case 'sent':
+        if (await repository.record(claim, row, { outcome: 'sent', providerMessageId: result.providerMessageId })) {
+          this.metrics.outcomes.inc({ outcome: 'sent' });
+        } else {
+          log.warn('sent, but the send was resolved elsewhere meanwhile');
+        }
+        break;
+      case 'rejected':
+        await repository.record(claim, row, { outcome: 'failed', reason: `provider rejected: ${result.reason}` });
+        this.metrics.outcomes.inc({ outcome: 'failed' });
+        log.warn({ reason: result.reason }, 'provider rejected the message');
+        break;
+      case 'unknown':
+        await repository.record(claim, row, { outcome: 'ambiguous', reason: result.reason });
+        this.metrics.outcomes.inc({ outcome: 'ambiguous' });
+        log.error({ reason: result.reason }, 'send outcome unknown: recorded as ambiguous, not retried');
+        break;
+      case 'not_sent':
+        if (row.attempts >= this.options.maxAttempts) {
+          await repository.record(claim, row, {
+            outcome: 'failed',
+            reason: `gave up after ${row.attempts} attempts: ${result.reason}`,
+          });
+          this.metrics.outcomes.inc({ outcome: 'failed' });
+        } else {
+          await repository.retryLater(claim, result.reason, this.options.retryBackoffMs * 2 ** (row.attempts - 1));
+        }
+        log.warn({ reason: result.reason, attempts: row.attempts }, 'provider did not take the message');
+        break;
+      default: {
+        const exhaustive: never = result;
+        throw new Error(`unexpected provider result ${JSON.stringify(exhaustive)}`);
+      }
+    }
+
+    const pauseReason = this.errorRate.record(row.campaignId, result.kind !== 'sent', Date.now());
+    if (pauseReason) {
+      await repository.pause(row.campaignId, pauseReason);
+      this.metrics.autoPauses.inc();
+      logger.error({ campaignId: row.campaignId, reason: pauseReason, alert: 'auto_pause' }, 'campaign auto-paused');
+    }
+  }
+
+  private async callProvider(message: MailMessage, sendId: string): Promise<SendResult> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<SendResult>((resolve) => {
+      timer = setTimeout(
+        () => resolve({ kind: 'unknown', reason: `provider call exceeded ${this.options.providerTimeoutMs} ms` }),
+        this.options.providerTimeoutMs,
+      );
+    });
+    try {
+      return await Promise.race([this.options.provider.send(message, sendId), timeout]);
+    } catch (error) {
+      return { kind: 'unknown', reason: `provider call threw: ${(error as Error).message}` };
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}
