@@ -7,6 +7,7 @@
  * DEMO_EXIT_WHEN_READY=1 stops everything once all services report ready (used by a smoke test).
  */
 import { join } from 'node:path';
+import { createKafka, ensureTopics } from '@outreach/shared';
 import { startProcess, waitFor, type RunningProcess } from '@outreach/shared/testing';
 import { up } from './infra.js';
 
@@ -25,6 +26,11 @@ function say(message: string): void {
 async function main(): Promise<number> {
   const state = await up();
   say(`kafka ${state.kafkaBrokers} (${state.kafka.source}), postgres ${state.postgres.source}`);
+  const admin = createKafka({ brokers: state.kafkaBrokers.split(','), clientId: 'demo' }).admin();
+  await admin.connect();
+  const topics = await ensureTopics(admin);
+  await admin.disconnect();
+  say(`topics: ${topics.created.length} created, ${topics.unchanged.length + topics.reconfigured.length} present`);
 
   const running: Array<{ name: string; port: number; proc: RunningProcess }> = [];
   const stopAll = async () => {

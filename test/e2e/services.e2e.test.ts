@@ -4,11 +4,19 @@
  */
 import { join } from 'node:path';
 import { freePort, startProcess, waitFor, type RunningProcess } from '@outreach/shared/testing';
-import { afterEach, describe, expect, inject, it } from 'vitest';
+import { createKafka, ensureTopics } from '@outreach/shared';
+import { afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 
 const services = ['planner', 'sender', 'experiment', 'liveness'] as const;
 const entry = (service: string) => join(import.meta.dirname, '..', '..', 'services', service, 'dist', 'server.js');
 const running: RunningProcess[] = [];
+
+beforeAll(async () => {
+  const admin = createKafka({ brokers: inject('kafkaBrokers').split(','), clientId: 'e2e' }).admin();
+  await admin.connect();
+  await ensureTopics(admin);
+  await admin.disconnect();
+});
 
 afterEach(async () => {
   await Promise.all(running.splice(0).map((p) => p.stop('SIGKILL')));
@@ -23,6 +31,8 @@ describe.each(services)('%s process', (service) => {
       DATABASE_URL: inject('databaseUrl'),
       HTTP_PORT: String(port),
       HTTP_HOST: '127.0.0.1',
+      // Each run gets its own group, so a previous run's members never delay the join.
+      CONSUMER_GROUP: `e2e-${service}-${Date.now()}`,
     });
     running.push(proc);
 
@@ -35,8 +45,13 @@ describe.each(services)('%s process', (service) => {
     );
     expect(live).toEqual({ status: 'ok', service });
 
-    const ready = await fetch(`http://127.0.0.1:${port}/health/ready`);
-    expect(ready.status).toBe(200);
+    const ready = await waitFor(
+      async () => {
+        const response = await fetch(`http://127.0.0.1:${port}/health/ready`);
+        return response.ok ? response : undefined;
+      },
+      { timeoutMs: 30_000, description: `${service} /health/ready` },
+    );
     expect(await ready.json()).toMatchObject({ status: 'ready', checks: { postgres: 'ok', kafka: 'ok' } });
 
     const metrics = await fetch(`http://127.0.0.1:${port}/metrics`);

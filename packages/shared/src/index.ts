@@ -49,6 +49,7 @@ export {
   ConsumerRunner,
   TransientError,
   isTransientError,
+  isRebalanceError,
   type ConsumedEvent,
   type EventBatchHandler,
   type BatchContext,

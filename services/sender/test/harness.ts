@@ -40,7 +40,8 @@ export interface SenderTestEnv {
   readonly prefix: string;
   readonly schema: string;
   readonly databaseUrl: string;
-  publish(requests: readonly SendRequested[]): Promise<void>;
+  /** `fresh`: through a new client, so partitions added since are in its metadata. */
+  publish(requests: readonly SendRequested[], options?: { fresh?: boolean }): Promise<void>;
   query<T extends pg.QueryResultRow>(sql: string, params?: unknown[]): Promise<T[]>;
   startApp(overrides?: Record<string, string>): Promise<FastifyInstance>;
   startProcess(overrides?: Record<string, string>): RunningProcess;
@@ -96,8 +97,14 @@ export async function senderTestEnv(
     prefix,
     schema,
     databaseUrl: infra.databaseUrl,
-    async publish(requests) {
-      await producer.publish(requests.map((event) => ({ topic: topicName('sendRequested', prefix), event })));
+    async publish(requests, publishOptions = {}) {
+      const messages = requests.map((event) => ({ topic: topicName('sendRequested', prefix), event }));
+      if (!publishOptions.fresh) return producer.publish(messages);
+      const fresh = new EventProducer(
+        createKafka({ brokers: infra.kafkaBrokers.split(','), clientId: 'sender-test-fresh' }),
+      );
+      await fresh.publish(messages);
+      await fresh.disconnect();
     },
     async query(sql, params = []) {
       return (await pool.query(sql, params)).rows;
@@ -112,7 +119,8 @@ export async function senderTestEnv(
     startProcess(overrides = {}) {
       const proc = startProcess(
         join(root, 'services', 'sender', 'src', 'server.ts'),
-        { PATH: process.env.PATH, ...env, LOG_LEVEL: 'info', ...overrides },
+        // Runs the TypeScript sources through tsx; autoload must be told it may load .ts files.
+        { PATH: process.env.PATH, ...env, LOG_LEVEL: 'info', FASTIFY_AUTOLOAD_TYPESCRIPT: '1', ...overrides },
         [],
         ['--conditions=source', '--import', join(root, 'node_modules', 'tsx', 'dist', 'loader.mjs')],
       );

@@ -81,6 +81,20 @@ export function isTransientError(error: unknown): boolean {
   );
 }
 
+const REBALANCE_ERRORS = new Set([
+  'REBALANCE_IN_PROGRESS',
+  'ILLEGAL_GENERATION',
+  'UNKNOWN_MEMBER_ID',
+  'NOT_COORDINATOR',
+  'FENCED_INSTANCE_ID',
+]);
+
+/** The group moved on (a heartbeat said so): stop this batch and let kafkajs rejoin. */
+export function isRebalanceError(error: unknown): boolean {
+  const type = (error as { type?: unknown } | null)?.type;
+  return typeof type === 'string' && REBALANCE_ERRORS.has(type);
+}
+
 export interface ConsumerRunnerOptions {
   readonly kafka: Kafka;
   readonly groupId: string;
@@ -120,6 +134,8 @@ export class ConsumerRunner {
   private readonly maxBackoff: number;
   private readonly isTransient: (error: unknown) => boolean;
   private stopping = false;
+  /** True once the consumer has joined its group and has an assignment. */
+  joined = false;
   /** Observable counters, also exported as metrics. */
   readonly stats = { handled: 0, deadLettered: 0, retries: 0, crashes: 0 };
 
@@ -137,6 +153,9 @@ export class ConsumerRunner {
     this.initialBackoff = options.retry?.initialMs ?? 200;
     this.maxBackoff = options.retry?.maxMs ?? 10_000;
     this.isTransient = options.isTransient ?? isTransientError;
+    this.consumer.on(this.consumer.events.GROUP_JOIN, () => {
+      this.joined = true;
+    });
     this.consumer.on(this.consumer.events.CRASH, (event) => {
       this.stats.crashes++;
       this.metrics?.crashes.inc({ group: options.groupId });
@@ -247,6 +266,9 @@ export class ConsumerRunner {
         const result = await this.options.handler(events, context);
         return [...(result?.rejected ?? [])];
       } catch (error) {
+        // A rebalance is not the events' fault: give the batch up uncommitted and let kafkajs rejoin.
+        if (isRebalanceError(error)) throw error;
+        if (context.shouldStop()) throw new StopWork();
         if (this.isTransient(error)) {
           this.stats.retries++;
           this.metrics?.retries.inc({ group: this.options.groupId, topic: events[0]?.topic ?? '' });

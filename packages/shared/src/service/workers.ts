@@ -18,8 +18,22 @@ export function registerConsumer(
     logger: options.logger ?? (app.log.child({ consumer: options.groupId }) as Logger),
     metrics: app.metrics,
   });
+  // Joining can take a whole session timeout (a crashed predecessor is still a member), so the app
+  // does not wait for it: readiness reports it, and a start that fails for good crashes the
+  // process (close-with-grace turns that into a graceful exit) so the orchestrator restarts it.
+  let startError: unknown;
   app.addHook('onReady', async () => {
-    await runner.start();
+    runner.start().catch((error: unknown) => {
+      startError = error;
+      app.log.fatal({ err: error, group: options.groupId }, 'consumer could not start');
+      setImmediate(() => {
+        throw error;
+      });
+    });
+  });
+  app.readiness.set(`consumer:${options.groupId}`, async () => {
+    if (startError) throw new Error(`failed to start: ${(startError as Error).message}`);
+    if (!runner.joined) throw new Error('joining its group');
   });
   app.addHook('onClose', async () => {
     await runner.stop();

@@ -550,9 +550,7 @@ export class SendsRepository {
    * Pairs of deliveries to the same candidate or the same address within a campaign step: from the
    * sent log (which the constraints keep free of them) and from imported provider history.
    */
-  async duplicates(
-    campaignId: string | null,
-  ): Promise<
+  async duplicates(campaignId: string | null): Promise<
     Array<{
       campaignId: string;
       step: string;

@@ -73,7 +73,7 @@ export default fp(
       topics: [topicName('sendRequested', config.TOPIC_PREFIX)],
       chunkSize: config.SEND_BATCH_SIZE,
       // Sends in flight must finish before a session times out; heartbeats keep it alive between them.
-      sessionTimeoutMs: Math.max(30_000, config.PROVIDER_TIMEOUT_MS * 2),
+      sessionTimeoutMs: Math.max(10_000, config.PROVIDER_TIMEOUT_MS * 2),
       handler: (events, context) => pipeline.handle(events, context),
     });
     registerOutboxRelay(app, { databaseUrl: config.DATABASE_URL, schema: config.DATABASE_SCHEMA, pollIntervalMs: 500 });
