@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import autoload from '@fastify/autoload';
-import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
 import type { Logger } from '../logger.js';
 import fp from 'fastify-plugin';
 import type { Registry } from 'prom-client';
@@ -50,8 +50,7 @@ export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInst
     loggerInstance: options.logger as FastifyBaseLogger,
     requestIdHeader: 'x-correlation-id',
     genReqId: () => randomUUID(),
-    requestIdLogLabel: 'correlationId',
-    disableRequestLogging: false,
+    logController: new LogController({ requestIdLogLabel: 'correlationId' }),
     forceCloseConnections: true,
   });
 
