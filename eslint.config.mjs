@@ -47,10 +47,18 @@ export default tseslint.config(
       'no-restricted-imports': [
         'error',
         {
-          paths: ['pg', 'kafkajs', 'fastify', 'node:fs', 'node:crypto'].map((name) => ({
-            name,
-            message: 'domain code is pure; do IO in adapters and pass values in',
-          })),
+          paths: [
+            ...['pg', 'kafkajs', 'fastify', 'node:fs', 'node:net', 'node:child_process'].map((name) => ({
+              name,
+              message: 'domain code is pure; do IO in adapters and pass values in',
+            })),
+            // Hashing is deterministic and allowed; randomness is not.
+            {
+              name: 'node:crypto',
+              importNames: ['randomUUID', 'randomBytes', 'randomInt', 'getRandomValues'],
+              message: 'randomness comes in as an argument',
+            },
+          ],
           patterns: [{ group: ['**/adapters/**', '**/plugins/**', '**/routes/**'], message: 'domain code is pure' }],
         },
       ],

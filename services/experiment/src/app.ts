@@ -1,13 +1,13 @@
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { brokerList, buildHttpApp, tokenList, type BaseConfig, type Logger } from '@outreach/shared';
-import type { Static } from '@sinclair/typebox';
+import { brokerList, buildHttpApp, tokenList, type Logger } from '@outreach/shared';
 import type { FastifyInstance } from 'fastify';
-import type { ConfigSchema } from './config.js';
+import type { Config } from './config.js';
 
-export type Config = BaseConfig & Static<typeof ConfigSchema>;
+export type { Config } from './config.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
+export const migrationsDir = join(here, '..', 'migrations');
 
 /** Builds the experiment service without listening, so tests can `inject` requests. */
 export async function buildApp({ config, logger }: { config: Config; logger: Logger }): Promise<FastifyInstance> {

@@ -1,6 +1,14 @@
-import { Type } from '@sinclair/typebox';
+import type { BaseConfig } from '@outreach/shared';
+import { Type, type Static } from '@sinclair/typebox';
 
-/** experiment's own settings, on top of BaseConfigSchema (KAFKA_BROKERS, DATABASE_URL, HTTP_PORT, ...). */
+/** The experiment service's settings, on top of BaseConfigSchema. */
 export const ConfigSchema = Type.Object({
   DATABASE_SCHEMA: Type.String({ default: 'experiment', pattern: '^[a-z_][a-z0-9_]*$' }),
+  CONSUMER_GROUP: Type.String({ default: 'experiment' }),
+  /** Largest batch the planner may assign in one request. */
+  MAX_BATCH_ASSIGNMENTS: Type.Integer({ minimum: 1, default: 1_000 }),
+  /** Largest dry run. */
+  MAX_DRY_RUN: Type.Integer({ minimum: 1, default: 100_000 }),
 });
+
+export type Config = BaseConfig & Static<typeof ConfigSchema>;

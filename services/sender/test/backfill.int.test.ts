@@ -61,7 +61,7 @@ it('imports provider history with progress, reports its duplicates, never sends,
   });
 
   // The batch re-runs through the live path: Ada was already mailed at this step.
-  await t.publish([
+  await t.publishRequests([
     sendRequested({ campaignId: 'camp-b', candidateId: 'ada-42', email: 'Ada@Example.com' }),
     sendRequested({ campaignId: 'camp-b', candidateId: 'new', email: 'new@example.com' }),
   ]);

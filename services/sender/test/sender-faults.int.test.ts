@@ -6,31 +6,18 @@
 import { createKafka, topicName, type SendRequested } from '@outreach/shared';
 import { waitFor, type RunningProcess } from '@outreach/shared/testing';
 import { afterEach, describe, expect, inject, it } from 'vitest';
-import { deliveriesByRecipient, senderTestEnv as makeEnv, sendRequested, type SenderTestEnv } from './harness.js';
-
-async function senderTestEnv(...args: Parameters<typeof makeEnv>): Promise<SenderTestEnv> {
-  const env = await makeEnv(...args);
-  const start = env.startProcess.bind(env);
-  return Object.assign(env, {
-    startProcess: (o?: Record<string, string>) => {
-      const p = start(o);
-      started.push(p);
-      return p;
-    },
-  });
-}
+import { deliveriesByRecipient, senderTestEnv, sendRequested, type SenderTestEnv } from './harness.js';
 
 const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
 let t: SenderTestEnv;
-const started: RunningProcess[] = [];
 afterEach(async (context) => {
   if (context.task.result?.state === 'fail') {
-    for (const proc of started)
+    for (const proc of t?.processes ?? []) {
       console.error(
         `--- sender ${proc.child.pid} stderr:\n${proc.stderrLines.slice(-20).join('\n')}\n--- stdout:\n${proc.stdoutLines.slice(-10).join('\n')}`,
       );
+    }
   }
-  started.length = 0;
   await t?.cleanup();
 });
 
@@ -71,7 +58,7 @@ describe('sender processes under faults', { timeout: 240_000 }, () => {
       env: { SEND_CONCURRENCY: '4', SEND_BATCH_SIZE: '50' },
     });
     const all = requests('rebalance', 240);
-    await t.publish(all);
+    await t.publishRequests(all);
     const first = t.startProcess();
     await waitFor(() => t.sink.messages.length >= 20, { timeoutMs: 60_000, description: 'the first sender under way' });
     const second = t.startProcess();
@@ -103,7 +90,7 @@ describe('sender processes under faults', { timeout: 240_000 }, () => {
       },
     });
     const all = requests('kills', 300);
-    await t.publish(all);
+    await t.publishRequests(all);
     let proc: RunningProcess = t.startProcess();
     for (let kill = 1; kill <= 5; kill++) {
       const target = t.sink.messages.length + 5 + Math.floor(Math.random() * 30);
@@ -135,7 +122,7 @@ describe('sender processes under faults', { timeout: 240_000 }, () => {
   it('adding partitions mid-run moves keys between partitions and still sends each request once', async () => {
     t = await senderTestEnv(infra, { partitions: 2, env: { SEND_CONCURRENCY: '4' } });
     const firstBatch = requests('repartition', 150);
-    await t.publish(firstBatch);
+    await t.publishRequests(firstBatch);
     t.startProcess();
     await waitFor(() => t.sink.messages.length >= 30, { timeoutMs: 60_000, description: 'sending under way' });
 
@@ -145,7 +132,7 @@ describe('sender processes under faults', { timeout: 240_000 }, () => {
     await admin.disconnect();
     // The same requests again (now hashed to other partitions), plus new ones, and a second sender
     // whose join makes the group pick up the new partitions.
-    await t.publish([...firstBatch, ...requests('repartition', 100, 150)], { fresh: true });
+    await t.publishRequests([...firstBatch, ...requests('repartition', 100, 150)], { fresh: true });
     t.startProcess();
     await waitFor(async () => (await terminal()) === 250, {
       timeoutMs: 120_000,

@@ -33,14 +33,19 @@ describe('sender', () => {
     const app = await t.startApp();
     const base = { campaignId: 'camp-1', candidateId: 'cand-1', email: 'Ada@Example.com' };
     const original = sendRequested(base);
-    await t.publish([original, original, original]);
-    await t.publish([
+    await t.publishRequests([original, original, original]);
+    await t.publishRequests([
       sendRequested({ ...base, email: 'ada@example.com' }),
       sendRequested({ ...base, email: '  ADA@EXAMPLE.COM ' }),
       sendRequested({ ...base, candidateId: ' cand-1 ', email: 'ada@example.com\t' }),
     ]);
-    // Another candidate with the same address at the same step: a duplicate by address.
-    await t.publish([sendRequested({ ...base, candidateId: 'cand-2', email: 'ADA@example.com' })]);
+    await waitFor(async () => (await statuses()).sent === 1, {
+      timeoutMs: 30_000,
+      description: 'the first request sent',
+    });
+    // Another candidate with the same address at the same step (keyed to another partition, so
+    // published once the first is sent): a duplicate by address.
+    await t.publishRequests([sendRequested({ ...base, candidateId: 'cand-2', email: 'ADA@example.com' })]);
 
     await waitFor(
       async () => (await statuses()).sent === 1 && (await t.query('SELECT 1 FROM skipped_sends')).length === 1,
@@ -89,7 +94,7 @@ describe('sender', () => {
       },
       sendRequested({ campaignId: 'c', candidateId: 'd', email: 'd@example.com', body: '   ' }),
     ];
-    await t.publish(bad);
+    await t.publishRequests(bad);
     const producer = t.kafka.producer();
     await producer.connect();
     await producer.send({
@@ -97,7 +102,7 @@ describe('sender', () => {
       messages: [{ key: 'x', value: Buffer.from('{"not":"avro"}') }],
     });
     await producer.disconnect();
-    await t.publish([sendRequested({ campaignId: 'c', candidateId: 'ok', email: 'ok@example.com' })]);
+    await t.publishRequests([sendRequested({ campaignId: 'c', candidateId: 'ok', email: 'ok@example.com' })]);
 
     const dlq = await readTopic(t.kafka, dlqTopicOf(topicName('sendRequested', t.prefix)), (m) => m.length >= 5);
     const reasons = dlq.map((m) => m.headers['dlq-reason']).join('\n');
@@ -124,8 +129,8 @@ describe('sender', () => {
     const requests = Array.from({ length: 30 }, (_, i) =>
       sendRequested({ campaignId: 'camp-p', candidateId: `p${i}`, email: `p${i}@example.com` }),
     );
-    await t.publish(requests);
-    await t.publish(requests.slice(0, 10)); // redelivered while held
+    await t.publishRequests(requests);
+    await t.publishRequests(requests.slice(0, 10)); // redelivered while held
     await waitFor(async () => (await statuses()).held === 30, { timeoutMs: 30_000, description: '30 held' });
     expect(t.sink.messages).toHaveLength(0);
     expect((await app.inject({ url: '/v1/campaigns/camp-p' })).json()).toMatchObject({
@@ -166,7 +171,7 @@ describe('sender', () => {
       payload: { reason: 'because' },
     });
     expect(bad.statusCode).toBe(400);
-    await t.publish([
+    await t.publishRequests([
       sendRequested({ campaignId: 'c', candidateId: 'gone', email: 'gone@example.COM' }),
       sendRequested({ campaignId: 'c', candidateId: 'here', email: 'here@example.com' }),
     ]);
@@ -182,9 +187,9 @@ describe('sender', () => {
     t = await senderTestEnv(infra);
     const app = await t.startApp();
     const base = { campaignId: 'c', candidateId: 'exp-1', email: 'exp1@example.com', experimentId: 'subject-test' };
-    await t.publish([sendRequested({ ...base, step: 'intro', variant: 'A' })]);
+    await t.publishRequests([sendRequested({ ...base, step: 'intro', variant: 'A' })]);
     await waitFor(async () => (await statuses()).sent === 1, { timeoutMs: 20_000, description: 'variant A sent' });
-    await t.publish([
+    await t.publishRequests([
       sendRequested({ ...base, step: 'follow-up', variant: 'B' }),
       sendRequested({ ...base, step: 'reminder', variant: 'A' }),
     ]);
@@ -206,7 +211,7 @@ describe('sender', () => {
       env: { AUTO_PAUSE_MIN_SENDS: '5', AUTO_PAUSE_THRESHOLD: '0.6', SEND_CONCURRENCY: '1' },
     });
     const app = await t.startApp();
-    await t.publish(
+    await t.publishRequests(
       Array.from({ length: 5 }, (_, i) =>
         sendRequested({ campaignId: 'bouncy', candidateId: `b${i}`, email: `bounce${i}@example.com` }),
       ),
@@ -221,7 +226,9 @@ describe('sender', () => {
       pausedReason: expect.stringMatching(/auto-paused: provider errors on 5 of the last 5/),
     });
 
-    await t.publish([sendRequested({ campaignId: 'bouncy', candidateId: 'later', email: 'later@example.com' })]);
+    await t.publishRequests([
+      sendRequested({ campaignId: 'bouncy', candidateId: 'later', email: 'later@example.com' }),
+    ]);
     await waitFor(async () => (await statuses()).held === 1, { timeoutMs: 20_000, description: 'the next send held' });
     expect(t.sink.messages).toHaveLength(0);
   });
@@ -233,9 +240,9 @@ describe('sender', () => {
     });
     const app = await t.startApp();
     const request = sendRequested({ campaignId: 'c', candidateId: 'slow', email: 'slow@example.com' });
-    await t.publish([request]);
+    await t.publishRequests([request]);
     await waitFor(async () => (await statuses()).ambiguous === 1, { timeoutMs: 20_000, description: 'ambiguous' });
-    await t.publish([request]);
+    await t.publishRequests([request]);
     await waitFor(() => t.sink.messages.length === 1, {
       timeoutMs: 20_000,
       description: 'the slow delivery to land anyway',

@@ -45,3 +45,4 @@ export async function isolatedSchema(databaseUrl: string, prefix: string): Promi
 export { freePort, startProcess, type RunningProcess } from './process.js';
 export { SmtpSink, type DeliveredMessage, type SmtpSinkOptions } from './smtp-sink.js';
 export { deciderSpec, type Decider } from './given.js';
+export { serviceTestEnv, type ServiceTestEnv, type ServiceUnderTest } from './service-env.js';

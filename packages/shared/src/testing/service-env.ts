@@ -1,0 +1,139 @@
+/**
+ * One harness for every service's integration tests: its own topic prefix (topics and DLQs
+ * created), its own migrated schema, and the service either in-process (a fastify app, for
+ * `inject`) or as a process (for SIGKILL, rebalances and two instances at once).
+ */
+import { join } from 'node:path';
+import type { Static, TObject, TProperties } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import pg from 'pg';
+import { loadConfig, type BaseConfig } from '../config.js';
+import type { OutreachEvent } from '../contracts/events.generated.js';
+import { createKafka } from '../kafka/client.js';
+import { EventProducer } from '../kafka/producer.js';
+import { ensureTopics, topicName, type TopicId } from '../kafka/topics.js';
+import { createLogger, type Logger } from '../logger.js';
+import { migrate } from '../pg/migrate.js';
+import { quoteIdent } from '../pg/pool.js';
+import { uniqueName } from './names.js';
+import { startProcess, type RunningProcess } from './process.js';
+
+const root = join(import.meta.dirname, '..', '..', '..', '..');
+
+export interface ServiceUnderTest<P extends TProperties> {
+  readonly name: string;
+  readonly configSchema: TObject<P>;
+  readonly buildApp: (context: { config: BaseConfig & Static<TObject<P>>; logger: Logger }) => Promise<FastifyInstance>;
+  readonly migrationsDir: string;
+  /** The TypeScript entry file, run through tsx for process tests. */
+  readonly entry: string;
+}
+
+export interface ServiceTestEnv {
+  readonly env: Record<string, string>;
+  readonly prefix: string;
+  readonly schema: string;
+  readonly databaseUrl: string;
+  readonly kafka: ReturnType<typeof createKafka>;
+  topic(id: TopicId): string;
+  /** `fresh`: through a new client, so partitions added since are in its metadata. */
+  publish(id: TopicId, events: readonly OutreachEvent[], options?: { fresh?: boolean }): Promise<void>;
+  query<T extends pg.QueryResultRow>(sql: string, params?: unknown[]): Promise<T[]>;
+  startApp(overrides?: Record<string, string>): Promise<FastifyInstance>;
+  startProcess(overrides?: Record<string, string>): RunningProcess;
+  /** Processes started so far (for diagnostics on failure). */
+  readonly processes: readonly RunningProcess[];
+  onCleanup(task: () => Promise<unknown>): void;
+  cleanup(): Promise<void>;
+}
+
+export async function serviceTestEnv<P extends TProperties>(
+  service: ServiceUnderTest<P>,
+  infra: { kafkaBrokers: string; databaseUrl: string },
+  options: { env?: Record<string, string>; partitions?: number } = {},
+): Promise<ServiceTestEnv> {
+  const prefix = `${uniqueName(service.name.slice(0, 3))}.`;
+  const schema = uniqueName(service.name);
+  const kafka = createKafka({ brokers: infra.kafkaBrokers.split(','), clientId: `${service.name}-test` });
+  const admin = kafka.admin();
+  await admin.connect();
+  await ensureTopics(admin, { prefix, partitions: options.partitions ?? 3 });
+  await admin.disconnect();
+  await migrate({ databaseUrl: infra.databaseUrl, schema, dir: service.migrationsDir, outbox: true });
+  const producer = new EventProducer(kafka);
+  const pool = new pg.Pool({
+    connectionString: infra.databaseUrl,
+    options: `-c search_path=${quoteIdent(schema)}`,
+    max: 3,
+  });
+  const apps: FastifyInstance[] = [];
+  const processes: RunningProcess[] = [];
+  const cleanups: Array<() => Promise<unknown>> = [];
+
+  const env: Record<string, string> = {
+    KAFKA_BROKERS: infra.kafkaBrokers,
+    DATABASE_URL: infra.databaseUrl,
+    DATABASE_SCHEMA: schema,
+    TOPIC_PREFIX: prefix,
+    CONSUMER_GROUP: uniqueName(`${service.name}_group`),
+    API_TOKENS: 'test-token',
+    LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+    HTTP_HOST: '127.0.0.1',
+    HTTP_PORT: '0',
+    ...options.env,
+  };
+
+  return {
+    env,
+    prefix,
+    schema,
+    databaseUrl: infra.databaseUrl,
+    kafka,
+    processes,
+    topic: (id) => topicName(id, prefix),
+    async publish(id, events, publishOptions = {}) {
+      const messages = events.map((event) => ({ topic: topicName(id, prefix), event }));
+      if (!publishOptions.fresh) return producer.publish(messages);
+      const fresh = new EventProducer(
+        createKafka({ brokers: infra.kafkaBrokers.split(','), clientId: `${service.name}-test-fresh` }),
+      );
+      await fresh.publish(messages);
+      await fresh.disconnect();
+    },
+    async query(sql, params = []) {
+      return (await pool.query(sql, params)).rows;
+    },
+    async startApp(overrides = {}) {
+      const config = loadConfig(service.configSchema, { ...env, ...overrides });
+      const app = await service.buildApp({
+        config,
+        logger: createLogger({ name: service.name, level: config.LOG_LEVEL }),
+      });
+      await app.ready();
+      apps.push(app);
+      return app;
+    },
+    startProcess(overrides = {}) {
+      const proc = startProcess(
+        service.entry,
+        // The TypeScript sources run through tsx; autoload must be told it may load .ts files.
+        { PATH: process.env.PATH, ...env, LOG_LEVEL: 'info', FASTIFY_AUTOLOAD_TYPESCRIPT: '1', ...overrides },
+        [],
+        ['--conditions=source', '--import', join(root, 'node_modules', 'tsx', 'dist', 'loader.mjs')],
+      );
+      processes.push(proc);
+      return proc;
+    },
+    onCleanup(task) {
+      cleanups.push(task);
+    },
+    async cleanup() {
+      await Promise.all(processes.map((p) => p.stop('SIGKILL')));
+      for (const app of apps) await app.close();
+      for (const task of cleanups.reverse()) await task().catch(() => undefined);
+      await producer.disconnect();
+      await pool.query(`DROP SCHEMA IF EXISTS ${quoteIdent(schema)} CASCADE`).catch(() => undefined);
+      await pool.end();
+    },
+  };
+}

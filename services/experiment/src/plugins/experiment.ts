@@ -1,0 +1,29 @@
+import { registerConsumer, registerOutboxRelay, topicName, type Logger } from '@outreach/shared';
+import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
+import { ExperimentsRepository } from '../adapters/experiments-repository.js';
+import type { Config } from '../config.js';
+import { exposureHandler } from '../workflow/exposures.js';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    readonly experiments: ExperimentsRepository;
+    readonly experimentConfig: Config;
+  }
+}
+
+/** Wires the repository, the exposure consumer and the outbox relay. */
+export default fp(
+  async (app: FastifyInstance, { config }: { config: Config }) => {
+    const repository = new ExperimentsRepository(app.pg, topicName('assignments', config.TOPIC_PREFIX));
+    app.decorate('experiments', repository);
+    app.decorate('experimentConfig', config);
+    registerConsumer(app, {
+      groupId: config.CONSUMER_GROUP,
+      topics: [topicName('sendRecorded', config.TOPIC_PREFIX)],
+      handler: exposureHandler(repository, app.log.child({ component: 'exposures' }) as Logger),
+    });
+    registerOutboxRelay(app, { databaseUrl: config.DATABASE_URL, schema: config.DATABASE_SCHEMA, pollIntervalMs: 500 });
+  },
+  { name: 'experiment', dependencies: ['postgres', 'kafka'] },
+);

@@ -1,0 +1,182 @@
+import { randomBytes } from 'node:crypto';
+import { AppError, normalizeCandidateKey } from '@outreach/shared';
+import { Type, type Static } from '@sinclair/typebox';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { Experiment } from '../../adapters/experiments-repository.js';
+import { definitionProblems } from '../../domain/assignment.js';
+import { sampleRatioMismatch } from '../../domain/srm.js';
+import { dryRun } from '../../workflow/dry-run.js';
+
+const VariantSchema = Type.Object({ name: Type.String(), weight: Type.Integer() }, { additionalProperties: false });
+const Status = Type.Union([Type.Literal('active'), Type.Literal('paused'), Type.Literal('stopped')]);
+const CreateBody = Type.Object(
+  {
+    experimentId: Type.String(),
+    variants: Type.Array(VariantSchema, { minItems: 1, maxItems: 50 }),
+    salt: Type.Optional(Type.String({ minLength: 8, maxLength: 128 })),
+    status: Type.Optional(Status),
+    exclusionGroup: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+  },
+  { additionalProperties: false },
+);
+const PatchBody = Type.Object(
+  { variants: Type.Optional(Type.Array(VariantSchema, { minItems: 1, maxItems: 50 })), status: Type.Optional(Status) },
+  { additionalProperties: false, minProperties: 1 },
+);
+const IdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) });
+const AssignmentParams = Type.Object({
+  id: Type.String({ minLength: 1, maxLength: 64 }),
+  candidateId: Type.String({ minLength: 1, maxLength: 256 }),
+});
+const BatchBody = Type.Object(
+  { candidateIds: Type.Array(Type.String({ minLength: 1, maxLength: 256 }), { minItems: 1 }) },
+  { additionalProperties: false },
+);
+const DryRunBody = Type.Object({ n: Type.Integer({ minimum: 1 }) }, { additionalProperties: false });
+
+function view(experiment: Experiment) {
+  const { salt: _salt, ...rest } = experiment;
+  return rest;
+}
+
+export default async function experimentRoutes(app: FastifyInstance): Promise<void> {
+  const load = async (id: string): Promise<Experiment> => {
+    const experiment = await app.experiments.find(id);
+    if (!experiment) throw new AppError('NOT_FOUND', `unknown experiment ${id}`);
+    return experiment;
+  };
+  const candidateKeyOf = (candidateId: string): string => {
+    const key = normalizeCandidateKey(candidateId);
+    if (key === '') throw new AppError('BAD_REQUEST', 'candidateId is empty after trimming');
+    return key;
+  };
+  const correlation = (request: FastifyRequest) => String(request.id);
+
+  app.post<{ Body: Static<typeof CreateBody> }>(
+    '/experiments',
+    { schema: { body: CreateBody } },
+    async (request, reply) => {
+      const body = request.body;
+      const problems = definitionProblems(body);
+      if (problems.length > 0) throw new AppError('BAD_REQUEST', problems.join('; '), { problems });
+      const created = await app.experiments.create({
+        experimentId: body.experimentId,
+        // A random salt unless the caller brings one (to reproduce an analysis).
+        salt: body.salt ?? randomBytes(16).toString('hex'),
+        status: body.status ?? 'active',
+        exclusionGroup: body.exclusionGroup ?? null,
+        variants: body.variants,
+      });
+      if (!created) throw new AppError('CONFLICT', `experiment ${body.experimentId} already exists`);
+      return reply.code(201).send(view(await load(body.experimentId)));
+    },
+  );
+
+  app.get<{ Params: Static<typeof IdParams> }>('/experiments/:id', { schema: { params: IdParams } }, async (request) =>
+    view(await load(request.params.id)),
+  );
+
+  /** Weights change for future assignments only; variants may be added, never removed. */
+  app.patch<{ Params: Static<typeof IdParams>; Body: Static<typeof PatchBody> }>(
+    '/experiments/:id',
+    { schema: { params: IdParams, body: PatchBody } },
+    async (request) => {
+      const experiment = await load(request.params.id);
+      const { variants, status } = request.body;
+      if (variants) {
+        const removed = experiment.variants.filter((v) => !variants.some((n) => n.name === v.name)).map((v) => v.name);
+        if (removed.length > 0)
+          throw new AppError('CONFLICT', `variants cannot be removed (set their weight to 0): ${removed.join(', ')}`);
+        const problems = definitionProblems({ experimentId: experiment.experimentId, variants });
+        if (problems.length > 0) throw new AppError('BAD_REQUEST', problems.join('; '), { problems });
+      }
+      await app.experiments.update(experiment.experimentId, {
+        ...(variants ? { variants } : {}),
+        ...(status ? { status } : {}),
+      });
+      return view(await load(experiment.experimentId));
+    },
+  );
+
+  /** Idempotent: returns the stored variant, or assigns one (sticky from then on). */
+  app.put<{ Params: Static<typeof AssignmentParams> }>(
+    '/experiments/:id/assignments/:candidateId',
+    { schema: { params: AssignmentParams } },
+    async (request) => {
+      const experiment = await load(request.params.id);
+      const [assignment] = await app.experiments.assign(
+        experiment,
+        [candidateKeyOf(request.params.candidateId)],
+        correlation(request),
+      );
+      return assignment;
+    },
+  );
+
+  /** Reads without creating. */
+  app.get<{ Params: Static<typeof AssignmentParams> }>(
+    '/experiments/:id/assignments/:candidateId',
+    { schema: { params: AssignmentParams } },
+    async (request) => {
+      const experiment = await load(request.params.id);
+      const key = candidateKeyOf(request.params.candidateId);
+      const found = (await app.experiments.assignments(experiment.experimentId, [key])).get(key);
+      if (!found) throw new AppError('NOT_FOUND', `candidate ${key} has no assignment in ${experiment.experimentId}`);
+      return { enrolled: true, experimentId: experiment.experimentId, ...found };
+    },
+  );
+
+  /** The planner's batch form: many candidates, one round trip, one transaction. */
+  app.post<{ Params: Static<typeof IdParams>; Body: Static<typeof BatchBody> }>(
+    '/experiments/:id/assignments',
+    { schema: { params: IdParams, body: BatchBody } },
+    async (request) => {
+      const { candidateIds } = request.body;
+      if (candidateIds.length > app.experimentConfig.MAX_BATCH_ASSIGNMENTS) {
+        throw new AppError('BAD_REQUEST', `at most ${app.experimentConfig.MAX_BATCH_ASSIGNMENTS} candidates per batch`);
+      }
+      const experiment = await load(request.params.id);
+      return {
+        assignments: await app.experiments.assign(experiment, candidateIds.map(candidateKeyOf), correlation(request)),
+      };
+    },
+  );
+
+  app.get<{ Params: Static<typeof IdParams> }>(
+    '/experiments/:id/report',
+    { schema: { params: IdParams } },
+    async (request) => {
+      const experiment = await load(request.params.id);
+      const report = await app.experiments.report(experiment.experimentId);
+      const weights = Object.fromEntries(experiment.variants.map((v) => [v.name, v.weight]));
+      const observed = Object.fromEntries(
+        experiment.variants.map((v) => [v.name, report.variants.find((r) => r.variant === v.name)?.assigned ?? 0]),
+      );
+      return {
+        experimentId: experiment.experimentId,
+        status: experiment.status,
+        weights,
+        assignedTotal: report.assignedTotal,
+        variants: report.variants,
+        sampleRatioMismatch: {
+          ...sampleRatioMismatch(observed, weights),
+          threshold: 0.001,
+          over: 'assignments, contaminated excluded',
+        },
+        contaminated: report.contaminated,
+        method:
+          'bucket = first 53 bits of SHA-256("<salt>:<candidate key>") / 2^53; first variant whose cumulative weight share exceeds it; stored on first assignment',
+      };
+    },
+  );
+
+  app.post<{ Params: Static<typeof IdParams>; Body: Static<typeof DryRunBody> }>(
+    '/experiments/:id/dry-run',
+    { schema: { params: IdParams, body: DryRunBody } },
+    async (request) => {
+      if (request.body.n > app.experimentConfig.MAX_DRY_RUN)
+        throw new AppError('BAD_REQUEST', `n is at most ${app.experimentConfig.MAX_DRY_RUN}`);
+      return dryRun(app.experiments, await load(request.params.id), request.body.n);
+    },
+  );
+}

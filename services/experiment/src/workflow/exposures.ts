@@ -1,0 +1,36 @@
+import type { ConsumedEvent, EventBatchHandler, Logger, SendRecorded } from '@outreach/shared';
+import type { ExperimentsRepository, Exposure } from '../adapters/experiments-repository.js';
+
+/**
+ * Exposures come from the sender's SendRecorded events: an experiment's send that went out
+ * (`sent`). Idempotent by event id, so redeliveries and replays count once.
+ */
+export function exposureHandler(repository: ExperimentsRepository, logger: Logger): EventBatchHandler {
+  return async (events: readonly ConsumedEvent[]) => {
+    const exposures: Exposure[] = events
+      .map((e) => e.event)
+      .filter((e): e is SendRecorded => e.type === 'SendRecorded')
+      .filter((e) => e.outcome === 'sent' && e.experimentId !== null && e.variant !== null)
+      .map((e) => ({
+        eventId: e.eventId,
+        experimentId: e.experimentId as string,
+        candidateKey: e.candidateKey,
+        variant: e.variant as string,
+        sendId: e.sendId,
+        recordedAt: new Date(e.recordedAt),
+        correlationId: e.correlationId,
+      }));
+    const contaminated = await repository.recordExposures(exposures);
+    for (const event of contaminated) {
+      logger.error(
+        {
+          alert: 'variant_contaminated',
+          experimentId: event.experimentId,
+          candidateKey: event.candidateKey,
+          exposedVariants: event.exposedVariants,
+        },
+        'ALERT: candidate exposed to more than one variant',
+      );
+    }
+  };
+}
