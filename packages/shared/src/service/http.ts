@@ -52,6 +52,8 @@ export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInst
     genReqId: () => randomUUID(),
     logController: new LogController({ requestIdLogLabel: 'correlationId' }),
     forceCloseConnections: true,
+    // Unknown fields in a schema that forbids them are an error with a reason, not silently dropped.
+    ajv: { customOptions: { removeAdditional: false } },
   });
 
   await app.register(
