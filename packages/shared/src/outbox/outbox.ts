@@ -246,15 +246,14 @@ export class OutboxRelay {
  * oldest one is (the relay's lag).
  */
 export function registerOutboxMetrics(registry: Registry, pool: Pool): void {
-  let snapshot: Promise<{ rows: number; age: number }> | undefined;
+  // One small query per gauge and scrape (a partial index keeps it cheap); never a cached value.
   const read = () =>
-    (snapshot ??= pool
+    pool
       .query<{ rows: string; age: number | null }>(
         `SELECT count(*) AS rows, extract(epoch FROM now() - min(created_at))::float8 AS age
          FROM outbox WHERE published_at IS NULL`,
       )
-      .then((r) => ({ rows: Number(r.rows[0]?.rows ?? 0), age: r.rows[0]?.age ?? 0 }))
-      .finally(() => setTimeout(() => (snapshot = undefined), 500)));
+      .then((r) => ({ rows: Number(r.rows[0]?.rows ?? 0), age: r.rows[0]?.age ?? 0 }));
   metric(
     registry,
     'outbox_unpublished_rows',

@@ -3,8 +3,7 @@ import type { SendsRepository } from './sends-repository.js';
 
 /** Gauges read from the database at scrape time: what an operator must act on. */
 export function registerSenderGauges(registry: Registry, repository: SendsRepository): void {
-  let snapshot: ReturnType<SendsRepository['counts']> | undefined;
-  const read = () => (snapshot ??= repository.counts().finally(() => setTimeout(() => (snapshot = undefined), 500)));
+  const read = () => repository.counts();
   metric(
     registry,
     'sender_ambiguous_sends',
