@@ -4,7 +4,7 @@ export { BaseConfigSchema, loadConfig, brokerList, tokenList, ConfigError, type 
 export { createKafka, waitForKafka, type KafkaClientOptions } from './kafka/client.js';
 export { createPool, waitForPostgres, quoteIdent, redactUrl, type PoolOptions } from './pg/pool.js';
 export { AppError, errorStatus, type ErrorCode } from './service/errors.js';
-export { buildHttpApp, type HttpAppOptions, type ReadinessCheck } from './service/http.js';
+export { buildHttpApp, buildServiceApp, type HttpAppOptions, type ReadinessCheck } from './service/http.js';
 export { postgresPlugin, type PostgresPluginOptions } from './service/postgres-plugin.js';
 export { kafkaPlugin, type KafkaPluginOptions } from './service/kafka-plugin.js';
 export { bearerAuth } from './service/auth.js';
@@ -56,6 +56,7 @@ export {
   type Rejection,
   type ConsumerRunnerOptions,
 } from './kafka/consumer.js';
+export { replayFromBeginning } from './kafka/replay.js';
 export { withTransaction, type Queryable } from './pg/transaction.js';
 export { migrate, sharedMigrationsDir, type MigrateOptions } from './pg/migrate.js';
 export {

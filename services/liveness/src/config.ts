@@ -1,6 +1,19 @@
-import { Type } from '@sinclair/typebox';
+import type { BaseConfig } from '@outreach/shared';
+import { Type, type Static } from '@sinclair/typebox';
 
-/** liveness's own settings, on top of BaseConfigSchema (KAFKA_BROKERS, DATABASE_URL, HTTP_PORT, ...). */
+const MINUTE = 60_000;
+
+/** The liveness projector's settings, on top of BaseConfigSchema. */
 export const ConfigSchema = Type.Object({
   DATABASE_SCHEMA: Type.String({ default: 'liveness', pattern: '^[a-z_][a-z0-9_]*$' }),
+  CONSUMER_GROUP: Type.String({ default: 'liveness' }),
+  /** Default grace after an inbound message before "no next step" is flagged. */
+  GRACE_INBOUND_MS: Type.Integer({ minimum: 1, default: 15 * MINUTE }),
+  /** Default grace after an outbound step (start, send, completed step). */
+  GRACE_OUTBOUND_MS: Type.Integer({ minimum: 1, default: 72 * 60 * MINUTE }),
+  /** Default grace after a scheduled step's due time before it is "overdue". */
+  GRACE_OVERDUE_MS: Type.Integer({ minimum: 0, default: 60 * MINUTE }),
+  SWEEP_INTERVAL_MS: Type.Integer({ minimum: 100, default: 1_000 }),
 });
+
+export type Config = BaseConfig & Static<typeof ConfigSchema>;

@@ -1,24 +1,14 @@
-import { dirname, join } from 'node:path';
+import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { brokerList, buildHttpApp, tokenList, type BaseConfig, type Logger } from '@outreach/shared';
-import type { Static } from '@sinclair/typebox';
+import { buildServiceApp, type Logger } from '@outreach/shared';
 import type { FastifyInstance } from 'fastify';
-import type { ConfigSchema } from './config.js';
+import type { Config } from './config.js';
 
-export type Config = BaseConfig & Static<typeof ConfigSchema>;
+export type { Config } from './config.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 
-/** Builds the planner service without listening, so tests can `inject` requests. */
+/** Builds the planner without listening, so tests can `inject` requests. */
 export async function buildApp({ config, logger }: { config: Config; logger: Logger }): Promise<FastifyInstance> {
-  return buildHttpApp({
-    name: 'planner',
-    logger,
-    postgres: { connectionString: config.DATABASE_URL, applicationName: 'planner', schema: config.DATABASE_SCHEMA },
-    kafka: { brokers: brokerList(config.KAFKA_BROKERS), clientId: 'planner' },
-    apiTokens: tokenList(config.API_TOKENS),
-    pluginsDir: join(here, 'plugins'),
-    routesDir: join(here, 'routes'),
-    options: { config },
-  });
+  return buildServiceApp({ name: 'planner', dir: here, logger, config });
 }

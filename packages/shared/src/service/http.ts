@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import autoload from '@fastify/autoload';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
+import { brokerList, tokenList, type BaseConfig } from '../config.js';
 import type { Logger } from '../logger.js';
 import fp from 'fastify-plugin';
 import type { Registry } from 'prom-client';
@@ -134,4 +136,27 @@ function withTimeout<T>(promise: Promise<T>, ms: number, message: string): Promi
       timer = setTimeout(() => reject(new Error(message)), ms);
     }),
   ]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * The usual service: Postgres scoped to its schema, Kafka, bearer tokens, and the `plugins/` and
+ * `routes/` directories next to its `app.ts` (`dir`), each autoloaded with `{ config }`.
+ */
+export async function buildServiceApp(options: {
+  readonly name: string;
+  readonly dir: string;
+  readonly logger: Logger;
+  readonly config: BaseConfig & { readonly DATABASE_SCHEMA: string };
+}): Promise<FastifyInstance> {
+  const { name, dir, logger, config } = options;
+  return buildHttpApp({
+    name,
+    logger,
+    postgres: { connectionString: config.DATABASE_URL, applicationName: name, schema: config.DATABASE_SCHEMA },
+    kafka: { brokers: brokerList(config.KAFKA_BROKERS), clientId: name },
+    apiTokens: tokenList(config.API_TOKENS),
+    pluginsDir: join(dir, 'plugins'),
+    routesDir: join(dir, 'routes'),
+    options: { config },
+  });
 }

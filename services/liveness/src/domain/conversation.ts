@@ -1,0 +1,161 @@
+/**
+ * The liveness rules, as a fold over a conversation's events in event-time order (the broker's
+ * append time). Pure: no clock, no IO. The projection stores every event and re-folds, so
+ * redeliveries and events arriving out of order give the same state as the ordered stream.
+ *
+ * - ConversationStarted, a send (SendRecorded `sent`), MessageReceived and StepCompleted create an
+ *   obligation: someone owes the candidate a next step, since that event.
+ * - NextStepScheduled discharges the obligation and sets a deadline (its dueAt).
+ * - Executing that step (its StepCompleted, or a send of that step) clears the deadline.
+ * - ConversationClosed ends all of it; a later event reopens the conversation.
+ */
+
+export type ObligationKind = 'inbound' | 'outbound';
+
+export type ConversationInput =
+  | { readonly type: 'ConversationStarted' }
+  | { readonly type: 'MessageReceived' }
+  | { readonly type: 'NextStepScheduled'; readonly stepId: string; readonly dueAt: number }
+  | { readonly type: 'StepCompleted'; readonly stepId: string }
+  | { readonly type: 'SendRecorded'; readonly step: string }
+  | { readonly type: 'ConversationClosed' };
+
+export interface TimedInput {
+  readonly eventId: string;
+  readonly at: number;
+  /**
+   * Where the event sits in the log (topic, partition, offset). Records of one producer batch share
+   * their broker append time, so equal times are ordered by log position, which is exact within a
+   * partition (a conversation's events share its candidate's partition).
+   */
+  readonly position?: readonly [topic: string, partition: number, offset: number];
+  readonly input: ConversationInput;
+}
+
+function compare(a: TimedInput, b: TimedInput): number {
+  if (a.at !== b.at) return a.at - b.at;
+  const [ta = '', pa = 0, oa = 0] = a.position ?? [];
+  const [tb = '', pb = 0, ob = 0] = b.position ?? [];
+  if (ta !== tb) return ta < tb ? -1 : 1;
+  if (pa !== pb) return pa - pb;
+  if (oa !== ob) return oa - ob;
+  return a.eventId < b.eventId ? -1 : a.eventId > b.eventId ? 1 : 0;
+}
+
+export interface ConversationState {
+  readonly status: 'open' | 'closed';
+  /** Since when a next step is owed; null when none is. */
+  readonly obligationSince: number | null;
+  /** An inbound message deserves a much shorter grace than an idle outbound thread. */
+  readonly obligationKind: ObligationKind | null;
+  readonly pendingStepId: string | null;
+  readonly dueAt: number | null;
+  readonly lastEventAt: number | null;
+  readonly lastEventType: ConversationInput['type'] | null;
+}
+
+export const initialState: ConversationState = {
+  status: 'open',
+  obligationSince: null,
+  obligationKind: null,
+  pendingStepId: null,
+  dueAt: null,
+  lastEventAt: null,
+  lastEventType: null,
+};
+
+function executes(state: ConversationState, stepId: string): Pick<ConversationState, 'pendingStepId' | 'dueAt'> {
+  return state.pendingStepId === stepId
+    ? { pendingStepId: null, dueAt: null }
+    : { pendingStepId: state.pendingStepId, dueAt: state.dueAt };
+}
+
+export function evolve(state: ConversationState, { at, input }: TimedInput): ConversationState {
+  const seen = { lastEventAt: at, lastEventType: input.type };
+  switch (input.type) {
+    case 'ConversationStarted':
+      return {
+        ...state,
+        ...seen,
+        status: 'open',
+        obligationSince: state.obligationSince ?? at,
+        obligationKind: state.obligationKind ?? 'outbound',
+      };
+    case 'MessageReceived':
+      return { ...state, ...seen, status: 'open', obligationSince: at, obligationKind: 'inbound' };
+    case 'StepCompleted':
+      return {
+        ...state,
+        ...seen,
+        ...executes(state, input.stepId),
+        status: 'open',
+        obligationSince: at,
+        obligationKind: 'outbound',
+      };
+    case 'SendRecorded':
+      return {
+        ...state,
+        ...seen,
+        ...executes(state, input.step),
+        status: 'open',
+        obligationSince: at,
+        obligationKind: 'outbound',
+      };
+    case 'NextStepScheduled':
+      return {
+        ...state,
+        ...seen,
+        status: 'open',
+        obligationSince: null,
+        obligationKind: null,
+        pendingStepId: input.stepId,
+        dueAt: input.dueAt,
+      };
+    case 'ConversationClosed':
+      return { ...initialState, ...seen, status: 'closed' };
+    default: {
+      const exhaustive: never = input;
+      throw new Error(`unknown conversation input ${JSON.stringify(exhaustive)}`);
+    }
+  }
+}
+
+/** Folds events in event-time order, ties by log position: the result never depends on arrival order. */
+export function project(events: readonly TimedInput[]): ConversationState {
+  return [...events].sort(compare).reduce(evolve, initialState);
+}
+
+export interface Graces {
+  readonly inboundMs: number;
+  readonly outboundMs: number;
+  readonly overdueMs: number;
+}
+
+export type StallReason = 'no_next_step' | 'next_step_overdue';
+
+/** When each rule would flag the conversation (epoch ms), if nothing happens before. */
+export function deadlines(
+  state: ConversationState,
+  graces: Graces,
+): { obligation: number | null; overdue: number | null } {
+  if (state.status === 'closed') return { obligation: null, overdue: null };
+  const obligation =
+    state.obligationSince === null
+      ? null
+      : state.obligationSince + (state.obligationKind === 'inbound' ? graces.inboundMs : graces.outboundMs);
+  const overdue = state.dueAt === null ? null : state.dueAt + graces.overdueMs;
+  return { obligation, overdue };
+}
+
+/** The stall at `now`, if any: an unmet obligation first (someone is waiting), then an overdue step. */
+export function stallAt(
+  state: ConversationState,
+  graces: Graces,
+  now: number,
+): { reason: StallReason; since: number } | null {
+  const { obligation, overdue } = deadlines(state, graces);
+  if (obligation !== null && now >= obligation)
+    return { reason: 'no_next_step', since: state.obligationSince as number };
+  if (overdue !== null && now >= overdue) return { reason: 'next_step_overdue', since: state.dueAt as number };
+  return null;
+}

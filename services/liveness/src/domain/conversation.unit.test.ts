@@ -1,0 +1,124 @@
+/** Given these events, then this state (and this stall at this time): every rule and their interleavings. */
+import { describe, expect, it } from 'vitest';
+import { deadlines, initialState, project, stallAt, type ConversationInput, type TimedInput } from './conversation.js';
+
+const graces = { inboundMs: 60_000, outboundMs: 3_600_000, overdueMs: 300_000 };
+let n = 0;
+const at = (time: number, input: ConversationInput): TimedInput => ({
+  eventId: `e${String(++n).padStart(4, '0')}`,
+  at: time,
+  input,
+});
+const given = (...events: TimedInput[]) => {
+  const state = project(events);
+  return { state, stallAt: (now: number) => stallAt(state, graces, now) };
+};
+
+describe('conversation rules', () => {
+  it('an inbound message creates an obligation with the short grace', () => {
+    const c = given(at(1_000, { type: 'MessageReceived' }));
+    expect(c.state).toMatchObject({ status: 'open', obligationSince: 1_000, obligationKind: 'inbound' });
+    expect(c.stallAt(60_999)).toBeNull();
+    expect(c.stallAt(61_000)).toEqual({ reason: 'no_next_step', since: 1_000 });
+  });
+
+  it('a start, a send and a completed step create an outbound obligation with the long grace', () => {
+    for (const input of [
+      { type: 'ConversationStarted' },
+      { type: 'SendRecorded', step: 'intro' },
+      { type: 'StepCompleted', stepId: 's1' },
+    ] as const) {
+      const c = given(at(0, input));
+      expect(c.state.obligationKind).toBe('outbound');
+      expect(c.stallAt(3_599_999)).toBeNull();
+      expect(c.stallAt(3_600_000)?.reason).toBe('no_next_step');
+    }
+  });
+
+  it('scheduling the next step discharges the obligation and sets a deadline', () => {
+    const c = given(
+      at(0, { type: 'MessageReceived' }),
+      at(10, { type: 'NextStepScheduled', stepId: 'reply', dueAt: 1_000 }),
+    );
+    expect(c.state).toMatchObject({ obligationSince: null, pendingStepId: 'reply', dueAt: 1_000 });
+    expect(c.stallAt(1_000 + 299_999)).toBeNull();
+    expect(c.stallAt(1_000 + 300_000)).toEqual({ reason: 'next_step_overdue', since: 1_000 });
+  });
+
+  it('executing the scheduled step clears the deadline and owes the next one', () => {
+    const scheduled = at(0, { type: 'NextStepScheduled', stepId: 'follow-up', dueAt: 500 });
+    const bySend = given(scheduled, at(600, { type: 'SendRecorded', step: 'follow-up' }));
+    expect(bySend.state).toMatchObject({
+      pendingStepId: null,
+      dueAt: null,
+      obligationSince: 600,
+      obligationKind: 'outbound',
+    });
+    const byStep = given(scheduled, at(600, { type: 'StepCompleted', stepId: 'follow-up' }));
+    expect(byStep.state).toMatchObject({ pendingStepId: null, dueAt: null, obligationSince: 600 });
+  });
+
+  it('another step executing leaves the pending deadline in place', () => {
+    const c = given(
+      at(0, { type: 'NextStepScheduled', stepId: 'follow-up', dueAt: 500 }),
+      at(100, { type: 'StepCompleted', stepId: 'other' }),
+    );
+    expect(c.state).toMatchObject({ pendingStepId: 'follow-up', dueAt: 500, obligationSince: 100 });
+  });
+
+  it('an inbound reply while a step is pending is still owed a reaction', () => {
+    const c = given(
+      at(0, { type: 'NextStepScheduled', stepId: 'follow-up', dueAt: 10_000_000 }),
+      at(100, { type: 'MessageReceived' }),
+    );
+    expect(c.stallAt(100 + 60_000)).toEqual({ reason: 'no_next_step', since: 100 });
+  });
+
+  it('closing ends everything; a later event reopens', () => {
+    const closed = given(at(0, { type: 'MessageReceived' }), at(5, { type: 'ConversationClosed' }));
+    expect(closed.state).toMatchObject({ status: 'closed', obligationSince: null, dueAt: null });
+    expect(closed.stallAt(Number.MAX_SAFE_INTEGER)).toBeNull();
+    expect(deadlines(closed.state, graces)).toEqual({ obligation: null, overdue: null });
+    const reopened = given(at(0, { type: 'ConversationClosed' }), at(10, { type: 'MessageReceived' }));
+    expect(reopened.state).toMatchObject({ status: 'open', obligationKind: 'inbound' });
+  });
+
+  it('events out of order (a redelivery after a restart) give the state of the ordered stream', () => {
+    const events = [
+      at(0, { type: 'MessageReceived' }),
+      at(10, { type: 'NextStepScheduled', stepId: 'reply', dueAt: 100 }),
+      at(50, { type: 'StepCompleted', stepId: 'reply' }),
+      at(60, { type: 'NextStepScheduled', stepId: 'next', dueAt: 1_000 }),
+    ];
+    const ordered = project(events);
+    expect(project([...events].reverse())).toEqual(ordered);
+    expect(project([events[2], events[0], events[3], events[1]] as TimedInput[])).toEqual(ordered);
+    expect(stallAt(ordered, graces, 60 + 60_000)).toBeNull();
+  });
+
+  it('events of one producer batch share an append time: their log position orders them', () => {
+    const message: TimedInput = {
+      eventId: 'ffff',
+      at: 100,
+      position: ['conversation.events.v1', 3, 10],
+      input: { type: 'MessageReceived' },
+    };
+    const schedule: TimedInput = {
+      eventId: '0000',
+      at: 100,
+      position: ['conversation.events.v1', 3, 11],
+      input: { type: 'NextStepScheduled', stepId: 'reply', dueAt: 10_000_000 },
+    };
+    expect(project([schedule, message])).toMatchObject({ obligationSince: null, pendingStepId: 'reply' });
+  });
+
+  it('the same event twice changes nothing (the projection also deduplicates by event id)', () => {
+    const message = at(0, { type: 'MessageReceived' });
+    const schedule = at(10, { type: 'NextStepScheduled', stepId: 'x', dueAt: 20 });
+    expect(project([message, schedule, schedule])).toEqual(project([message, schedule]));
+  });
+
+  it('starts with no obligation at all', () => {
+    expect(stallAt(initialState, graces, Number.MAX_SAFE_INTEGER)).toBeNull();
+  });
+});

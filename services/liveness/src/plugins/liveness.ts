@@ -1,0 +1,52 @@
+import { registerConsumer, registerOutboxRelay, topicName, type Logger } from '@outreach/shared';
+import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
+import { ConversationsRepository } from '../adapters/conversations-repository.js';
+import { registerLivenessGauges } from '../adapters/gauges.js';
+import type { Config } from '../config.js';
+import { projectorHandler } from '../workflow/projector.js';
+import { Sweeper } from '../workflow/sweeper.js';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    readonly conversations: ConversationsRepository;
+    readonly sweeper: Sweeper;
+  }
+}
+
+export function defaultGraces(config: Config) {
+  return {
+    inboundMs: config.GRACE_INBOUND_MS,
+    outboundMs: config.GRACE_OUTBOUND_MS,
+    overdueMs: config.GRACE_OVERDUE_MS,
+  };
+}
+
+/** Wires the projection consumer (both topics), the sweeper, the gauges and the outbox relay. */
+export default fp(
+  async (app: FastifyInstance, { config }: { config: Config }) => {
+    const repository = new ConversationsRepository(
+      app.pg,
+      topicName('liveness', config.TOPIC_PREFIX),
+      defaultGraces(config),
+    );
+    const sweeper = new Sweeper(
+      repository,
+      app.log.child({ component: 'sweeper' }) as Logger,
+      app.metrics,
+      config.SWEEP_INTERVAL_MS,
+    );
+    app.decorate('conversations', repository);
+    app.decorate('sweeper', sweeper);
+    registerLivenessGauges(app.metrics, repository);
+    registerConsumer(app, {
+      groupId: config.CONSUMER_GROUP,
+      topics: [topicName('conversationEvents', config.TOPIC_PREFIX), topicName('sendRecorded', config.TOPIC_PREFIX)],
+      handler: projectorHandler(repository, app.log.child({ component: 'projector' }) as Logger),
+    });
+    registerOutboxRelay(app, { databaseUrl: config.DATABASE_URL, schema: config.DATABASE_SCHEMA, pollIntervalMs: 500 });
+    app.addHook('onReady', async () => sweeper.start());
+    app.addHook('onClose', async () => sweeper.stop());
+  },
+  { name: 'liveness', dependencies: ['postgres', 'kafka'] },
+);

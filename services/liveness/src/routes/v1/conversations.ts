@@ -1,0 +1,84 @@
+import { AppError } from '@outreach/shared';
+import { Type, type Static } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+
+const StalledQuery = Type.Object({
+  campaignId: Type.Optional(Type.String({ minLength: 1 })),
+  reason: Type.Optional(Type.Union([Type.Literal('no_next_step'), Type.Literal('next_step_overdue')])),
+  limit: Type.Integer({ minimum: 1, maximum: 500, default: 50 }),
+  after: Type.Optional(Type.String({ minLength: 1 })),
+});
+const IdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 512 }) });
+const GraceParams = Type.Object({ campaignId: Type.String({ minLength: 1, maxLength: 200 }) });
+const GraceBody = Type.Object(
+  {
+    inboundMs: Type.Integer({ minimum: 1 }),
+    outboundMs: Type.Integer({ minimum: 1 }),
+    overdueMs: Type.Integer({ minimum: 0 }),
+  },
+  { additionalProperties: false },
+);
+
+const encodeCursor = (flaggedAt: Date, conversationId: string) =>
+  Buffer.from(JSON.stringify([flaggedAt.toISOString(), conversationId])).toString('base64url');
+function decodeCursor(cursor: string): { flaggedAt: Date; conversationId: string } {
+  try {
+    const [flaggedAt, conversationId] = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as [
+      string,
+      string,
+    ];
+    const date = new Date(flaggedAt);
+    if (Number.isNaN(date.getTime()) || typeof conversationId !== 'string') throw new Error('bad cursor');
+    return { flaggedAt: date, conversationId };
+  } catch {
+    throw new AppError('BAD_REQUEST', 'after is not a cursor returned by this endpoint');
+  }
+}
+
+export default async function conversationRoutes(app: FastifyInstance): Promise<void> {
+  /** Stalled conversations, oldest flag first, paged with `after` = the previous page's `next`. */
+  app.get<{ Querystring: Static<typeof StalledQuery> }>(
+    '/conversations/stalled',
+    { schema: { querystring: StalledQuery } },
+    async (request) => {
+      const { campaignId, reason, limit, after } = request.query;
+      const rows = await app.conversations.stalled({
+        limit,
+        ...(campaignId ? { campaignId } : {}),
+        ...(reason ? { reason } : {}),
+        ...(after ? { after: decodeCursor(after) } : {}),
+      });
+      const last = rows.at(-1);
+      return {
+        conversations: rows,
+        next: rows.length === limit && last?.flaggedAt ? encodeCursor(last.flaggedAt, last.conversationId) : null,
+      };
+    },
+  );
+
+  app.get<{ Params: Static<typeof IdParams> }>(
+    '/conversations/:id',
+    { schema: { params: IdParams } },
+    async (request) => {
+      const conversation = await app.conversations.find(request.params.id);
+      if (!conversation) throw new AppError('NOT_FOUND', `no conversation ${request.params.id}`);
+      return { ...conversation, timeline: await app.conversations.timeline(request.params.id) };
+    },
+  );
+
+  app.get<{ Params: Static<typeof GraceParams> }>(
+    '/campaigns/:campaignId/graces',
+    { schema: { params: GraceParams } },
+    async (request) => app.conversations.graces(request.params.campaignId),
+  );
+
+  /** Per-campaign grace periods; open conversations' deadlines are recomputed at once. */
+  app.put<{ Params: Static<typeof GraceParams>; Body: Static<typeof GraceBody> }>(
+    '/campaigns/:campaignId/graces',
+    { schema: { params: GraceParams, body: GraceBody } },
+    async (request) => {
+      const updated = await app.conversations.setGraces(request.params.campaignId, request.body);
+      return { campaignId: request.params.campaignId, ...request.body, conversationsUpdated: updated };
+    },
+  );
+}
