@@ -59,6 +59,8 @@ export {
 export { replayFromBeginning } from './kafka/replay.js';
 export { withTransaction, type Queryable } from './pg/transaction.js';
 export { migrate, sharedMigrationsDir, type MigrateOptions } from './pg/migrate.js';
+export { withScratchSchema } from './pg/scratch.js';
+export { PeriodicTask } from './service/periodic.js';
 export {
   enqueueEvents,
   OutboxRelay,

@@ -3,8 +3,7 @@
  * scratch schema, and compares its counts with the live projection (DESIGN guarantee 5: every
  * projection can be rebuilt from the log and reaches the same state).
  */
-import { randomBytes } from 'node:crypto';
-import { createPool, migrate, quoteIdent, replayFromBeginning, type createKafka, type Logger } from '@outreach/shared';
+import { replayFromBeginning, withScratchSchema, type createKafka, type Logger } from '@outreach/shared';
 import type { Pool } from 'pg';
 import { ExperimentsRepository } from '../adapters/experiments-repository.js';
 import { exposureHandler } from './exposures.js';
@@ -27,31 +26,23 @@ export async function replayExposures(options: {
   readonly logger: Logger;
   readonly timeoutMs?: number;
 }): Promise<ReplayResult> {
-  const scratch = `experiment_replay_${Date.now().toString(36)}_${randomBytes(3).toString('hex')}`;
-  await migrate({ databaseUrl: options.databaseUrl, schema: scratch, dir: options.migrationsDir, outbox: true });
-  const pool = createPool({
-    connectionString: options.databaseUrl,
-    applicationName: 'experiment-replay',
-    schema: scratch,
-    max: 2,
-  });
-  try {
-    const repository = new ExperimentsRepository(pool, 'unused.replay');
-    const { messages } = await replayFromBeginning({
-      kafka: options.kafka,
-      topics: [options.topic],
-      groupId: `${scratch}_group`,
-      handler: exposureHandler(repository, options.logger),
-      logger: options.logger,
-      ...(options.timeoutMs ? { timeoutMs: options.timeoutMs } : {}),
-    });
-    const [live, replayed] = await Promise.all([
-      new ExperimentsRepository(options.livePool, 'unused').exposureCounts(),
-      repository.exposureCounts(),
-    ]);
-    return { matches: JSON.stringify(live) === JSON.stringify(replayed), live, replayed, messages };
-  } finally {
-    await pool.query(`DROP SCHEMA IF EXISTS ${quoteIdent(scratch)} CASCADE`).catch(() => undefined);
-    await pool.end();
-  }
+  return withScratchSchema(
+    { databaseUrl: options.databaseUrl, prefix: 'experiment_replay', migrationsDir: options.migrationsDir },
+    async (pool, schema) => {
+      const repository = new ExperimentsRepository(pool, 'unused.replay');
+      const { messages } = await replayFromBeginning({
+        kafka: options.kafka,
+        topics: [options.topic],
+        groupId: `${schema}_group`,
+        handler: exposureHandler(repository, options.logger),
+        logger: options.logger,
+        ...(options.timeoutMs ? { timeoutMs: options.timeoutMs } : {}),
+      });
+      const [live, replayed] = await Promise.all([
+        new ExperimentsRepository(options.livePool, 'unused').exposureCounts(),
+        repository.exposureCounts(),
+      ]);
+      return { matches: JSON.stringify(live) === JSON.stringify(replayed), live, replayed, messages };
+    },
+  );
 }

@@ -1,4 +1,4 @@
-import { Counter, metric, type Logger, type Registry } from '@outreach/shared';
+import { Counter, metric, PeriodicTask, type Logger, type Registry } from '@outreach/shared';
 import type { ConversationsRepository } from '../adapters/conversations-repository.js';
 
 /**
@@ -6,9 +6,7 @@ import type { ConversationsRepository } from '../adapters/conversations-reposito
  * repository's SKIP LOCKED + guard makes each flag happen once. One log line per flag, for alerts.
  */
 export class Sweeper {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
-  private stopped = false;
+  private readonly loop: PeriodicTask;
   private readonly sweeps: Counter;
   private readonly flags: Counter;
 
@@ -16,9 +14,10 @@ export class Sweeper {
     private readonly repository: ConversationsRepository,
     private readonly logger: Logger,
     registry: Registry,
-    private readonly intervalMs: number,
+    intervalMs: number,
     private readonly batchSize = 500,
   ) {
+    this.loop = new PeriodicTask('stall sweep', () => this.sweep(), intervalMs, logger);
     this.sweeps = metric(
       registry,
       'liveness_sweeps_total',
@@ -38,25 +37,11 @@ export class Sweeper {
   }
 
   start(): void {
-    this.schedule(0);
+    this.loop.start();
   }
 
-  async stop(): Promise<void> {
-    this.stopped = true;
-    clearTimeout(this.timer);
-    await this.running;
-  }
-
-  private schedule(delay: number): void {
-    this.timer = setTimeout(() => {
-      this.running = this.sweep()
-        .then(() => undefined)
-        .catch((error: unknown) => this.logger.warn({ err: error }, 'sweep failed'))
-        .finally(() => {
-          this.running = undefined;
-          if (!this.stopped) this.schedule(this.intervalMs);
-        });
-    }, delay);
+  stop(): Promise<void> {
+    return this.loop.stop();
   }
 
   async sweep(): Promise<number> {

@@ -8,14 +8,13 @@
  * Several instances may sweep at once: claims are taken with SKIP LOCKED, and every transition is
  * conditional on the token and status, so each send is finished by exactly one of them.
  */
-import { Counter, metric, type Logger, type Registry } from '@outreach/shared';
+import { Counter, metric, PeriodicTask, type Logger, type Registry } from '@outreach/shared';
 import type { MailProvider } from '../adapters/providers/port.js';
 import type { SendsRepository } from '../adapters/sends-repository.js';
 import { alwaysRun, type SendPipeline } from './send-pipeline.js';
 
 export class Reconciler {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
+  private readonly loop: PeriodicTask;
   private stopped = false;
   private readonly ambiguous: Counter;
   private readonly takeovers: Counter;
@@ -26,9 +25,10 @@ export class Reconciler {
     private readonly provider: MailProvider,
     private readonly logger: Logger,
     registry: Registry,
-    private readonly intervalMs: number,
+    intervalMs: number,
     private readonly batchSize = 100,
   ) {
+    this.loop = new PeriodicTask('reconciler sweep', () => this.sweep(), intervalMs, logger);
     this.ambiguous = metric(
       registry,
       'sender_lease_expired_ambiguous_total',
@@ -52,31 +52,17 @@ export class Reconciler {
   }
 
   start(): void {
-    this.schedule(0);
+    this.loop.start();
   }
 
   /** Run a sweep soon (after a resume or an operator's retry). */
   wake(): void {
-    if (!this.stopped && !this.running) this.schedule(0);
+    this.loop.wake();
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
-    clearTimeout(this.timer);
-    await this.running;
-  }
-
-  private schedule(delay: number): void {
-    clearTimeout(this.timer);
-    this.timer = setTimeout(() => {
-      this.running = this.sweep()
-        .then(() => undefined)
-        .catch((error: unknown) => this.logger.warn({ err: error }, 'reconciler sweep failed'))
-        .finally(() => {
-          this.running = undefined;
-          if (!this.stopped) this.schedule(this.intervalMs);
-        });
-    }, delay);
+    await this.loop.stop();
   }
 
   /** One full sweep; returns how many sends it moved. */
