@@ -231,6 +231,8 @@ export class ConsumerRunner {
           if (message) dead.push({ message, code: 'REJECTED', reason: rejection.reason });
         }
         if (dead.length > 0) await this.deadLetter(batch.topic, batch.partition, dead, context);
+        // The group moved on while the handler ran: leave this chunk uncommitted for its new owner.
+        if (shouldStop()) throw new StopWork();
 
         const last = chunk.at(-1);
         if (last) resolveOffset(last.offset);

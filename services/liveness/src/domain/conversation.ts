@@ -4,7 +4,8 @@
  * redeliveries and events arriving out of order give the same state as the ordered stream.
  *
  * - ConversationStarted, a send (SendRecorded `sent`), MessageReceived and StepCompleted create an
- *   obligation: someone owes the candidate a next step, since that event.
+ *   obligation: someone owes the candidate a next step, since that event (since the first of several
+ *   unanswered messages).
  * - NextStepScheduled discharges the obligation and sets a deadline (its dueAt).
  * - Executing that step (its StepCompleted, or a send of that step) clears the deadline.
  * - ConversationClosed ends all of it; a later event reopens the conversation.
@@ -82,7 +83,15 @@ export function evolve(state: ConversationState, { at, input }: TimedInput): Con
         obligationKind: state.obligationKind ?? 'outbound',
       };
     case 'MessageReceived':
-      return { ...state, ...seen, status: 'open', obligationSince: at, obligationKind: 'inbound' };
+      // A second unanswered message does not make the debt younger: the oldest one is still waiting.
+      return {
+        ...state,
+        ...seen,
+        status: 'open',
+        obligationSince:
+          state.obligationKind === 'inbound' && state.obligationSince !== null ? state.obligationSince : at,
+        obligationKind: 'inbound',
+      };
     case 'StepCompleted':
       return {
         ...state,

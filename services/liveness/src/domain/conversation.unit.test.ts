@@ -22,6 +22,12 @@ describe('conversation rules', () => {
     expect(c.stallAt(61_000)).toEqual({ reason: 'no_next_step', since: 1_000 });
   });
 
+  it("a second unanswered message keeps the first one's obligation time", () => {
+    const c = given(at(1_000, { type: 'MessageReceived' }), at(50_000, { type: 'MessageReceived' }));
+    expect(c.state.obligationSince).toBe(1_000);
+    expect(c.stallAt(61_000)).toEqual({ reason: 'no_next_step', since: 1_000 });
+  });
+
   it('a start, a send and a completed step create an outbound obligation with the long grace', () => {
     for (const input of [
       { type: 'ConversationStarted' },
