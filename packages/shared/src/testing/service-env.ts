@@ -15,6 +15,7 @@ import { ensureTopics, topicName, type TopicId } from '../kafka/topics.js';
 import { createLogger, type Logger } from '../logger.js';
 import { migrate } from '../pg/migrate.js';
 import { quoteIdent } from '../pg/pool.js';
+import { waitFor } from '../wait.js';
 import { uniqueName } from './names.js';
 import { startProcess, type RunningProcess } from './process.js';
 
@@ -111,6 +112,12 @@ export async function serviceTestEnv<P extends TProperties>(
       });
       await app.ready();
       apps.push(app);
+      // Ready means connected and joined: tests that count time from a publish start from here.
+      await waitFor(async () => (await app.inject({ url: '/health/ready' })).statusCode === 200, {
+        timeoutMs: 60_000,
+        intervalMs: 100,
+        description: `${service.name} to report ready`,
+      });
       return app;
     },
     startProcess(overrides = {}) {
