@@ -66,6 +66,7 @@ describe('contracts in schemas/', () => {
         'OutreachRequested',
         'SendRecorded',
         'SendRequested',
+        'StepCancelled',
         'StepCompleted',
         'VariantAssigned',
         'VariantContaminated',
@@ -153,6 +154,18 @@ describe('eventCodec', () => {
 });
 
 describe('schema evolution', () => {
+  it('reads OutreachRequested written with v1 (history) as the current version, with defaults', () => {
+    const [v1] = loadSchemaSet(join(import.meta.dirname, '..', '..', '..', '..', 'schemas')).history.filter(
+      (h) => h.name === 'OutreachRequested',
+    );
+    const oldWriter = new EventCodec({ OutreachRequested: { current: v1?.schema as object, history: [] } });
+    const old = {
+      type: 'OutreachRequested',
+      ...(avro.Type.forSchema(v1?.schema as avro.Schema).random() as object),
+    } as OutreachEvent;
+    expect(eventCodec.decode(oldWriter.encode(old))).toEqual({ ...old, conversationId: null, followUps: [] });
+  });
+
   const v1 = {
     type: 'record',
     name: 'Probe',

@@ -180,6 +180,24 @@ export interface OutreachRequested {
   }>;
   /** Send no earlier than this instant (epoch ms); null = now. */
   readonly sendAt: null | number;
+  /** The conversation this outreach belongs to; null = "<campaignId>:<candidateKey>". */
+  readonly conversationId: null | string;
+  /** A reminder sequence: each follow-up is scheduled when the previous step's SendRecorded(sent) arrives, and stops when the candidate replies or the conversation closes. */
+  readonly followUps: ReadonlyArray<{
+    /** The follow-up's step (distinct from every other step of the sequence). */
+    readonly step: string;
+    /** Sent this long after the previous step of the sequence was sent. */
+    readonly delayMs: number;
+    /** Its content: one, or one per experiment variant. */
+    readonly contents: ReadonlyArray<{
+    /** Variant this content is for; null when the request has a single content. */
+    readonly variant: null | string;
+    /** Subject line. */
+    readonly subject: string;
+    /** Plain-text body. */
+    readonly body: string;
+  }>;
+  }>;
 }
 
 /** The terminal outcome of one SendRequested, recorded by the sender. Topic: outreach.send-recorded.v1. */
@@ -258,6 +276,31 @@ export interface SendRequested {
   readonly body: string;
   /** The due time of a scheduled step, if this send was scheduled. */
   readonly scheduledFor: null | number;
+}
+
+/** A scheduled step will not happen: the candidate replied or the conversation closed. Topic: conversation.events.v1. */
+export interface StepCancelled {
+  readonly type: 'StepCancelled';
+  /** Unique id of this event; consumers deduplicate by it. */
+  readonly eventId: string;
+  /** When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters. */
+  readonly occurredAt: number;
+  /** The service (or external system) that produced the event. */
+  readonly producer: string;
+  /** Shared by every event caused, directly or not, by one original request. */
+  readonly correlationId: string;
+  /** eventId of the event that caused this one; null for an original request. */
+  readonly causationId: null | string;
+  /** The conversation: one per (campaignId, candidateKey) unless the agent says otherwise. */
+  readonly conversationId: string;
+  /** Campaign id as given by the requester. */
+  readonly campaignId: string;
+  /** Candidate id, trimmed and Unicode-NFC normalized (case-sensitive). The Kafka message key. */
+  readonly candidateKey: string;
+  /** The cancelled step. */
+  readonly stepId: string;
+  /** Why (reply, closed, ...). */
+  readonly reason: string;
 }
 
 /** A step of the conversation was carried out. Topic: conversation.events.v1. */
@@ -341,6 +384,7 @@ export type OutreachEvent =
   | OutreachRequested
   | SendRecorded
   | SendRequested
+  | StepCancelled
   | StepCompleted
   | VariantAssigned
   | VariantContaminated;
@@ -349,7 +393,7 @@ export type EventType = OutreachEvent['type'];
 
 export type EventOf<T extends EventType> = Extract<OutreachEvent, { type: T }>;
 
-export const eventTypes = ["ConversationClosed","ConversationRecovered","ConversationStalled","ConversationStarted","MessageReceived","NextStepScheduled","OutreachRequested","SendRecorded","SendRequested","StepCompleted","VariantAssigned","VariantContaminated"] as const;
+export const eventTypes = ["ConversationClosed","ConversationRecovered","ConversationStalled","ConversationStarted","MessageReceived","NextStepScheduled","OutreachRequested","SendRecorded","SendRequested","StepCancelled","StepCompleted","VariantAssigned","VariantContaminated"] as const;
 
 /** Every schema version the codec can read, by event type: the current writer and older ones. */
 export const schemaDefinitions: Record<EventType, { readonly current: object; readonly history: readonly object[] }> = {
@@ -917,10 +961,173 @@ export const schemaDefinitions: Record<EventType, { readonly current: object; re
           ],
           "doc": "Send no earlier than this instant (epoch ms); null = now.",
           "default": null
+        },
+        {
+          "name": "conversationId",
+          "type": [
+            "null",
+            "string"
+          ],
+          "default": null,
+          "doc": "The conversation this outreach belongs to; null = \"<campaignId>:<candidateKey>\"."
+        },
+        {
+          "name": "followUps",
+          "type": {
+            "type": "array",
+            "items": {
+              "type": "record",
+              "name": "FollowUp",
+              "fields": [
+                {
+                  "name": "step",
+                  "type": "string",
+                  "doc": "The follow-up's step (distinct from every other step of the sequence)."
+                },
+                {
+                  "name": "delayMs",
+                  "type": "long",
+                  "doc": "Sent this long after the previous step of the sequence was sent."
+                },
+                {
+                  "name": "contents",
+                  "type": {
+                    "type": "array",
+                    "items": "Content"
+                  },
+                  "doc": "Its content: one, or one per experiment variant."
+                }
+              ]
+            }
+          },
+          "default": [],
+          "doc": "A reminder sequence: each follow-up is scheduled when the previous step's SendRecorded(sent) arrives, and stops when the candidate replies or the conversation closes."
         }
       ]
     },
-    "history": []
+    "history": [
+      {
+        "type": "record",
+        "name": "OutreachRequested",
+        "namespace": "outreach.events",
+        "doc": "A system asks for one email step to be sent to one candidate. Topic: outreach.requested.v1.",
+        "fields": [
+          {
+            "name": "eventId",
+            "type": {
+              "type": "string",
+              "logicalType": "uuid"
+            },
+            "doc": "Unique id of this event; consumers deduplicate by it."
+          },
+          {
+            "name": "occurredAt",
+            "type": {
+              "type": "long",
+              "logicalType": "timestamp-millis"
+            },
+            "doc": "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters."
+          },
+          {
+            "name": "producer",
+            "type": "string",
+            "doc": "The service (or external system) that produced the event."
+          },
+          {
+            "name": "correlationId",
+            "type": "string",
+            "doc": "Shared by every event caused, directly or not, by one original request."
+          },
+          {
+            "name": "causationId",
+            "type": [
+              "null",
+              "string"
+            ],
+            "default": null,
+            "doc": "eventId of the event that caused this one; null for an original request."
+          },
+          {
+            "name": "requestId",
+            "type": "string",
+            "doc": "The caller's id for this request; repeated requests with the same id are the same request."
+          },
+          {
+            "name": "campaignId",
+            "type": "string",
+            "doc": "Campaign id as given by the requester."
+          },
+          {
+            "name": "candidateId",
+            "type": "string",
+            "doc": "Candidate id exactly as the caller sent it."
+          },
+          {
+            "name": "email",
+            "type": "string",
+            "doc": "Recipient address exactly as the caller sent it (PII; internal topic)."
+          },
+          {
+            "name": "step",
+            "type": "string",
+            "doc": "Step of the sequence (e.g. 'intro', 'follow-up-1'); distinct steps are distinct sends."
+          },
+          {
+            "name": "experimentId",
+            "type": [
+              "null",
+              "string"
+            ],
+            "doc": "A/B experiment this send belongs to, if any.",
+            "default": null
+          },
+          {
+            "name": "contents",
+            "type": {
+              "type": "array",
+              "items": {
+                "type": "record",
+                "name": "Content",
+                "fields": [
+                  {
+                    "name": "variant",
+                    "type": [
+                      "null",
+                      "string"
+                    ],
+                    "doc": "Variant this content is for; null when the request has a single content.",
+                    "default": null
+                  },
+                  {
+                    "name": "subject",
+                    "type": "string",
+                    "doc": "Subject line."
+                  },
+                  {
+                    "name": "body",
+                    "type": "string",
+                    "doc": "Plain-text body."
+                  }
+                ]
+              }
+            },
+            "doc": "One content, or one per experiment variant."
+          },
+          {
+            "name": "sendAt",
+            "type": [
+              "null",
+              {
+                "type": "long",
+                "logicalType": "timestamp-millis"
+              }
+            ],
+            "doc": "Send no earlier than this instant (epoch ms); null = now.",
+            "default": null
+          }
+        ]
+      }
+    ]
   },
   "SendRecorded": {
     "current": {
@@ -1180,6 +1387,77 @@ export const schemaDefinitions: Record<EventType, { readonly current: object; re
           ],
           "doc": "The due time of a scheduled step, if this send was scheduled.",
           "default": null
+        }
+      ]
+    },
+    "history": []
+  },
+  "StepCancelled": {
+    "current": {
+      "type": "record",
+      "name": "StepCancelled",
+      "namespace": "outreach.events",
+      "doc": "A scheduled step will not happen: the candidate replied or the conversation closed. Topic: conversation.events.v1.",
+      "fields": [
+        {
+          "name": "eventId",
+          "type": {
+            "type": "string",
+            "logicalType": "uuid"
+          },
+          "doc": "Unique id of this event; consumers deduplicate by it."
+        },
+        {
+          "name": "occurredAt",
+          "type": {
+            "type": "long",
+            "logicalType": "timestamp-millis"
+          },
+          "doc": "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters."
+        },
+        {
+          "name": "producer",
+          "type": "string",
+          "doc": "The service (or external system) that produced the event."
+        },
+        {
+          "name": "correlationId",
+          "type": "string",
+          "doc": "Shared by every event caused, directly or not, by one original request."
+        },
+        {
+          "name": "causationId",
+          "type": [
+            "null",
+            "string"
+          ],
+          "default": null,
+          "doc": "eventId of the event that caused this one; null for an original request."
+        },
+        {
+          "name": "conversationId",
+          "type": "string",
+          "doc": "The conversation: one per (campaignId, candidateKey) unless the agent says otherwise."
+        },
+        {
+          "name": "campaignId",
+          "type": "string",
+          "doc": "Campaign id as given by the requester."
+        },
+        {
+          "name": "candidateKey",
+          "type": "string",
+          "doc": "Candidate id, trimmed and Unicode-NFC normalized (case-sensitive). The Kafka message key."
+        },
+        {
+          "name": "stepId",
+          "type": "string",
+          "doc": "The cancelled step."
+        },
+        {
+          "name": "reason",
+          "type": "string",
+          "doc": "Why (reply, closed, ...)."
         }
       ]
     },

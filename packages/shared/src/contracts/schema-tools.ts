@@ -56,7 +56,10 @@ export function schemaFingerprint(schema: AvroSchema): bigint {
 
 // ------------------------------------------------------------------ TypeScript generation
 
-function tsType(schema: unknown, indent: string): string {
+/** Named types (records, enums) seen so far in one schema, for later references by name. */
+type Named = Map<string, string>;
+
+function tsType(schema: unknown, indent: string, named: Named = new Map()): string {
   if (typeof schema === 'string') {
     switch (schema) {
       case 'string':
@@ -72,31 +75,38 @@ function tsType(schema: unknown, indent: string): string {
         return 'null';
       case 'bytes':
         return 'Buffer';
-      default:
-        throw new Error(`unsupported named type reference ${schema}`);
+      default: {
+        const reference = named.get(schema) ?? named.get(schema.split('.').at(-1) as string);
+        if (!reference) throw new Error(`unknown named type reference ${schema}`);
+        return reference;
+      }
     }
   }
-  if (Array.isArray(schema)) return schema.map((branch) => tsType(branch, indent)).join(' | ');
+  if (Array.isArray(schema)) return schema.map((branch) => tsType(branch, indent, named)).join(' | ');
   const node = schema as AvroSchema;
+  const remember = (ts: string) => {
+    if (typeof node.name === 'string') named.set(node.name, ts);
+    return ts;
+  };
   switch (node.type) {
     case 'enum':
-      return (node.symbols as string[]).map((symbol) => `'${symbol}'`).join(' | ');
+      return remember((node.symbols as string[]).map((symbol) => `'${symbol}'`).join(' | '));
     case 'array':
-      return `ReadonlyArray<${tsType(node.items, indent)}>`;
+      return `ReadonlyArray<${tsType(node.items, indent, named)}>`;
     case 'map':
-      return `Readonly<Record<string, ${tsType(node.values, indent)}>>`;
+      return `Readonly<Record<string, ${tsType(node.values, indent, named)}>>`;
     case 'record':
-      return `{\n${fieldLines(node, `${indent}  `)}${indent}}`;
+      return remember(`{\n${fieldLines(node, `${indent}  `, named)}${indent}}`);
     default:
-      return tsType(node.type, indent);
+      return tsType(node.type, indent, named);
   }
 }
 
-function fieldLines(record: AvroSchema, indent: string): string {
+function fieldLines(record: AvroSchema, indent: string, named: Named = new Map()): string {
   return (record.fields as AvroSchema[])
     .map((field) => {
       const doc = typeof field.doc === 'string' ? `${indent}/** ${field.doc} */\n` : '';
-      return `${doc}${indent}readonly ${field.name as string}: ${tsType(field.type, indent)};\n`;
+      return `${doc}${indent}readonly ${field.name as string}: ${tsType(field.type, indent, named)};\n`;
     })
     .join('');
 }

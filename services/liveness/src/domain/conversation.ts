@@ -8,7 +8,9 @@
  *   unanswered messages).
  * - NextStepScheduled discharges the obligation and sets a deadline (its dueAt).
  * - Executing that step (its StepCompleted, or a send of that step) clears the deadline.
- * - ConversationClosed ends all of it; a later event reopens the conversation.
+ * - StepCancelled (the planner's, on a reply or a close) removes that step's deadline; an open
+ *   conversation then owes a next step again.
+ * - ConversationClosed ends all of it; a later event reopens the conversation (a cancellation does not).
  */
 
 export type ObligationKind = 'inbound' | 'outbound';
@@ -19,6 +21,7 @@ export type ConversationInput =
   | { readonly type: 'NextStepScheduled'; readonly stepId: string; readonly dueAt: number }
   | { readonly type: 'StepCompleted'; readonly stepId: string }
   | { readonly type: 'SendRecorded'; readonly step: string }
+  | { readonly type: 'StepCancelled'; readonly stepId: string }
   | { readonly type: 'ConversationClosed' };
 
 export interface TimedInput {
@@ -120,6 +123,18 @@ export function evolve(state: ConversationState, { at, input }: TimedInput): Con
         pendingStepId: input.stepId,
         dueAt: input.dueAt,
       };
+    case 'StepCancelled': {
+      // A cancelled step is not a next step: unless the conversation is closed, one is owed again.
+      if (state.status === 'closed' || state.pendingStepId !== input.stepId) return { ...state, ...seen };
+      return {
+        ...state,
+        ...seen,
+        pendingStepId: null,
+        dueAt: null,
+        obligationSince: state.obligationSince ?? at,
+        obligationKind: state.obligationKind ?? 'outbound',
+      };
+    }
     case 'ConversationClosed':
       return { ...initialState, ...seen, status: 'closed' };
     default: {

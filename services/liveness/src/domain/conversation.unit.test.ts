@@ -80,6 +80,27 @@ describe('conversation rules', () => {
     expect(c.stallAt(100 + 60_000)).toEqual({ reason: 'no_next_step', since: 100 });
   });
 
+  it('a cancelled step leaves an open conversation owing a next step, and a closed one closed', () => {
+    const open = given(
+      at(0, { type: 'NextStepScheduled', stepId: 'f', dueAt: 100 }),
+      at(10, { type: 'StepCancelled', stepId: 'f' }),
+    );
+    expect(open.state).toMatchObject({
+      pendingStepId: null,
+      dueAt: null,
+      obligationSince: 10,
+      obligationKind: 'outbound',
+    });
+    const replied = given(
+      at(0, { type: 'NextStepScheduled', stepId: 'f', dueAt: 100 }),
+      at(5, { type: 'MessageReceived' }),
+      at(6, { type: 'StepCancelled', stepId: 'f' }),
+    );
+    expect(replied.state).toMatchObject({ obligationSince: 5, obligationKind: 'inbound', dueAt: null });
+    const closed = given(at(0, { type: 'ConversationClosed' }), at(1, { type: 'StepCancelled', stepId: 'f' }));
+    expect(closed.state.status).toBe('closed');
+  });
+
   it('closing ends everything; a later event reopens', () => {
     const closed = given(at(0, { type: 'MessageReceived' }), at(5, { type: 'ConversationClosed' }));
     expect(closed.state).toMatchObject({ status: 'closed', obligationSince: null, dueAt: null });

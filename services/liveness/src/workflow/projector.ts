@@ -34,6 +34,14 @@ export function toProjected(consumed: ConsumedEvent): ProjectedEvent | undefined
         candidateKey: event.candidateKey,
         input: { type: 'NextStepScheduled', stepId: event.stepId, dueAt: event.dueAt },
       };
+    case 'StepCancelled':
+      return {
+        ...base,
+        conversationId: event.conversationId,
+        campaignId: event.campaignId,
+        candidateKey: event.candidateKey,
+        input: { type: 'StepCancelled', stepId: event.stepId },
+      };
     case 'StepCompleted':
       return {
         ...base,
