@@ -24,7 +24,15 @@ export {
   type AvroSchema,
   type CompatibilityProblem,
 } from './contracts/schema-tools.js';
-export { normalizeCandidateKey, normalizeEmail, emailHash, uuidV5, sendIdFor } from './domain/keys.js';
+export {
+  normalizeCandidateKey,
+  normalizeEmail,
+  emailHash,
+  uuidV5,
+  sendIdFor,
+  isDeliverableAddress,
+  hasControlCharacters,
+} from './domain/keys.js';
 export {
   topics,
   topicName,

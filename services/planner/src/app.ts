@@ -1,4 +1,4 @@
-import { dirname } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { buildServiceApp, type Logger } from '@outreach/shared';
 import type { FastifyInstance } from 'fastify';
@@ -7,6 +7,7 @@ import type { Config } from './config.js';
 export type { Config } from './config.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
+export const migrationsDir = join(here, '..', 'migrations');
 
 /** Builds the planner without listening, so tests can `inject` requests. */
 export async function buildApp({ config, logger }: { config: Config; logger: Logger }): Promise<FastifyInstance> {

@@ -4,6 +4,13 @@ import { Type, type Static } from '@sinclair/typebox';
 /** The planner's own settings, on top of BaseConfigSchema (KAFKA_BROKERS, DATABASE_URL, HTTP_PORT, ...). */
 export const ConfigSchema = Type.Object({
   DATABASE_SCHEMA: Type.String({ default: 'planner', pattern: '^[a-z_][a-z0-9_]*$' }),
+  CONSUMER_GROUP: Type.String({ default: 'planner' }),
+  EXPERIMENT_URL: Type.String({ default: 'http://127.0.0.1:8083', pattern: '^https?://' }),
+  /** Bearer token the experiment service accepts (its API_TOKENS). */
+  EXPERIMENT_TOKEN: Type.String({ default: '' }),
+  EXPERIMENT_TIMEOUT_MS: Type.Integer({ minimum: 100, default: 5_000 }),
+  SCHEDULER_INTERVAL_MS: Type.Integer({ minimum: 50, default: 500 }),
+  REQUEST_BATCH_SIZE: Type.Integer({ minimum: 1, maximum: 1_000, default: 200 }),
 });
 
 export type Config = BaseConfig & Static<typeof ConfigSchema>;

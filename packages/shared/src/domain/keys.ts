@@ -39,3 +39,20 @@ export function uuidV5(...parts: readonly string[]): string {
 export function sendIdFor(campaignId: string, candidateKey: string, step: string): string {
   return uuidV5('send', campaignId, candidateKey, step);
 }
+
+// Deliberately strict and simple: one @, a dotted domain; no spaces, quotes, angle brackets or controls.
+const ADDRESS =
+  /^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+$/;
+// eslint-disable-next-line no-control-regex -- matching control characters is the point
+const CONTROL = /[\u0000-\u001f\u007f]/;
+
+/** An address the platform will try to deliver to (after trimming). */
+export function isDeliverableAddress(email: string): boolean {
+  const trimmed = email.trim();
+  return trimmed.length <= 254 && ADDRESS.test(trimmed);
+}
+
+/** Line breaks and other controls: in a header they are an injection; in an id, a mistake. */
+export function hasControlCharacters(value: string): boolean {
+  return CONTROL.test(value);
+}

@@ -3,7 +3,15 @@
  * injection, content present, and a sendId that really is the key of (campaign, candidate, step).
  * Pure: the sender re-derives every key itself rather than trusting the producer's.
  */
-import { emailHash, normalizeCandidateKey, normalizeEmail, sendIdFor, type SendRequested } from '@outreach/shared';
+import {
+  emailHash,
+  hasControlCharacters,
+  isDeliverableAddress,
+  normalizeCandidateKey,
+  normalizeEmail,
+  sendIdFor,
+  type SendRequested,
+} from '@outreach/shared';
 
 export interface ValidSend {
   readonly sendId: string;
@@ -26,25 +34,20 @@ export interface ValidSend {
 export type Validation =
   { readonly ok: true; readonly send: ValidSend } | { readonly ok: false; readonly reason: string };
 
-// Deliberately strict and simple: one @, a dotted domain, no spaces, quotes, angle brackets or controls.
-const ADDRESS =
-  /^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+$/;
-// eslint-disable-next-line no-control-regex -- matching control characters is the point
-const CONTROL = /[\u0000-\u001f\u007f]/;
-
 export function validateSendRequest(event: SendRequested): Validation {
   const email = event.email.trim();
   const emailNorm = normalizeEmail(event.email);
   const candidateKey = normalizeCandidateKey(event.candidateId);
   const problems: string[] = [];
-  if (event.campaignId.trim() === '' || CONTROL.test(event.campaignId))
+  if (event.campaignId.trim() === '' || hasControlCharacters(event.campaignId))
     problems.push('campaignId is empty or has control characters');
-  if (candidateKey === '' || CONTROL.test(candidateKey))
+  if (candidateKey === '' || hasControlCharacters(candidateKey))
     problems.push('candidateId is empty or has control characters');
-  if (event.step.trim() === '' || CONTROL.test(event.step)) problems.push('step is empty or has control characters');
-  if (email.length > 254 || !ADDRESS.test(email)) problems.push(`email is not a deliverable address`);
+  if (event.step.trim() === '' || hasControlCharacters(event.step))
+    problems.push('step is empty or has control characters');
+  if (!isDeliverableAddress(email)) problems.push('email is not a deliverable address');
   if (event.subject.trim() === '') problems.push('subject is empty');
-  if (CONTROL.test(event.subject))
+  if (hasControlCharacters(event.subject))
     problems.push('subject contains line breaks or control characters (header injection)');
   if (event.subject.length > 998) problems.push('subject is longer than 998 characters');
   if (event.body.trim() === '') problems.push('body is empty');

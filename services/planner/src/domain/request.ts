@@ -1,0 +1,143 @@
+/**
+ * What an outreach request must satisfy, normalized once, here at the edge: candidate key
+ * (trim + NFC, case kept), address (trim + lower case), content per variant, follow-up steps.
+ * Pure: the experiment's answer comes in as a value (see chooseContent).
+ */
+import {
+  hasControlCharacters,
+  isDeliverableAddress,
+  normalizeCandidateKey,
+  normalizeEmail,
+  sendIdFor,
+  type OutreachRequested,
+} from '@outreach/shared';
+
+export const MAX_BODY_BYTES = 100_000;
+export const MAX_SUBJECT_CHARS = 998;
+
+export interface Content {
+  readonly variant: string | null;
+  readonly subject: string;
+  readonly body: string;
+}
+
+export interface FollowUp {
+  readonly step: string;
+  readonly delayMs: number;
+  readonly contents: readonly Content[];
+}
+
+export interface PlannedRequest {
+  readonly requestId: string;
+  readonly requestEventId: string;
+  readonly correlationId: string;
+  readonly campaignId: string;
+  readonly candidateId: string;
+  readonly candidateKey: string;
+  readonly conversationId: string;
+  readonly email: string;
+  readonly emailNorm: string;
+  readonly step: string;
+  readonly sendId: string;
+  readonly experimentId: string | null;
+  readonly contents: readonly Content[];
+  readonly sendAt: number | null;
+  readonly followUps: readonly FollowUp[];
+}
+
+function contentProblems(contents: readonly Content[], where: string, experiment: boolean): string[] {
+  const problems: string[] = [];
+  if (contents.length === 0) problems.push(`${where}: contents are empty`);
+  const variants = contents.map((c) => c.variant);
+  if (new Set(variants).size !== variants.length) problems.push(`${where}: two contents for the same variant`);
+  if (!experiment && contents.some((c) => c.variant !== null))
+    problems.push(`${where}: contents name variants but the request has no experimentId`);
+  contents.forEach((content, i) => {
+    if (content.subject.trim() === '') problems.push(`${where}: contents[${i}].subject is empty`);
+    if (hasControlCharacters(content.subject))
+      problems.push(`${where}: contents[${i}].subject contains line breaks or control characters (header injection)`);
+    if (content.subject.length > MAX_SUBJECT_CHARS)
+      problems.push(`${where}: contents[${i}].subject is longer than ${MAX_SUBJECT_CHARS} characters`);
+    if (content.body.trim() === '') problems.push(`${where}: contents[${i}].body is empty`);
+    if (Buffer.byteLength(content.body, 'utf8') > MAX_BODY_BYTES)
+      problems.push(`${where}: contents[${i}].body is larger than ${MAX_BODY_BYTES} bytes`);
+  });
+  return problems;
+}
+
+const ID = (value: string) => value.trim() !== '' && !hasControlCharacters(value) && value.length <= 256;
+
+export type Validation =
+  { readonly ok: true; readonly request: PlannedRequest } | { readonly ok: false; readonly reason: string };
+
+export function validateRequest(event: Omit<OutreachRequested, 'type'>): Validation {
+  const problems: string[] = [];
+  if (!ID(event.requestId)) problems.push('requestId is missing or malformed');
+  if (!ID(event.campaignId)) problems.push('campaignId is missing or malformed');
+  if (!ID(event.candidateId)) problems.push('candidateId is missing or malformed');
+  if (!ID(event.step)) problems.push('step is missing or malformed');
+  if (!isDeliverableAddress(event.email)) problems.push('email is not a deliverable address');
+  if (event.experimentId !== null && !ID(event.experimentId)) problems.push('experimentId is malformed');
+  const experiment = event.experimentId !== null;
+  problems.push(...contentProblems(event.contents, 'request', experiment));
+  const steps = [event.step, ...event.followUps.map((f) => f.step)];
+  if (new Set(steps).size !== steps.length)
+    problems.push('follow-up steps must differ from each other and from the step');
+  event.followUps.forEach((followUp, i) => {
+    if (!ID(followUp.step)) problems.push(`followUps[${i}].step is missing or malformed`);
+    if (!(followUp.delayMs > 0)) problems.push(`followUps[${i}].delayMs must be positive`);
+    problems.push(...contentProblems(followUp.contents, `followUps[${i}]`, experiment));
+  });
+  if (problems.length > 0) return { ok: false, reason: `invalid OutreachRequested: ${problems.join('; ')}` };
+  const candidateKey = normalizeCandidateKey(event.candidateId);
+  return {
+    ok: true,
+    request: {
+      requestId: event.requestId,
+      requestEventId: event.eventId,
+      correlationId: event.correlationId,
+      campaignId: event.campaignId,
+      candidateId: event.candidateId,
+      candidateKey,
+      conversationId: event.conversationId ?? `${event.campaignId}:${candidateKey}`,
+      email: event.email.trim(),
+      emailNorm: normalizeEmail(event.email),
+      step: event.step,
+      sendId: sendIdFor(event.campaignId, candidateKey, event.step),
+      experimentId: event.experimentId,
+      contents: event.contents,
+      sendAt: event.sendAt,
+      followUps: event.followUps,
+    },
+  };
+}
+
+/** The experiment's verdict for one candidate, as the planner receives it. */
+export type VariantDecision =
+  { readonly enrolled: true; readonly variant: string } | { readonly enrolled: false; readonly reason: string };
+
+/**
+ * The content a candidate gets: the one for its sticky variant; a candidate not enrolled gets the
+ * variant-less default content, if the request has one. Never a random pick.
+ */
+export function chooseContent(
+  contents: readonly Content[],
+  decision: VariantDecision | null,
+): { ok: true; content: Content; variant: string | null } | { ok: false; reason: string } {
+  if (decision === null) {
+    const single = contents.find((c) => c.variant === null) ?? (contents.length === 1 ? contents[0] : undefined);
+    return single
+      ? { ok: true, content: single, variant: null }
+      : { ok: false, reason: 'no content without a variant' };
+  }
+  if (decision.enrolled) {
+    const content = contents.find((c) => c.variant === decision.variant);
+    return content
+      ? { ok: true, content, variant: decision.variant }
+      : { ok: false, reason: `request has no content for the assigned variant ${decision.variant}` };
+  }
+  const fallback = contents.find((c) => c.variant === null);
+  return fallback
+    ? { ok: true, content: fallback, variant: null }
+    : { ok: false, reason: `candidate is not enrolled (${decision.reason}) and the request has no default content` };
+}

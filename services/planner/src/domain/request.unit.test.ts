@@ -1,0 +1,88 @@
+import { sendIdFor, type OutreachRequested } from '@outreach/shared';
+import { describe, expect, it } from 'vitest';
+import { chooseContent, validateRequest } from './request.js';
+
+function request(fields: Partial<OutreachRequested> = {}): OutreachRequested {
+  return {
+    type: 'OutreachRequested',
+    eventId: '0b7f9a52-4a67-4e35-8b0c-1d7a3f1e9c11',
+    occurredAt: 0,
+    producer: 'ats',
+    correlationId: 'corr',
+    causationId: null,
+    requestId: 'r1',
+    campaignId: 'camp',
+    candidateId: ' Jose\u0301 ',
+    email: ' Jose@Example.COM ',
+    step: 'intro',
+    experimentId: null,
+    contents: [{ variant: null, subject: 'Hi', body: 'Body' }],
+    sendAt: null,
+    conversationId: null,
+    followUps: [],
+    ...fields,
+  };
+}
+
+describe('validateRequest', () => {
+  it('normalizes once, at the edge, and derives the send id and conversation', () => {
+    const result = validateRequest(request());
+    expect(result).toMatchObject({
+      ok: true,
+      request: {
+        candidateKey: 'Jos\u00e9',
+        email: 'Jose@Example.COM',
+        emailNorm: 'jose@example.com',
+        conversationId: 'camp:Jos\u00e9',
+        sendId: sendIdFor('camp', 'Jos\u00e9', 'intro'),
+      },
+    });
+  });
+
+  it.each([
+    [{ campaignId: '' }, /campaignId is missing/],
+    [{ email: 'not an address' }, /email is not a deliverable address/],
+    [{ contents: [] }, /contents are empty/],
+    [{ contents: [{ variant: null, subject: 'a\r\nBcc: x@y.z', body: 'b' }] }, /header injection/],
+    [{ contents: [{ variant: null, subject: 's', body: 'x'.repeat(100_001) }] }, /larger than 100000 bytes/],
+    [{ contents: [{ variant: 'A', subject: 's', body: 'b' }] }, /name variants but the request has no experimentId/],
+    [
+      { followUps: [{ step: 'intro', delayMs: 10, contents: [{ variant: null, subject: 's', body: 'b' }] }] },
+      /follow-up steps must differ/,
+    ],
+    [
+      { followUps: [{ step: 'f', delayMs: 0, contents: [{ variant: null, subject: 's', body: 'b' }] }] },
+      /delayMs must be positive/,
+    ],
+  ] as Array<[Partial<OutreachRequested>, RegExp]>)('rejects %j with a reason', (fields, reason) => {
+    const result = validateRequest(request(fields));
+    expect(!result.ok && result.reason).toMatch(reason);
+  });
+});
+
+describe('chooseContent', () => {
+  const contents = [
+    { variant: 'A', subject: 'a', body: 'a' },
+    { variant: 'B', subject: 'b', body: 'b' },
+  ];
+  it("takes the sticky variant's content, never another", () => {
+    expect(chooseContent(contents, { enrolled: true, variant: 'B' })).toMatchObject({
+      ok: true,
+      variant: 'B',
+      content: { subject: 'b' },
+    });
+    expect(chooseContent(contents, { enrolled: true, variant: 'C' })).toEqual({
+      ok: false,
+      reason: 'request has no content for the assigned variant C',
+    });
+  });
+  it('gives a candidate who is not enrolled the default content, or a reason', () => {
+    expect(
+      chooseContent([...contents, { variant: null, subject: 'd', body: 'd' }], { enrolled: false, reason: 'paused' }),
+    ).toMatchObject({ ok: true, variant: null });
+    expect(chooseContent(contents, { enrolled: false, reason: 'experiment is paused' })).toMatchObject({
+      ok: false,
+      reason: expect.stringMatching(/not enrolled/),
+    });
+  });
+});

@@ -1,0 +1,63 @@
+import { PeriodicTask, registerConsumer, registerOutboxRelay, topicName, type Logger } from '@outreach/shared';
+import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
+import { ExperimentClient } from '../adapters/experiment-client.js';
+import { PlannerRepository } from '../adapters/planner-repository.js';
+import type { Config } from '../config.js';
+import { conversationHandler } from '../workflow/conversations.js';
+import { ingressHandler } from '../workflow/ingress.js';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    readonly planner: PlannerRepository;
+    readonly experimentClient: ExperimentClient;
+    readonly plannerConfig: Config;
+  }
+}
+
+/** Wires the two consumers (requests; conversations and sends), the scheduler and the outbox relay. */
+export default fp(
+  async (app: FastifyInstance, { config }: { config: Config }) => {
+    const log = (component: string) => app.log.child({ component }) as Logger;
+    const repository = new PlannerRepository(app.pg, {
+      sendRequested: topicName('sendRequested', config.TOPIC_PREFIX),
+      conversationEvents: topicName('conversationEvents', config.TOPIC_PREFIX),
+    });
+    const experiments = new ExperimentClient(
+      config.EXPERIMENT_URL,
+      config.EXPERIMENT_TOKEN,
+      config.EXPERIMENT_TIMEOUT_MS,
+    );
+    app.decorate('planner', repository);
+    app.decorate('experimentClient', experiments);
+    app.decorate('plannerConfig', config);
+
+    registerConsumer(app, {
+      groupId: config.CONSUMER_GROUP,
+      topics: [topicName('outreachRequested', config.TOPIC_PREFIX)],
+      chunkSize: config.REQUEST_BATCH_SIZE,
+      // An unavailable experiment service is waited out, backing off up to 30 s between attempts.
+      retry: { initialMs: 250, maxMs: 30_000 },
+      handler: ingressHandler({ pool: app.pg, repository, experiments, logger: log('ingress') }),
+    });
+    registerConsumer(app, {
+      groupId: `${config.CONSUMER_GROUP}-conversations`,
+      topics: [topicName('conversationEvents', config.TOPIC_PREFIX), topicName('sendRecorded', config.TOPIC_PREFIX)],
+      handler: conversationHandler(repository, log('conversations')),
+    });
+    const scheduler = new PeriodicTask(
+      'scheduler',
+      async () => {
+        while ((await repository.emitDue(200)) === 200) {
+          // a full batch: more may be due
+        }
+      },
+      config.SCHEDULER_INTERVAL_MS,
+      log('scheduler'),
+    );
+    registerOutboxRelay(app, { databaseUrl: config.DATABASE_URL, schema: config.DATABASE_SCHEMA, pollIntervalMs: 200 });
+    app.addHook('onReady', async () => scheduler.start());
+    app.addHook('onClose', async () => scheduler.stop());
+  },
+  { name: 'planner', dependencies: ['postgres', 'kafka'] },
+);
