@@ -1,86 +1,444 @@
 /**
- * `npm run demo`: the main job on a fresh machine. Brings up (or reuses) the local Kafka and
- * PostgreSQL, starts the four services as separate processes, and keeps them running until Ctrl-C.
+ * `npm run demo`: the main job on a fresh machine. Brings up (or reuses) Kafka and PostgreSQL,
+ * starts the four services as processes plus a real SMTP sink, and drives a realistic workload
+ * through the public ingress only (the Kafka topic and the planner's HTTP endpoint):
+ *   two campaigns, an A/B experiment, a follow-up step, replies, a suppressed address, duplicate
+ *   requests with case-variant addresses, planted stalls, and a sender SIGKILL midway.
+ * It shows live progress, then a report whose numbers come from the SMTP sink and the services'
+ * APIs, never from the demo's own expectations. Then it keeps the stack running until Ctrl-C.
  *
- * The workload (campaigns, an A/B test, follow-ups, a mid-run sender SIGKILL) arrives with the
- * services that process it; until then this starts the stack and shows each service's health.
- * DEMO_EXIT_WHEN_READY=1 stops everything once all services report ready (used by a smoke test).
+ *   DEMO_CANDIDATES (default 2000)  DEMO_EXIT=1 (stop after the report; exit 1 on a violation)
+ *   DEMO_PORT_BASE (default 8080: services on +1..+4)
+ * Each run uses its own topic prefix and database schemas, so runs never see each other's data.
  */
+import { randomUUID } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { createKafka, ensureTopics } from '@outreach/shared';
-import { startProcess, waitFor, type RunningProcess } from '@outreach/shared/testing';
+import {
+  createKafka,
+  ensureTopics,
+  EventProducer,
+  topicName,
+  type MessageReceived,
+  type NextStepScheduled,
+  type OutreachRequested,
+} from '@outreach/shared';
+import { SmtpSink, startProcess, waitFor, type RunningProcess } from '@outreach/shared/testing';
 import { up } from './infra.js';
 
 const root = join(import.meta.dirname, '..');
-const services = [
-  { name: 'planner', port: 8081 },
-  { name: 'sender', port: 8082 },
-  { name: 'experiment', port: 8083 },
-  { name: 'liveness', port: 8084 },
-] as const;
+const candidates = Number(process.env.DEMO_CANDIDATES ?? 2_000);
+const portBase = Number(process.env.DEMO_PORT_BASE ?? 8080);
+const exitAfterReport = process.env.DEMO_EXIT === '1';
+const run = `demo${Date.now().toString(36)}`;
+const prefix = `${run}.`;
+const token = 'demo-token';
+const auth = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
+const ports = {
+  planner: portBase + 1,
+  sender: portBase + 2,
+  experiment: portBase + 3,
+  liveness: portBase + 4,
+} as const;
+type Service = keyof typeof ports;
+const url = (service: Service, path: string) => `http://127.0.0.1:${ports[service]}${path}`;
 
 function say(message: string): void {
   process.stdout.write(`[demo] ${message}\n`);
 }
 
-async function main(): Promise<number> {
-  const state = await up();
-  say(`kafka ${state.kafkaBrokers} (${state.kafka.source}), postgres ${state.postgres.source}`);
-  const admin = createKafka({ brokers: state.kafkaBrokers.split(','), clientId: 'demo' }).admin();
-  await admin.connect();
-  const topics = await ensureTopics(admin);
-  await admin.disconnect();
-  say(`topics: ${topics.created.length} created, ${topics.unchanged.length + topics.reconfigured.length} present`);
+async function json<T>(response: Promise<Response>): Promise<T> {
+  const r = await response;
+  if (!r.ok) throw new Error(`${r.url} answered ${r.status}: ${await r.text()}`);
+  return (await r.json()) as T;
+}
 
-  const running: Array<{ name: string; port: number; proc: RunningProcess }> = [];
+async function main(): Promise<number> {
+  const started = Date.now();
+  const state = await up();
+  const kafka = createKafka({ brokers: state.kafkaBrokers.split(','), clientId: 'demo' });
+  const admin = kafka.admin();
+  await admin.connect();
+  await ensureTopics(admin, { prefix, partitions: 6 });
+  await admin.disconnect();
+  const sink = await new SmtpSink({
+    behaviour: (to) => (to.startsWith('bounce') ? { reject: 'mailbox unavailable' } : undefined),
+  }).start();
+  const logs = join(root, '.infra', 'demo', run);
+  mkdirSync(logs, { recursive: true });
+  say(
+    `kafka ${state.kafkaBrokers} (${state.kafka.source}), postgres ${state.postgres.source}, SMTP sink on ${sink.port}, run ${run}`,
+  );
+
+  const env = (service: Service): NodeJS.ProcessEnv => ({
+    PATH: process.env.PATH,
+    KAFKA_BROKERS: state.kafkaBrokers,
+    DATABASE_URL: state.databaseUrl,
+    DATABASE_SCHEMA: `${run}_${service}`,
+    TOPIC_PREFIX: prefix,
+    CONSUMER_GROUP: `${run}-${service}`,
+    HTTP_HOST: '127.0.0.1',
+    HTTP_PORT: String(ports[service]),
+    API_TOKENS: token,
+    LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
+    // sender
+    SMTP_PORT: String(sink.port),
+    SEND_CONCURRENCY: '16',
+    SEND_RATE_PER_SECOND: '1000',
+    LEASE_MS: '8000',
+    PROVIDER_TIMEOUT_MS: '3000',
+    RECONCILE_INTERVAL_MS: '500',
+    // planner
+    EXPERIMENT_URL: url('experiment', ''),
+    EXPERIMENT_TOKEN: token,
+    SCHEDULER_INTERVAL_MS: '200',
+    // liveness: short graces so the planted stalls show up during the demo
+    GRACE_INBOUND_MS: '4000',
+    GRACE_OUTBOUND_MS: '600000',
+    GRACE_OVERDUE_MS: '60000',
+    SWEEP_INTERVAL_MS: '500',
+  });
+  const processes = new Map<Service, RunningProcess>();
+  // Whatever happens to the demo, its services do not outlive it.
+  process.on('exit', () => {
+    for (const proc of processes.values()) proc.child.kill('SIGKILL');
+  });
+  const start = async (service: Service) => {
+    if (
+      !processes.has(service) &&
+      (await fetch(url(service, '/health/live')).then(
+        () => true,
+        () => false,
+      ))
+    ) {
+      throw new Error(`port ${ports[service]} is already in use (another demo?); stop it or set DEMO_PORT_BASE`);
+    }
+    const proc = startProcess(join(root, 'services', service, 'dist', 'server.js'), env(service));
+    processes.set(service, proc);
+    await waitFor(
+      async () => {
+        if (proc.child.exitCode !== null) throw new Error(`${service} exited: ${proc.stderrLines.join('\n')}`);
+        return (await fetch(url(service, '/health/ready'))).ok;
+      },
+      { timeoutMs: 60_000, description: `${service} to report ready` },
+    );
+  };
   const stopAll = async () => {
-    await Promise.all(running.map(({ proc }) => proc.stop('SIGTERM')));
+    await Promise.all([...processes.values()].map((p) => p.stop('SIGTERM')));
+    await sink.stop();
   };
 
-  for (const service of services) {
-    const portBase = Number(process.env.DEMO_PORT_BASE ?? 8080) - 8080;
-    const port = service.port + portBase;
-    const proc = startProcess(join(root, 'services', service.name, 'dist', 'server.js'), {
-      ...process.env,
-      KAFKA_BROKERS: state.kafkaBrokers,
-      DATABASE_URL: state.databaseUrl,
-      HTTP_PORT: String(port),
-      HTTP_HOST: '127.0.0.1',
-      LOG_LEVEL: process.env.LOG_LEVEL ?? 'info',
-    });
-    running.push({ name: service.name, port, proc });
-  }
-
   try {
-    for (const { name, port, proc } of running) {
+    for (const service of ['experiment', 'sender', 'liveness', 'planner'] as const) {
+      await start(service);
+      say(`${service.padEnd(10)} ready  ${url(service, '/health/ready')}`);
+    }
+
+    // Set-up through the services' own APIs.
+    await json(
+      fetch(url('experiment', '/v1/experiments'), {
+        method: 'POST',
+        headers: auth,
+        body: JSON.stringify({
+          experimentId: 'subject-line',
+          variants: [
+            { name: 'short', weight: 1 },
+            { name: 'personal', weight: 1 },
+          ],
+        }),
+      }),
+    );
+    await json(
+      fetch(url('sender', '/v1/suppressions/unsubscribed@example.com'), {
+        method: 'PUT',
+        headers: auth,
+        body: JSON.stringify({ reason: 'unsubscribe' }),
+      }),
+    );
+
+    // The workload: two campaigns; the first is an A/B test with a follow-up.
+    const backend = Math.round(candidates * 0.6);
+    const requests: OutreachRequested[] = [];
+    const base = () => ({
+      type: 'OutreachRequested' as const,
+      eventId: randomUUID(),
+      occurredAt: Date.now(),
+      producer: 'demo-ats',
+      correlationId: randomUUID(),
+      causationId: null,
+      conversationId: null,
+      sendAt: null,
+    });
+    for (let i = 0; i < candidates; i++) {
+      const inBackend = i < backend;
+      const candidateId = `cand-${i}`;
+      const email =
+        i === backend + 7
+          ? 'unsubscribed@example.com'
+          : i === backend + 11
+            ? 'bounce@example.com'
+            : `candidate${i}@example.com`;
+      requests.push({
+        ...base(),
+        requestId: `${candidateId}-intro`,
+        campaignId: inBackend ? 'backend-engineers' : 'product-designers',
+        candidateId,
+        email,
+        step: 'intro',
+        experimentId: inBackend ? 'subject-line' : null,
+        contents: inBackend
+          ? [
+              { variant: 'short', subject: 'Quick question', body: 'Are you open to a backend role?' },
+              {
+                variant: 'personal',
+                subject: `Hi ${candidateId}, your work caught our eye`,
+                body: 'We loved your open-source work.',
+              },
+            ]
+          : [{ variant: null, subject: 'A design role for you', body: 'Would you like to hear more?' }],
+        followUps: inBackend
+          ? [
+              {
+                step: 'follow-up',
+                delayMs: 2_000,
+                contents: [{ variant: null, subject: 'Following up', body: 'Any thoughts?' }],
+              },
+            ]
+          : [],
+      });
+    }
+    // Duplicates: every 10th request again, and every 20th with its address in other case and spaces.
+    const duplicates = requests.filter((_, i) => i % 10 === 0).map((r) => ({ ...r, eventId: randomUUID() }));
+    const variants = requests
+      .filter((_, i) => i % 20 === 5)
+      .map((r) => ({ ...r, eventId: randomUUID(), email: `  ${r.email.toUpperCase()} ` }));
+    const viaKafka = requests.filter((_, i) => i % 4 !== 0);
+    const viaHttp = requests.filter((_, i) => i % 4 === 0);
+    const producer = new EventProducer(kafka);
+    const requestsTopic = topicName('outreachRequested', prefix);
+    say(
+      `publishing ${requests.length} requests (+${duplicates.length} duplicates, +${variants.length} case variants): ${viaKafka.length} via Kafka, ${viaHttp.length} via HTTP`,
+    );
+    for (let i = 0; i < viaKafka.length; i += 500) {
+      await producer.publish(viaKafka.slice(i, i + 500).map((event) => ({ topic: requestsTopic, event })));
+    }
+    for (let i = 0; i < viaHttp.length; i += 20) {
+      await Promise.all(
+        viaHttp.slice(i, i + 20).map((r) =>
+          json(
+            fetch(url('planner', '/v1/outreach-requests'), {
+              method: 'POST',
+              headers: auth,
+              body: JSON.stringify({
+                requestId: r.requestId,
+                campaignId: r.campaignId,
+                candidateId: r.candidateId,
+                email: r.email,
+                step: r.step,
+                experimentId: r.experimentId,
+                contents: r.contents,
+                followUps: r.followUps,
+              }),
+            }),
+          ),
+        ),
+      );
+    }
+    await producer.publish([...duplicates, ...variants].map((event) => ({ topic: requestsTopic, event })));
+
+    // Replies: every 25th backend candidate answers, and its agent schedules the next step (healthy).
+    // Planted stalls: 12 product-design candidates answer, and nobody ever does anything.
+    const conversationTopic = topicName('conversationEvents', prefix);
+    const envelope = (campaignId: string, candidateKey: string) => ({
+      eventId: randomUUID(),
+      occurredAt: Date.now(),
+      producer: 'demo-agent',
+      correlationId: randomUUID(),
+      causationId: null,
+      conversationId: `${campaignId}:${candidateKey}`,
+      campaignId,
+      candidateKey,
+    });
+    const repliers = requests.slice(0, backend).filter((_, i) => i % 25 === 3);
+    const planted = requests
+      .slice(backend)
+      .filter((_, i) => i % 60 === 1)
+      .slice(0, 12);
+
+    // Midway: SIGKILL the sender, then restart it.
+    const totalHeads = requests.length;
+    let killed = false;
+    const progress = setInterval(() => {
+      say(
+        `delivered ${sink.messages.length} emails so far (${Math.round(((Date.now() - started) / 1000) * 10) / 10} s)`,
+      );
+    }, 2_000);
+    try {
+      await waitFor(() => sink.messages.length >= totalHeads * 0.4, {
+        timeoutMs: Number(process.env.DEMO_STEP_TIMEOUT_MS ?? 300_000),
+        description: '40% of the first emails delivered',
+      });
+      await processes.get('sender')?.stop('SIGKILL');
+      killed = true;
+      say(`SIGKILLed the sender after ${sink.messages.length} deliveries; restarting it`);
+      await start('sender');
+      // Replies arrive while follow-ups are pending: the planner cancels those; the agent answers.
+      await producer.publish([
+        ...repliers.map((r) => ({
+          topic: conversationTopic,
+          event: {
+            type: 'MessageReceived',
+            ...envelope(r.campaignId, r.candidateId),
+            messageId: null,
+          } as MessageReceived,
+        })),
+        ...repliers.map((r) => ({
+          topic: conversationTopic,
+          event: {
+            type: 'NextStepScheduled',
+            ...envelope(r.campaignId, r.candidateId),
+            stepId: 'call',
+            dueAt: Date.now() + 86_400_000,
+          } as NextStepScheduled,
+        })),
+      ]);
+
+      // Done when nothing is scheduled, nothing is mid-send, every first email has an outcome, and
+      // those numbers have not moved for five polls (follow-ups are scheduled as sends land).
+      let previous = '';
+      let stableFor = 0;
       await waitFor(
         async () => {
-          if (proc.child.exitCode !== null) throw new Error(`${name} exited: ${proc.stderrLines.join('\n')}`);
-          return (await fetch(`http://127.0.0.1:${port}/health/ready`)).ok;
+          const steps = (
+            await json<{ steps: Array<{ status: string; steps: number }> }>(fetch(url('planner', '/v1/steps/summary')))
+          ).steps;
+          const outcomes = await campaignOutcomes();
+          const inFlight = (outcomes.claimed ?? 0) + (outcomes.sending ?? 0);
+          const terminal = Object.entries(outcomes)
+            .filter(([k]) => !['claimed', 'sending', 'skipped_duplicate'].includes(k))
+            .reduce((n, [, v]) => n + v, 0);
+          const snapshot = JSON.stringify({ steps, terminal, delivered: sink.messages.length });
+          stableFor = snapshot === previous ? stableFor + 1 : 0;
+          previous = snapshot;
+          return (
+            !steps.some((x) => x.status === 'scheduled') && inFlight === 0 && terminal >= totalHeads && stableFor >= 5
+          );
         },
-        { timeoutMs: 30_000, description: `${name} to report ready` },
+        { timeoutMs: 600_000, intervalMs: 1_000, description: 'every planned send to reach an outcome' },
       );
-      say(`${name.padEnd(10)} ready  http://127.0.0.1:${port}/health/ready`);
+      // Planted stalls: product-design candidates reply, and nobody ever answers.
+      await producer.publish(
+        planted.map((r) => ({
+          topic: conversationTopic,
+          event: {
+            type: 'MessageReceived',
+            ...envelope(r.campaignId, r.candidateId),
+            messageId: null,
+          } as MessageReceived,
+        })),
+      );
+      await waitFor(async () => (await stalled()).length >= planted.length, {
+        timeoutMs: 60_000,
+        description: 'the planted stalls to be flagged',
+      });
+    } finally {
+      clearInterval(progress);
+      await producer.disconnect();
     }
+
+    // The report: every number from the sink or a service API.
+    const elapsed = (Date.now() - started) / 1000;
+    const outcomes = await campaignOutcomes();
+    const perSend = new Map<string, number>();
+    const perAddressStep = new Map<string, number>();
+    for (const m of sink.messages) {
+      perSend.set(m.messageId ?? '', (perSend.get(m.messageId ?? '') ?? 0) + 1);
+      const key = `${m.headers.get('x-outreach-campaign')}|${m.to.join(',').toLowerCase()}|${m.subject === 'Following up' ? 'follow-up' : 'intro'}`;
+      perAddressStep.set(key, (perAddressStep.get(key) ?? 0) + 1);
+    }
+    const duplicateEmails = [...perSend.values(), ...perAddressStep.values()].filter((n) => n > 1).length;
+    const experiment = await json<{
+      variants: Array<{ variant: string; assigned: number; exposedCandidates: number }>;
+      sampleRatioMismatch: { pValue: number; mismatch: boolean };
+      contaminated: unknown[];
+    }>(fetch(url('experiment', '/v1/experiments/subject-line/report')));
+    const flagged = await stalled();
+    const plantedIds = new Set(planted.map((r) => `${r.campaignId}:${r.candidateId}`));
+    const unexpectedFlags = flagged.filter((c) => !plantedIds.has(c.conversationId));
+    const missedStalls = [...plantedIds].filter((id) => !flagged.some((c) => c.conversationId === id));
+    const lines = [
+      '',
+      '| measure | value |',
+      '|---|---|',
+      `| requests published (incl. duplicates and case variants) | ${requests.length + duplicates.length + variants.length} |`,
+      `| distinct candidates | ${requests.length} |`,
+      `| emails delivered (SMTP sink) | ${sink.messages.length} |`,
+      `| duplicate emails (same send, or same campaign+address+step) | ${duplicateEmails} |`,
+      `| outcomes (sender) | ${Object.entries(outcomes)
+        .map(([k, v]) => `${k} ${v}`)
+        .join(', ')} |`,
+      `| variant balance | ${experiment.variants.map((v) => `${v.variant} ${v.assigned} assigned / ${v.exposedCandidates} exposed`).join('; ')} |`,
+      `| sample-ratio mismatch p-value | ${experiment.sampleRatioMismatch.pValue.toFixed(4)}${experiment.sampleRatioMismatch.mismatch ? ' (MISMATCH)' : ''} |`,
+      `| contaminated candidates | ${experiment.contaminated.length} |`,
+      `| stalled conversations flagged / planted | ${flagged.length} / ${planted.length} (${unexpectedFlags.length} unexpected, ${missedStalls.length} missed) |`,
+      `| sender SIGKILLed midway | ${killed ? 'yes, restarted' : 'no'} |`,
+      `| throughput | ${(sink.messages.length / elapsed).toFixed(1)} emails/s over ${elapsed.toFixed(1)} s |`,
+      '',
+    ];
+    process.stdout.write(`${lines.join('\n')}\n`);
+    const violations = [
+      duplicateEmails > 0 && 'duplicate emails',
+      experiment.contaminated.length > 0 && 'contaminated candidates',
+      (unexpectedFlags.length > 0 || missedStalls.length > 0) && 'stall flags do not match the planted stalls',
+      (outcomes.claimed ?? 0) + (outcomes.sending ?? 0) > 0 && 'sends without an outcome',
+    ].filter(Boolean);
+    if (violations.length > 0) say(`VIOLATIONS: ${violations.join(', ')}`);
+    else
+      say(
+        'all guarantees held: 0 duplicates, 0 contaminated, every planted stall flagged and no other, every request accounted for',
+      );
+
+    if (exitAfterReport) {
+      await stopAll();
+      return violations.length > 0 ? 1 : 0;
+    }
+    say(
+      `the stack keeps running: sender ${url('sender', '/v1/campaigns/backend-engineers')}, experiment ${url('experiment', '/v1/experiments/subject-line/report')}, liveness ${url('liveness', '/v1/conversations/stalled')}, metrics at /metrics. Ctrl-C stops the services; \`npm run infra:down\` stops Kafka.`,
+    );
+    await new Promise<void>((resolve) => {
+      process.once('SIGINT', resolve);
+      process.once('SIGTERM', resolve);
+    });
+    say('stopping services ...');
+    await stopAll();
+    return violations.length > 0 ? 1 : 0;
   } catch (error) {
+    for (const [service, proc] of processes) {
+      const tail = [...proc.stderrLines.slice(-10), ...proc.stdoutLines.slice(-10)];
+      if (tail.length > 0) process.stderr.write(`--- ${service}:\n${tail.join('\n')}\n`);
+    }
     await stopAll();
     throw error;
   }
 
-  if (process.env.DEMO_EXIT_WHEN_READY === '1') {
-    await stopAll();
-    say('all services were ready; stopped them (DEMO_EXIT_WHEN_READY=1)');
-    return 0;
+  async function campaignOutcomes(): Promise<Record<string, number>> {
+    const totals: Record<string, number> = {};
+    for (const campaign of ['backend-engineers', 'product-designers']) {
+      const { counts } = await json<{ counts: Record<string, number> }>(
+        fetch(url('sender', `/v1/campaigns/${campaign}`)),
+      );
+      for (const [k, v] of Object.entries(counts)) totals[k] = (totals[k] ?? 0) + v;
+    }
+    return totals;
   }
 
-  say('the stack is running. Ctrl-C stops the services; `npm run infra:down` stops Kafka too.');
-  await new Promise<void>((resolve) => {
-    process.once('SIGINT', resolve);
-    process.once('SIGTERM', resolve);
-  });
-  say('stopping services ...');
-  await stopAll();
-  return 0;
+  async function stalled(): Promise<Array<{ conversationId: string }>> {
+    return (
+      await json<{ conversations: Array<{ conversationId: string }> }>(
+        fetch(url('liveness', '/v1/conversations/stalled?limit=500')),
+      )
+    ).conversations;
+  }
 }
 
 main().then(

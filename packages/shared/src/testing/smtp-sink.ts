@@ -25,6 +25,8 @@ export interface SmtpSinkOptions {
 
 export class SmtpSink {
   readonly messages: DeliveredMessage[] = [];
+  /** Connections that failed mid-session (e.g. reset by a killed client). */
+  connectionErrors = 0;
   private server: SMTPServer | undefined;
   port = 0;
 
@@ -72,6 +74,11 @@ export class SmtpSink {
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(this.options.port ?? 0, this.options.host ?? '127.0.0.1', () => resolve());
+    });
+    // A client that dies mid-session (a SIGKILLed sender) resets its connection: that is the
+    // sender's fault being tested, not the sink's, so it is counted, never thrown.
+    server.on('error', () => {
+      this.connectionErrors++;
     });
     const address = (server as unknown as { server: { address(): { port: number } } }).server.address();
     this.port = address.port;

@@ -261,6 +261,14 @@ export class PlannerRepository {
     });
   }
 
+  /** Scheduled steps by status, per campaign: how much is still to come. */
+  async summary(): Promise<Array<{ campaignId: string; status: string; steps: number }>> {
+    const { rows } = await this.pool.query<{ campaignId: string; status: string; steps: number }>(
+      `SELECT campaign_id AS "campaignId", status, count(*)::int AS steps FROM scheduled_steps GROUP BY 1, 2 ORDER BY 1, 2`,
+    );
+    return rows;
+  }
+
   async steps(conversationId: string) {
     const { rows } = await this.pool.query(
       `SELECT campaign_id AS "campaignId", candidate_key AS "candidateKey", step, send_id AS "sendId", due_at AS "dueAt",

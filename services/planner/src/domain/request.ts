@@ -117,8 +117,8 @@ export type VariantDecision =
   { readonly enrolled: true; readonly variant: string } | { readonly enrolled: false; readonly reason: string };
 
 /**
- * The content a candidate gets: the one for its sticky variant; a candidate not enrolled gets the
- * variant-less default content, if the request has one. Never a random pick.
+ * The content a candidate gets: the one for its sticky variant (or the request's variant-less content,
+ * shared by all arms); a candidate not enrolled gets the variant-less content. Never a random pick.
  */
 export function chooseContent(
   contents: readonly Content[],
@@ -131,7 +131,9 @@ export function chooseContent(
       : { ok: false, reason: 'no content without a variant' };
   }
   if (decision.enrolled) {
-    const content = contents.find((c) => c.variant === decision.variant);
+    // The variant's own content, else the shared variant-less one (the step is the same for both
+    // arms); the send still carries the candidate's variant, so exposure stays consistent.
+    const content = contents.find((c) => c.variant === decision.variant) ?? contents.find((c) => c.variant === null);
     return content
       ? { ok: true, content, variant: decision.variant }
       : { ok: false, reason: `request has no content for the assigned variant ${decision.variant}` };

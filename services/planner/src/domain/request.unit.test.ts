@@ -76,6 +76,12 @@ describe('chooseContent', () => {
       reason: 'request has no content for the assigned variant C',
     });
   });
+  it('uses shared variant-less content for an enrolled candidate, still tagged with its variant', () => {
+    expect(chooseContent([{ variant: null, subject: 's', body: 'b' }], { enrolled: true, variant: 'A' })).toMatchObject(
+      { ok: true, variant: 'A', content: { subject: 's' } },
+    );
+  });
+
   it('gives a candidate who is not enrolled the default content, or a reason', () => {
     expect(
       chooseContent([...contents, { variant: null, subject: 'd', body: 'd' }], { enrolled: false, reason: 'paused' }),

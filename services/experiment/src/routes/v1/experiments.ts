@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { AppError, normalizeCandidateKey } from '@outreach/shared';
 import { Type, type Static } from '@sinclair/typebox';
+// Unions list Null first: fastify's Ajv coerces types, and would turn null into "" for a string branch.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Experiment } from '../../adapters/experiments-repository.js';
 import { definitionProblems } from '../../domain/assignment.js';
@@ -15,7 +16,7 @@ const CreateBody = Type.Object(
     variants: Type.Array(VariantSchema, { minItems: 1, maxItems: 50 }),
     salt: Type.Optional(Type.String({ minLength: 8, maxLength: 128 })),
     status: Type.Optional(Status),
-    exclusionGroup: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+    exclusionGroup: Type.Optional(Type.Union([Type.Null(), Type.String()])),
   },
   { additionalProperties: false },
 );

@@ -1,11 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { AppError, topicName, TransientError, type OutreachRequested } from '@outreach/shared';
 import { Type, type Static } from '@sinclair/typebox';
+// Unions list Null first: fastify's Ajv coerces types, and would turn null into "" for a string branch.
 import type { FastifyInstance } from 'fastify';
 import { validateRequest } from '../../domain/request.js';
 
 const Content = Type.Object(
-  { variant: Type.Optional(Type.Union([Type.String(), Type.Null()])), subject: Type.String(), body: Type.String() },
+  { variant: Type.Optional(Type.Union([Type.Null(), Type.String()])), subject: Type.String(), body: Type.String() },
   { additionalProperties: false },
 );
 const Body = Type.Object(
@@ -15,10 +16,10 @@ const Body = Type.Object(
     candidateId: Type.String(),
     email: Type.String(),
     step: Type.String(),
-    experimentId: Type.Optional(Type.Union([Type.String(), Type.Null()])),
-    conversationId: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+    experimentId: Type.Optional(Type.Union([Type.Null(), Type.String()])),
+    conversationId: Type.Optional(Type.Union([Type.Null(), Type.String()])),
     contents: Type.Array(Content, { minItems: 1, maxItems: 20 }),
-    sendAt: Type.Optional(Type.Union([Type.String({ format: 'date-time' }), Type.Null()])),
+    sendAt: Type.Optional(Type.Union([Type.Null(), Type.String({ format: 'date-time' })])),
     followUps: Type.Optional(
       Type.Array(
         Type.Object(
@@ -96,6 +97,8 @@ export default async function outreachRequestRoutes(app: FastifyInstance): Promi
       });
     },
   );
+
+  app.get('/steps/summary', async () => ({ steps: await app.planner.summary() }));
 
   app.get<{ Params: { conversationId: string } }>('/conversations/:conversationId/steps', async (request) => ({
     conversationId: request.params.conversationId,
