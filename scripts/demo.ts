@@ -12,7 +12,6 @@
  * Each run uses its own topic prefix and database schemas, so runs never see each other's data.
  */
 import { randomUUID } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   createKafka,
@@ -64,8 +63,6 @@ async function main(): Promise<number> {
   const sink = await new SmtpSink({
     behaviour: (to) => (to.startsWith('bounce') ? { reject: 'mailbox unavailable' } : undefined),
   }).start();
-  const logs = join(root, '.infra', 'demo', run);
-  mkdirSync(logs, { recursive: true });
   say(
     `kafka ${state.kafkaBrokers} (${state.kafka.source}), postgres ${state.postgres.source}, SMTP sink on ${sink.port}, run ${run}`,
   );
