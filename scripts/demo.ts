@@ -256,6 +256,10 @@ async function main(): Promise<number> {
       campaignId,
       candidateKey,
     });
+    const reply = (r: OutreachRequested) => ({
+      topic: conversationTopic,
+      event: { type: 'MessageReceived', ...envelope(r.campaignId, r.candidateId), messageId: null } as MessageReceived,
+    });
     const repliers = requests.slice(0, backend).filter((_, i) => i % 25 === 3);
     const planted = requests
       .slice(backend)
@@ -281,14 +285,7 @@ async function main(): Promise<number> {
       await start('sender');
       // Replies arrive while follow-ups are pending: the planner cancels those; the agent answers.
       await producer.publish([
-        ...repliers.map((r) => ({
-          topic: conversationTopic,
-          event: {
-            type: 'MessageReceived',
-            ...envelope(r.campaignId, r.candidateId),
-            messageId: null,
-          } as MessageReceived,
-        })),
+        ...repliers.map(reply),
         ...repliers.map((r) => ({
           topic: conversationTopic,
           event: {
@@ -324,16 +321,7 @@ async function main(): Promise<number> {
         { timeoutMs: 600_000, intervalMs: 1_000, description: 'every planned send to reach an outcome' },
       );
       // Planted stalls: product-design candidates reply, and nobody ever answers.
-      await producer.publish(
-        planted.map((r) => ({
-          topic: conversationTopic,
-          event: {
-            type: 'MessageReceived',
-            ...envelope(r.campaignId, r.candidateId),
-            messageId: null,
-          } as MessageReceived,
-        })),
-      );
+      await producer.publish(planted.map(reply));
       await waitFor(async () => (await stalled()).length >= planted.length, {
         timeoutMs: 60_000,
         description: 'the planted stalls to be flagged',

@@ -324,18 +324,20 @@ export class ConversationsRepository {
     return rows;
   }
 
-  async gauges(): Promise<{ stalled: Record<StallReason, number>; oldestObligationAgeSeconds: number }> {
-    const [stalled, oldest] = await Promise.all([
-      this.pool.query<{ reason: StallReason; n: number }>(
-        `SELECT stalled_reason AS reason, count(*)::int AS n FROM conversations WHERE stalled_reason IS NOT NULL GROUP BY stalled_reason`,
-      ),
-      this.pool.query<{ age: number | null }>(
-        `SELECT extract(epoch FROM now() - min(obligation_since))::float8 AS age FROM conversations WHERE status = 'open' AND obligation_since IS NOT NULL`,
-      ),
-    ]);
+  async stalledCounts(): Promise<Record<StallReason, number>> {
+    const { rows } = await this.pool.query<{ reason: StallReason; n: number }>(
+      `SELECT stalled_reason AS reason, count(*)::int AS n FROM conversations WHERE stalled_reason IS NOT NULL GROUP BY stalled_reason`,
+    );
     const counts: Record<StallReason, number> = { no_next_step: 0, next_step_overdue: 0 };
-    for (const row of stalled.rows) counts[row.reason] = row.n;
-    return { stalled: counts, oldestObligationAgeSeconds: oldest.rows[0]?.age ?? 0 };
+    for (const row of rows) counts[row.reason] = row.n;
+    return counts;
+  }
+
+  async oldestObligationAgeSeconds(): Promise<number> {
+    const { rows } = await this.pool.query<{ age: number | null }>(
+      `SELECT extract(epoch FROM now() - min(obligation_since))::float8 AS age FROM conversations WHERE status = 'open' AND obligation_since IS NOT NULL`,
+    );
+    return rows[0]?.age ?? 0;
   }
 
   /** The projection's state columns (not the flags, which depend on when sweeps ran): what a rebuild must reproduce. */

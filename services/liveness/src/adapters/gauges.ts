@@ -13,8 +13,7 @@ export function registerLivenessGauges(registry: Registry, repository: Conversat
         labelNames: ['reason'],
         registers: [registry],
         async collect() {
-          const { stalled } = await repository.gauges();
-          for (const [reason, n] of Object.entries(stalled)) this.set({ reason }, n);
+          for (const [reason, n] of Object.entries(await repository.stalledCounts())) this.set({ reason }, n);
         },
       }),
   );
@@ -27,7 +26,7 @@ export function registerLivenessGauges(registry: Registry, repository: Conversat
         help: 'Age of the oldest open obligation (a next step owed), 0 when none',
         registers: [registry],
         async collect() {
-          this.set((await repository.gauges()).oldestObligationAgeSeconds);
+          this.set(await repository.oldestObligationAgeSeconds());
         },
       }),
   );

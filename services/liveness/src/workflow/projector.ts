@@ -15,41 +15,27 @@ export function toProjected(consumed: ConsumedEvent): ProjectedEvent | undefined
     position: [consumed.topic, consumed.partition, Number(consumed.offset)] as const,
     correlationId: event.correlationId,
   };
+  const inConversation = (
+    e: { conversationId: string; campaignId: string; candidateKey: string },
+    input: ProjectedEvent['input'],
+  ) => ({
+    ...base,
+    conversationId: e.conversationId,
+    campaignId: e.campaignId,
+    candidateKey: e.candidateKey,
+    input,
+  });
   switch (event.type) {
     case 'ConversationStarted':
     case 'MessageReceived':
     case 'ConversationClosed':
-      return {
-        ...base,
-        conversationId: event.conversationId,
-        campaignId: event.campaignId,
-        candidateKey: event.candidateKey,
-        input: { type: event.type },
-      };
+      return inConversation(event, { type: event.type });
     case 'NextStepScheduled':
-      return {
-        ...base,
-        conversationId: event.conversationId,
-        campaignId: event.campaignId,
-        candidateKey: event.candidateKey,
-        input: { type: 'NextStepScheduled', stepId: event.stepId, dueAt: event.dueAt },
-      };
+      return inConversation(event, { type: 'NextStepScheduled', stepId: event.stepId, dueAt: event.dueAt });
     case 'StepCancelled':
-      return {
-        ...base,
-        conversationId: event.conversationId,
-        campaignId: event.campaignId,
-        candidateKey: event.candidateKey,
-        input: { type: 'StepCancelled', stepId: event.stepId },
-      };
+      return inConversation(event, { type: 'StepCancelled', stepId: event.stepId });
     case 'StepCompleted':
-      return {
-        ...base,
-        conversationId: event.conversationId,
-        campaignId: event.campaignId,
-        candidateKey: event.candidateKey,
-        input: { type: 'StepCompleted', stepId: event.stepId },
-      };
+      return inConversation(event, { type: 'StepCompleted', stepId: event.stepId });
     case 'SendRecorded':
       // Only a send that went out is a step taken; held, suppressed or failed sends are not.
       if (event.outcome !== 'sent') return undefined;

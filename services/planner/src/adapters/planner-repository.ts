@@ -18,23 +18,25 @@ import type { Pool } from 'pg';
 import type { Content, PlannedRequest } from '../domain/request.js';
 
 /** One send, fully decided (variant and content chosen), as stored for later or emitted now. */
-export interface PlannedSend {
+export type PlannedSend = Pick<
+  PlannedRequest,
+  | 'requestId'
+  | 'requestEventId'
+  | 'correlationId'
+  | 'campaignId'
+  | 'candidateId'
+  | 'candidateKey'
+  | 'conversationId'
+  | 'email'
+  | 'emailNorm'
+  | 'experimentId'
+> & {
   readonly sendId: string;
-  readonly requestId: string;
-  readonly requestEventId: string;
-  readonly correlationId: string;
-  readonly campaignId: string;
-  readonly candidateId: string;
-  readonly candidateKey: string;
-  readonly conversationId: string;
-  readonly email: string;
-  readonly emailNorm: string;
   readonly step: string;
-  readonly experimentId: string | null;
   readonly variant: string | null;
   readonly subject: string;
   readonly body: string;
-}
+};
 
 export interface StoredFollowUp {
   readonly step: string;
@@ -50,17 +52,28 @@ export function plannedSend(
   content: Content,
   variant: string | null,
 ): PlannedSend {
+  const {
+    requestId,
+    requestEventId,
+    correlationId,
+    campaignId,
+    candidateId,
+    candidateKey,
+    conversationId,
+    email,
+    emailNorm,
+  } = request;
   return {
+    requestId,
+    requestEventId,
+    correlationId,
+    campaignId,
+    candidateId,
+    candidateKey,
+    conversationId,
+    email,
+    emailNorm,
     sendId,
-    requestId: request.requestId,
-    requestEventId: request.requestEventId,
-    correlationId: request.correlationId,
-    campaignId: request.campaignId,
-    candidateId: request.candidateId,
-    candidateKey: request.candidateKey,
-    conversationId: request.conversationId,
-    email: request.email,
-    emailNorm: request.emailNorm,
     step,
     experimentId: variant === null ? null : request.experimentId,
     variant,
@@ -169,9 +182,12 @@ export class PlannerRepository {
   async advanceSequences(
     sent: ReadonlyArray<{ campaignId: string; candidateKey: string; step: string; sentAt: Date }>,
   ): Promise<number> {
+    if (sent.length === 0) return 0;
     let scheduled = 0;
-    for (const item of sent) {
-      await withTransaction(this.pool, async (client) => {
+    // One transaction for the batch; in order, so a batch holding two consecutive steps of one
+    // sequence advances it twice.
+    await withTransaction(this.pool, async (client) => {
+      for (const item of sent) {
         const { rows } = await client.query<{ followUps: StoredFollowUp[]; nextIndex: number; template: PlannedSend }>(
           `UPDATE sequences SET next_index = next_index + 1,
                   previous_step = (follow_ups -> next_index ->> 'step'),
@@ -195,8 +211,8 @@ export class PlannerRepository {
           };
           if (await this.schedule(client, send, new Date(item.sentAt.getTime() + followUp.delayMs))) scheduled++;
         }
-      });
-    }
+      }
+    });
     return scheduled;
   }
 

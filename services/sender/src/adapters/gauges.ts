@@ -3,7 +3,6 @@ import type { SendsRepository } from './sends-repository.js';
 
 /** Gauges read from the database at scrape time: what an operator must act on. */
 export function registerSenderGauges(registry: Registry, repository: SendsRepository): void {
-  const read = () => repository.counts();
   metric(
     registry,
     'sender_ambiguous_sends',
@@ -13,7 +12,7 @@ export function registerSenderGauges(registry: Registry, repository: SendsReposi
         help: 'Sends whose outcome is unknown and wait for an operator (POST /v1/sends/:id/resolve)',
         registers: [registry],
         async collect() {
-          this.set((await read()).ambiguous);
+          this.set(await repository.ambiguousCount());
         },
       }),
   );
@@ -28,7 +27,7 @@ export function registerSenderGauges(registry: Registry, repository: SendsReposi
         registers: [registry],
         async collect() {
           this.reset();
-          for (const { campaignId, n } of (await read()).held) this.set({ campaign: campaignId }, n);
+          for (const { campaignId, n } of await repository.heldByCampaign()) this.set({ campaign: campaignId }, n);
         },
       }),
   );

@@ -33,6 +33,15 @@ export interface SendRow extends RecordedSend {
   readonly leaseExpiresAt: Date | null;
 }
 
+export interface DuplicateDeliveries {
+  readonly campaignId: string;
+  readonly step: string;
+  readonly kind: 'candidate' | 'address';
+  readonly key: string;
+  readonly count: number;
+  readonly sources: string[];
+}
+
 /** How a request that could not claim relates to the row that holds its slot. */
 export type Conflict =
   | { readonly kind: 'own'; readonly send: ValidSend; readonly status: SendStatus; readonly leaseExpired: boolean }
@@ -550,24 +559,8 @@ export class SendsRepository {
    * Pairs of deliveries to the same candidate or the same address within a campaign step: from the
    * sent log (which the constraints keep free of them) and from imported provider history.
    */
-  async duplicates(campaignId: string | null): Promise<
-    Array<{
-      campaignId: string;
-      step: string;
-      kind: 'candidate' | 'address';
-      key: string;
-      count: number;
-      sources: string[];
-    }>
-  > {
-    const { rows } = await this.pool.query<{
-      campaignId: string;
-      step: string;
-      kind: 'candidate' | 'address';
-      key: string;
-      count: number;
-      sources: string[];
-    }>(
+  async duplicates(campaignId: string | null): Promise<DuplicateDeliveries[]> {
+    const { rows } = await this.pool.query<DuplicateDeliveries>(
       `WITH delivered AS (
          SELECT campaign_id, step, candidate_key, email_hash, 'sent_log' AS source FROM sends
            WHERE status = 'sent' AND source = 'live' AND ($1::text IS NULL OR campaign_id = $1)
@@ -587,13 +580,17 @@ export class SendsRepository {
     return rows;
   }
 
-  async counts(): Promise<{ ambiguous: number; held: Array<{ campaignId: string; n: number }> }> {
-    const [ambiguous, held] = await Promise.all([
-      this.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM sends WHERE status = 'ambiguous'`),
-      this.pool.query<{ campaignId: string; n: number }>(
-        `SELECT campaign_id AS "campaignId", count(*)::int AS n FROM sends WHERE status = 'held' GROUP BY campaign_id`,
-      ),
-    ]);
-    return { ambiguous: ambiguous.rows[0]?.n ?? 0, held: held.rows };
+  async ambiguousCount(): Promise<number> {
+    const { rows } = await this.pool.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM sends WHERE status = 'ambiguous'`,
+    );
+    return rows[0]?.n ?? 0;
+  }
+
+  async heldByCampaign(): Promise<Array<{ campaignId: string; n: number }>> {
+    const { rows } = await this.pool.query<{ campaignId: string; n: number }>(
+      `SELECT campaign_id AS "campaignId", count(*)::int AS n FROM sends WHERE status = 'held' GROUP BY campaign_id`,
+    );
+    return rows;
   }
 }
