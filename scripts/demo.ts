@@ -12,7 +12,6 @@
  * Each run uses its own topic prefix and database schemas, so runs never see each other's data.
  */
 import { randomUUID } from 'node:crypto';
-import { join } from 'node:path';
 import {
   createKafka,
   ensureTopics,
@@ -22,136 +21,76 @@ import {
   type NextStepScheduled,
   type OutreachRequested,
 } from '@outreach/shared';
-import { SmtpSink, startProcess, waitFor, type RunningProcess } from '@outreach/shared/testing';
+import { SmtpSink, waitFor } from '@outreach/shared/testing';
 import { up } from './infra.js';
+import { ingressBody, Stack, type Service } from './lib/stack.js';
 
-const root = join(import.meta.dirname, '..');
 const candidates = Number(process.env.DEMO_CANDIDATES ?? 2_000);
 const portBase = Number(process.env.DEMO_PORT_BASE ?? 8080);
 const exitAfterReport = process.env.DEMO_EXIT === '1';
 const run = `demo${Date.now().toString(36)}`;
-const prefix = `${run}.`;
-const token = 'demo-token';
-const auth = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
-const ports = {
-  planner: portBase + 1,
-  sender: portBase + 2,
-  experiment: portBase + 3,
-  liveness: portBase + 4,
-} as const;
-type Service = keyof typeof ports;
-const url = (service: Service, path: string) => `http://127.0.0.1:${ports[service]}${path}`;
 
 function say(message: string): void {
   process.stdout.write(`[demo] ${message}\n`);
-}
-
-async function json<T>(response: Promise<Response>): Promise<T> {
-  const r = await response;
-  if (!r.ok) throw new Error(`${r.url} answered ${r.status}: ${await r.text()}`);
-  return (await r.json()) as T;
 }
 
 async function main(): Promise<number> {
   const started = Date.now();
   const state = await up();
   const kafka = createKafka({ brokers: state.kafkaBrokers.split(','), clientId: 'demo' });
+  const sink = await new SmtpSink({
+    behaviour: (to) => (to.startsWith('bounce') ? { reject: 'mailbox unavailable' } : undefined),
+  }).start();
+  const stack = new Stack({
+    run,
+    kafkaBrokers: state.kafkaBrokers,
+    databaseUrl: state.databaseUrl,
+    portBase,
+    token: 'demo-token',
+    smtpPort: sink.port,
+    // liveness: short graces so the planted stalls show up during the demo
+    env: (service) =>
+      service === 'liveness'
+        ? { GRACE_INBOUND_MS: '4000', GRACE_OUTBOUND_MS: '600000', GRACE_OVERDUE_MS: '60000', SWEEP_INTERVAL_MS: '500' }
+        : {},
+  });
+  const { prefix } = stack;
   const admin = kafka.admin();
   await admin.connect();
   await ensureTopics(admin, { prefix, partitions: 6 });
   await admin.disconnect();
-  const sink = await new SmtpSink({
-    behaviour: (to) => (to.startsWith('bounce') ? { reject: 'mailbox unavailable' } : undefined),
-  }).start();
   say(
     `kafka ${state.kafkaBrokers} (${state.kafka.source}), postgres ${state.postgres.source}, SMTP sink on ${sink.port}, run ${run}`,
   );
-
-  const env = (service: Service): NodeJS.ProcessEnv => ({
-    PATH: process.env.PATH,
-    KAFKA_BROKERS: state.kafkaBrokers,
-    DATABASE_URL: state.databaseUrl,
-    DATABASE_SCHEMA: `${run}_${service}`,
-    TOPIC_PREFIX: prefix,
-    CONSUMER_GROUP: `${run}-${service}`,
-    HTTP_HOST: '127.0.0.1',
-    HTTP_PORT: String(ports[service]),
-    API_TOKENS: token,
-    LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
-    // sender
-    SMTP_PORT: String(sink.port),
-    SEND_CONCURRENCY: '16',
-    SEND_RATE_PER_SECOND: '1000',
-    LEASE_MS: '8000',
-    PROVIDER_TIMEOUT_MS: '3000',
-    RECONCILE_INTERVAL_MS: '500',
-    // planner
-    EXPERIMENT_URL: url('experiment', ''),
-    EXPERIMENT_TOKEN: token,
-    SCHEDULER_INTERVAL_MS: '200',
-    // liveness: short graces so the planted stalls show up during the demo
-    GRACE_INBOUND_MS: '4000',
-    GRACE_OUTBOUND_MS: '600000',
-    GRACE_OVERDUE_MS: '60000',
-    SWEEP_INTERVAL_MS: '500',
-  });
-  const processes = new Map<Service, RunningProcess>();
   // Whatever happens to the demo, its services do not outlive it.
-  process.on('exit', () => {
-    for (const proc of processes.values()) proc.child.kill('SIGKILL');
-  });
-  const start = async (service: Service) => {
-    if (
-      !processes.has(service) &&
-      (await fetch(url(service, '/health/live')).then(
-        () => true,
-        () => false,
-      ))
-    ) {
-      throw new Error(`port ${ports[service]} is already in use (another demo?); stop it or set DEMO_PORT_BASE`);
-    }
-    const proc = startProcess(join(root, 'services', service, 'dist', 'server.js'), env(service));
-    processes.set(service, proc);
-    await waitFor(
-      async () => {
-        if (proc.child.exitCode !== null) throw new Error(`${service} exited: ${proc.stderrLines.join('\n')}`);
-        return (await fetch(url(service, '/health/ready'))).ok;
-      },
-      { timeoutMs: 60_000, description: `${service} to report ready` },
-    );
-  };
+  process.on('exit', () => stack.killAll());
+  const url = (service: Service, path: string) => stack.url(service, path);
   const stopAll = async () => {
-    await Promise.all([...processes.values()].map((p) => p.stop('SIGTERM')));
+    await stack.stopAll();
     await sink.stop();
   };
 
   try {
     for (const service of ['experiment', 'sender', 'liveness', 'planner'] as const) {
-      await start(service);
+      await stack.start(service);
       say(`${service.padEnd(10)} ready  ${url(service, '/health/ready')}`);
     }
 
     // Set-up through the services' own APIs.
-    await json(
-      fetch(url('experiment', '/v1/experiments'), {
-        method: 'POST',
-        headers: auth,
-        body: JSON.stringify({
-          experimentId: 'subject-line',
-          variants: [
-            { name: 'short', weight: 1 },
-            { name: 'personal', weight: 1 },
-          ],
-        }),
-      }),
-    );
-    await json(
-      fetch(url('sender', '/v1/suppressions/unsubscribed@example.com'), {
-        method: 'PUT',
-        headers: auth,
-        body: JSON.stringify({ reason: 'unsubscribe' }),
-      }),
-    );
+    await stack.json('experiment', '/v1/experiments', {
+      method: 'POST',
+      body: {
+        experimentId: 'subject-line',
+        variants: [
+          { name: 'short', weight: 1 },
+          { name: 'personal', weight: 1 },
+        ],
+      },
+    });
+    await stack.json('sender', '/v1/suppressions/unsubscribed@example.com', {
+      method: 'PUT',
+      body: { reason: 'unsubscribe' },
+    });
 
     // The workload: two campaigns; the first is an A/B test with a follow-up.
     const backend = Math.round(candidates * 0.6);
@@ -221,24 +160,9 @@ async function main(): Promise<number> {
     }
     for (let i = 0; i < viaHttp.length; i += 20) {
       await Promise.all(
-        viaHttp.slice(i, i + 20).map((r) =>
-          json(
-            fetch(url('planner', '/v1/outreach-requests'), {
-              method: 'POST',
-              headers: auth,
-              body: JSON.stringify({
-                requestId: r.requestId,
-                campaignId: r.campaignId,
-                candidateId: r.candidateId,
-                email: r.email,
-                step: r.step,
-                experimentId: r.experimentId,
-                contents: r.contents,
-                followUps: r.followUps,
-              }),
-            }),
-          ),
-        ),
+        viaHttp
+          .slice(i, i + 20)
+          .map((r) => stack.json('planner', '/v1/outreach-requests', { method: 'POST', body: ingressBody(r) })),
       );
     }
     await producer.publish([...duplicates, ...variants].map((event) => ({ topic: requestsTopic, event })));
@@ -279,10 +203,10 @@ async function main(): Promise<number> {
         timeoutMs: Number(process.env.DEMO_STEP_TIMEOUT_MS ?? 300_000),
         description: '40% of the first emails delivered',
       });
-      await processes.get('sender')?.stop('SIGKILL');
+      await stack.stop('sender', 'SIGKILL');
       killed = true;
       say(`SIGKILLed the sender after ${sink.messages.length} deliveries; restarting it`);
-      await start('sender');
+      await stack.start('sender');
       // Replies arrive while follow-ups are pending: the planner cancels those; the agent answers.
       await producer.publish([
         ...repliers.map(reply),
@@ -304,7 +228,7 @@ async function main(): Promise<number> {
       await waitFor(
         async () => {
           const steps = (
-            await json<{ steps: Array<{ status: string; steps: number }> }>(fetch(url('planner', '/v1/steps/summary')))
+            await stack.json<{ steps: Array<{ status: string; steps: number }> }>('planner', '/v1/steps/summary')
           ).steps;
           const outcomes = await campaignOutcomes();
           const inFlight = (outcomes.claimed ?? 0) + (outcomes.sending ?? 0);
@@ -342,11 +266,11 @@ async function main(): Promise<number> {
       perAddressStep.set(key, (perAddressStep.get(key) ?? 0) + 1);
     }
     const duplicateEmails = [...perSend.values(), ...perAddressStep.values()].filter((n) => n > 1).length;
-    const experiment = await json<{
+    const experiment = await stack.json<{
       variants: Array<{ variant: string; assigned: number; exposedCandidates: number }>;
       sampleRatioMismatch: { pValue: number; mismatch: boolean };
       contaminated: unknown[];
-    }>(fetch(url('experiment', '/v1/experiments/subject-line/report')));
+    }>('experiment', '/v1/experiments/subject-line/report');
     const flagged = await stalled();
     const plantedIds = new Set(planted.map((r) => `${r.campaignId}:${r.candidateId}`));
     const unexpectedFlags = flagged.filter((c) => !plantedIds.has(c.conversationId));
@@ -398,10 +322,7 @@ async function main(): Promise<number> {
     await stopAll();
     return violations.length > 0 ? 1 : 0;
   } catch (error) {
-    for (const [service, proc] of processes) {
-      const tail = [...proc.stderrLines.slice(-10), ...proc.stdoutLines.slice(-10)];
-      if (tail.length > 0) process.stderr.write(`--- ${service}:\n${tail.join('\n')}\n`);
-    }
+    process.stderr.write(`${stack.tails()}\n`);
     await stopAll();
     throw error;
   }
@@ -409,9 +330,7 @@ async function main(): Promise<number> {
   async function campaignOutcomes(): Promise<Record<string, number>> {
     const totals: Record<string, number> = {};
     for (const campaign of ['backend-engineers', 'product-designers']) {
-      const { counts } = await json<{ counts: Record<string, number> }>(
-        fetch(url('sender', `/v1/campaigns/${campaign}`)),
-      );
+      const { counts } = await stack.json<{ counts: Record<string, number> }>('sender', `/v1/campaigns/${campaign}`);
       for (const [k, v] of Object.entries(counts)) totals[k] = (totals[k] ?? 0) + v;
     }
     return totals;
@@ -419,8 +338,9 @@ async function main(): Promise<number> {
 
   async function stalled(): Promise<Array<{ conversationId: string }>> {
     return (
-      await json<{ conversations: Array<{ conversationId: string }> }>(
-        fetch(url('liveness', '/v1/conversations/stalled?limit=500')),
+      await stack.json<{ conversations: Array<{ conversationId: string }> }>(
+        'liveness',
+        '/v1/conversations/stalled?limit=500',
       )
     ).conversations;
   }

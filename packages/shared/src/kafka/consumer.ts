@@ -108,6 +108,13 @@ export interface ConsumerRunnerOptions {
   readonly isTransient?: (error: unknown) => boolean;
   readonly fromBeginning?: boolean;
   readonly sessionTimeoutMs?: number;
+  /**
+   * How often the consumer refreshes topic metadata (default 30 s). A refresh that finds new
+   * partitions makes the group rebalance onto them; with `fromBeginning` (the default) they are read
+   * from their first record, so a record produced to a new partition before its discovery is late,
+   * never skipped.
+   */
+  readonly metadataMaxAgeMs?: number;
   /** Short long-polls keep shutdown and rebalances quick. */
   readonly maxWaitTimeMs?: number;
 }
@@ -143,6 +150,7 @@ export class ConsumerRunner {
     this.consumer = options.kafka.consumer({
       groupId: options.groupId,
       sessionTimeout: options.sessionTimeoutMs ?? 30_000,
+      metadataMaxAge: options.metadataMaxAgeMs ?? 30_000,
       heartbeatInterval: 3_000,
       maxWaitTimeInMs: options.maxWaitTimeMs ?? 500,
       allowAutoTopicCreation: false,

@@ -1,0 +1,173 @@
+/**
+ * The platform as real processes, for the demo and the reliability suite: each service runs from its
+ * built `dist/server.js` with its own HTTP port, its own schema and consumer group under one run id,
+ * so runs never see each other's data. Several instances of one service share its schema and group.
+ */
+import { join } from 'node:path';
+import type { OutreachRequested } from '@outreach/shared';
+import { startProcess, waitFor, type RunningProcess } from '@outreach/shared/testing';
+
+export const services = ['planner', 'sender', 'experiment', 'liveness'] as const;
+export type Service = (typeof services)[number];
+
+export interface StackOptions {
+  /** Names the topic prefix, the schemas (`<run>_<service>`) and the consumer groups. */
+  readonly run: string;
+  readonly kafkaBrokers: string;
+  readonly databaseUrl: string;
+  /** Service `s`, instance `i` listens on portBase + 1 + index(s) + 10 * i. */
+  readonly portBase: number;
+  readonly token: string;
+  readonly smtpPort: number;
+  /** Settings on top of the defaults below, per service. */
+  readonly env?: (service: Service) => Record<string, string>;
+}
+
+export interface StartOptions {
+  readonly instance?: number;
+  /** Extra environment for this one process (for example LD_PRELOAD and FAKETIME). */
+  readonly env?: Record<string, string>;
+  readonly nodeArgs?: readonly string[];
+  readonly readyTimeoutMs?: number;
+}
+
+const root = join(import.meta.dirname, '..', '..');
+
+export class Stack {
+  readonly prefix: string;
+  readonly processes = new Map<string, RunningProcess>();
+
+  constructor(private readonly options: StackOptions) {
+    this.prefix = `${options.run}.`;
+  }
+
+  port(service: Service, instance = 0): number {
+    return this.options.portBase + 1 + services.indexOf(service) + 10 * instance;
+  }
+
+  url(service: Service, path: string, instance = 0): string {
+    return `http://127.0.0.1:${this.port(service, instance)}${path}`;
+  }
+
+  schema(service: Service): string {
+    return `${this.options.run}_${service}`;
+  }
+
+  env(service: Service, instance = 0): NodeJS.ProcessEnv {
+    const { options } = this;
+    return {
+      PATH: process.env.PATH,
+      KAFKA_BROKERS: options.kafkaBrokers,
+      DATABASE_URL: options.databaseUrl,
+      DATABASE_SCHEMA: this.schema(service),
+      TOPIC_PREFIX: this.prefix,
+      CONSUMER_GROUP: `${options.run}-${service}`,
+      HTTP_HOST: '127.0.0.1',
+      HTTP_PORT: String(this.port(service, instance)),
+      API_TOKENS: options.token,
+      LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
+      // sender
+      SMTP_PORT: String(options.smtpPort),
+      SEND_CONCURRENCY: '16',
+      SEND_RATE_PER_SECOND: '1000',
+      LEASE_MS: '8000',
+      PROVIDER_TIMEOUT_MS: '3000',
+      RECONCILE_INTERVAL_MS: '500',
+      // planner
+      EXPERIMENT_URL: this.url('experiment', ''),
+      EXPERIMENT_TOKEN: options.token,
+      SCHEDULER_INTERVAL_MS: '200',
+      ...options.env?.(service),
+    };
+  }
+
+  static key(service: Service, instance = 0): string {
+    return instance === 0 ? service : `${service}#${instance}`;
+  }
+
+  /** Starts one instance and resolves once its readiness route answers 200. */
+  async start(service: Service, startOptions: StartOptions = {}): Promise<RunningProcess> {
+    const instance = startOptions.instance ?? 0;
+    const key = Stack.key(service, instance);
+    const running = this.processes.get(key);
+    if (running && running.child.exitCode === null && running.child.signalCode === null) {
+      throw new Error(`${key} is already running`);
+    }
+    if (!running && (await answers(this.url(service, '/health/live', instance)))) {
+      throw new Error(
+        `port ${this.port(service, instance)} is already in use (another run?); choose another port base`,
+      );
+    }
+    const proc = startProcess(
+      join(root, 'services', service, 'dist', 'server.js'),
+      { ...this.env(service, instance), ...startOptions.env },
+      [],
+      startOptions.nodeArgs ?? [],
+    );
+    this.processes.set(key, proc);
+    await waitFor(
+      async () => {
+        if (proc.child.exitCode !== null) throw new Error(`${key} exited: ${proc.stderrLines.join('\n')}`);
+        return (await fetch(this.url(service, '/health/ready', instance))).ok;
+      },
+      { timeoutMs: startOptions.readyTimeoutMs ?? 60_000, description: `${key} to report ready` },
+    );
+    return proc;
+  }
+
+  async stop(service: Service, signal: NodeJS.Signals, instance = 0): Promise<void> {
+    await this.processes.get(Stack.key(service, instance))?.stop(signal);
+  }
+
+  async stopAll(signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+    await Promise.all([...this.processes.values()].map((p) => p.stop(signal).catch(() => p.stop('SIGKILL'))));
+  }
+
+  /** Kills every process synchronously: for `process.on('exit')`, so no service outlives its runner. */
+  killAll(): void {
+    for (const proc of this.processes.values()) proc.child.kill('SIGKILL');
+  }
+
+  /** The last lines each process wrote, for a failure message. */
+  tails(lines = 10): string {
+    return [...this.processes]
+      .map(([key, proc]) => {
+        const tail = [...proc.stderrLines.slice(-lines), ...proc.stdoutLines.slice(-lines)];
+        return tail.length > 0 ? `--- ${key}:\n${tail.join('\n')}` : '';
+      })
+      .filter(Boolean)
+      .join('\n');
+  }
+
+  /** GET or POST with the bearer token; throws with the body on a non-2xx answer. */
+  async json<T>(service: Service, path: string, init: { method?: string; body?: unknown } = {}): Promise<T> {
+    const response = await fetch(this.url(service, path), {
+      method: init.method ?? 'GET',
+      headers: { authorization: `Bearer ${this.options.token}`, 'content-type': 'application/json' },
+      ...(init.body === undefined ? {} : { body: JSON.stringify(init.body) }),
+    });
+    if (!response.ok) throw new Error(`${response.url} answered ${response.status}: ${await response.text()}`);
+    return (await response.json()) as T;
+  }
+}
+
+async function answers(url: string): Promise<boolean> {
+  return fetch(url).then(
+    () => true,
+    () => false,
+  );
+}
+
+/** The planner's HTTP ingress body for a request (the event without its envelope). */
+export function ingressBody(r: OutreachRequested): Record<string, unknown> {
+  return {
+    requestId: r.requestId,
+    campaignId: r.campaignId,
+    candidateId: r.candidateId,
+    email: r.email,
+    step: r.step,
+    experimentId: r.experimentId,
+    contents: r.contents,
+    followUps: r.followUps,
+  };
+}
