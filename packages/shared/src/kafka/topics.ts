@@ -99,17 +99,21 @@ export function topicName(id: TopicId, prefix = ''): string {
   return `${prefix}${topics[id].name}`;
 }
 
-/** Every topic with its configuration, DLQs included. */
+/**
+ * Every topic with its configuration, DLQs included. With three or more replicas a write (acks=all)
+ * needs two in sync, so losing one broker loses no acknowledged event.
+ */
 export function declaredTopics(
   prefix = '',
   partitions?: number,
+  replicationFactor?: number,
 ): Array<{ name: string; partitions: number; config: Record<string, string> }> {
   return Object.values(topics).flatMap((spec: TopicSpec) => {
     const base = {
       'retention.ms': String(spec.retentionMs),
       'message.timestamp.type': spec.logAppendTime ? 'LogAppendTime' : 'CreateTime',
       'cleanup.policy': 'delete',
-      'min.insync.replicas': '1',
+      'min.insync.replicas': (replicationFactor ?? 1) >= 3 ? '2' : '1',
     };
     return [
       { name: `${prefix}${spec.name}`, partitions: partitions ?? spec.partitions, config: base },
@@ -135,7 +139,7 @@ export async function ensureTopics(
   admin: Admin,
   options: { prefix?: string; partitions?: number; replicationFactor?: number } = {},
 ): Promise<EnsureTopicsResult> {
-  const declared = declaredTopics(options.prefix, options.partitions);
+  const declared = declaredTopics(options.prefix, options.partitions, options.replicationFactor);
   const existing = new Set(await admin.listTopics());
   const missing = declared.filter((t) => !existing.has(t.name));
   const result: EnsureTopicsResult = { created: [], reconfigured: [], unchanged: [], partitionMismatch: [] };

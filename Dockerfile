@@ -1,0 +1,48 @@
+# syntax=docker/dockerfile:1.7
+# One image for the four services and their operational commands (see deploy/docker/commands.json):
+#   docker build -t outreach .
+#   docker run --read-only outreach sender          # or planner, experiment, liveness, migrate, topics:ensure
+# Not built on the development machines, which have no Docker engine; tests check its commands
+# (test/deploy/deploy.unit.test.ts). Pin the base by digest in your registry mirror.
+ARG NODE_IMAGE=node:20.20.2-bookworm-slim
+
+FROM ${NODE_IMAGE} AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+COPY packages/shared/package.json packages/shared/
+COPY services/planner/package.json services/planner/
+COPY services/sender/package.json services/sender/
+COPY services/experiment/package.json services/experiment/
+COPY services/liveness/package.json services/liveness/
+RUN npm ci --ignore-scripts --no-audit --no-fund
+COPY tsconfig.base.json tsconfig.json ./
+COPY packages/shared packages/shared
+COPY services services
+RUN npm run build && npm prune --omit=dev --ignore-scripts --no-audit --no-fund
+
+FROM ${NODE_IMAGE} AS runtime
+ENV NODE_ENV=production HTTP_HOST=0.0.0.0 HTTP_PORT=8080
+WORKDIR /app
+COPY --from=build /app/package.json ./
+COPY --from=build /app/node_modules node_modules
+COPY --from=build /app/packages/shared/package.json packages/shared/
+COPY --from=build /app/packages/shared/dist packages/shared/dist
+COPY --from=build /app/packages/shared/migrations packages/shared/migrations
+COPY --from=build /app/services/planner/package.json services/planner/
+COPY --from=build /app/services/planner/dist services/planner/dist
+COPY --from=build /app/services/planner/migrations services/planner/migrations
+COPY --from=build /app/services/sender/package.json services/sender/
+COPY --from=build /app/services/sender/dist services/sender/dist
+COPY --from=build /app/services/sender/migrations services/sender/migrations
+COPY --from=build /app/services/experiment/package.json services/experiment/
+COPY --from=build /app/services/experiment/dist services/experiment/dist
+COPY --from=build /app/services/experiment/migrations services/experiment/migrations
+COPY --from=build /app/services/liveness/package.json services/liveness/
+COPY --from=build /app/services/liveness/dist services/liveness/dist
+COPY --from=build /app/services/liveness/migrations services/liveness/migrations
+COPY deploy/docker/entrypoint.mjs deploy/docker/healthcheck.mjs deploy/docker/commands.json deploy/docker/
+# Files stay root-owned and read-only to the process; nothing is written at run time.
+USER 10001:10001
+EXPOSE 8080
+ENTRYPOINT ["node", "/app/deploy/docker/entrypoint.mjs"]
+CMD ["--help"]

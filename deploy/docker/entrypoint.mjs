@@ -1,0 +1,51 @@
+/**
+ * The image's entrypoint: one image, any service or operational command.
+ *
+ *   docker run IMAGE planner|sender|experiment|liveness      a service (in this process, so it is PID 1's signals)
+ *   docker run IMAGE migrate [planner sender ...]             migrations of all (or the named) services
+ *   docker run IMAGE topics:ensure                            create or align every topic
+ *   docker run IMAGE sender-backfill|experiment-dry-run|experiment-replay|liveness-rebuild [args]
+ *
+ * The commands and the files they run are in commands.json; a test checks that each has its package
+ * script and its built file.
+ */
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = resolve(here, '..', '..');
+const table = JSON.parse(readFileSync(join(here, 'commands.json'), 'utf8'));
+const [command, ...rest] = process.argv.slice(2);
+
+if (!command || !Object.hasOwn(table, command)) {
+  const known = Object.keys(table).join(', ');
+  process.stderr.write(`${command ? `unknown command "${command}". ` : ''}Commands: ${known}\n`);
+  process.exit(command === '--help' ? 0 : 64);
+}
+
+let steps = table[command].run;
+if (command === 'migrate' && rest.length > 0) {
+  const unknown = rest.filter((name) => !steps.some(([file]) => file.startsWith(`services/${name}/`)));
+  if (unknown.length > 0) {
+    process.stderr.write(`migrate: no service named ${unknown.join(', ')}\n`);
+    process.exit(64);
+  }
+  steps = steps.filter(([file]) => rest.some((name) => file.startsWith(`services/${name}/`)));
+}
+
+if (steps.length === 1 && command !== 'migrate') {
+  // In this process: the service installs its own SIGTERM handling and shuts down gracefully.
+  const [file, ...args] = steps[0];
+  process.argv = [process.argv[0], join(root, file), ...args, ...rest];
+  await import(pathToFileURL(join(root, file)).href);
+} else {
+  for (const [file, ...args] of steps) {
+    const result = spawnSync(process.execPath, [join(root, file), ...args], { stdio: 'inherit' });
+    if (result.status !== 0) {
+      process.stderr.write(`${command}: ${file} ${args.join(' ')} failed (${result.status ?? result.signal})\n`);
+      process.exit(result.status ?? 1);
+    }
+  }
+}
