@@ -248,6 +248,11 @@ describe('sender', () => {
       description: 'the slow delivery to land anyway',
     });
     expect((await app.inject({ url: '/metrics' })).body).toMatch(/sender_ambiguous_sends\{[^}]*\} 1/);
+    const listed = await app.inject({ url: '/v1/sends?status=ambiguous&campaignId=c' });
+    expect(listed.json()).toMatchObject({ sends: [{ sendId: request.sendId, status: 'ambiguous' }], next: null });
+    expect(listed.body).not.toContain('slow@example.com');
+    expect((await app.inject({ url: '/v1/sends?status=ambiguous&campaignId=other' })).json().sends).toEqual([]);
+    expect((await app.inject({ url: '/v1/sends?status=lost' })).statusCode).toBe(400);
 
     const wrong = await app.inject({
       method: 'POST',

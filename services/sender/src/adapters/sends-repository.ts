@@ -421,6 +421,22 @@ export class SendsRepository {
     return rows[0];
   }
 
+  /** Sends in one status (ambiguous, held, failed, ...), optionally of one campaign, in send-id pages. */
+  async list(filter: {
+    status: SendRow['status'];
+    campaignId: string | null;
+    after: string | null;
+    limit: number;
+  }): Promise<SendRow[]> {
+    const { rows } = await this.pool.query<SendRow>(
+      `SELECT ${SEND_COLUMNS} FROM sends
+       WHERE status = $1 AND ($2::text IS NULL OR campaign_id = $2) AND ($3::uuid IS NULL OR send_id > $3)
+       ORDER BY send_id LIMIT $4`,
+      [filter.status, filter.campaignId, filter.after, filter.limit],
+    );
+    return rows;
+  }
+
   async findSkipped(
     sendId: string,
   ): Promise<{ sendId: string; duplicateOf: string; reason: string; recordedAt: Date } | undefined> {

@@ -10,6 +10,15 @@ const CheckQuery = Type.Object({
   email: Type.Optional(Type.String({ minLength: 3 })),
 });
 const SendParams = Type.Object({ sendId: Type.String({ format: 'uuid' }) });
+const ListQuery = Type.Object({
+  status: Type.Union(
+    (['claimed', 'sending', 'sent', 'suppressed', 'failed', 'ambiguous', 'held'] as const).map((s) => Type.Literal(s)),
+  ),
+  campaignId: Type.Optional(Type.String({ minLength: 1 })),
+  /** The last sendId of the previous page. */
+  after: Type.Optional(Type.String({ format: 'uuid' })),
+  limit: Type.Integer({ minimum: 1, maximum: 1000, default: 100 }),
+});
 const ResolveBody = Type.Object({ resolution: Type.Union([Type.Literal('sent'), Type.Literal('retry')]) });
 
 /** What the API shows of a send: never the address or the body. */
@@ -51,6 +60,17 @@ export default async function sendsRoutes(app: FastifyInstance): Promise<void> {
         claimed: existing !== undefined,
         existing: existing ? view(existing) : null,
       };
+    },
+  );
+
+  /** An operator's list: e.g. every ambiguous send to resolve, or the held sends of a paused campaign. */
+  app.get<{ Querystring: Static<typeof ListQuery> }>(
+    '/sends',
+    { schema: { querystring: ListQuery } },
+    async (request) => {
+      const { status, campaignId, after, limit } = request.query;
+      const rows = await app.sends.list({ status, campaignId: campaignId ?? null, after: after ?? null, limit });
+      return { sends: rows.map(view), next: rows.length === limit ? (rows.at(-1)?.sendId ?? null) : null };
     },
   );
 
