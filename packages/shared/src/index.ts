@@ -66,6 +66,7 @@ export {
 } from './kafka/consumer.js';
 export { replayFromBeginning } from './kafka/replay.js';
 export { withTransaction, type Queryable } from './pg/transaction.js';
+export { GroupCommit } from './pg/group-commit.js';
 export { migrate, sharedMigrationsDir, type MigrateOptions } from './pg/migrate.js';
 export { withScratchSchema } from './pg/scratch.js';
 export { PeriodicTask } from './service/periodic.js';

@@ -6,6 +6,8 @@ export const ConfigSchema = Type.Object({
   DATABASE_SCHEMA: Type.String({ default: 'sender', pattern: '^[a-z_][a-z0-9_]*$' }),
   CONSUMER_GROUP: Type.String({ default: 'sender' }),
   MAIL_PROVIDER: Type.Union([Type.Literal('smtp'), Type.Literal('null')], { default: 'smtp' }),
+  /** With MAIL_PROVIDER=null: a file each accepted message is appended to (benchmarks count deliveries there). */
+  NULL_PROVIDER_LOG: Type.String({ default: '' }),
   SMTP_HOST: Type.String({ default: '127.0.0.1' }),
   SMTP_PORT: Type.Integer({ minimum: 1, maximum: 65535, default: 1025 }),
   SMTP_SECURE: Type.Boolean({ default: false }),

@@ -146,44 +146,51 @@ export class ConversationsRepository {
         current.rows.map((r) => r.campaignId),
       );
       const recovered: ConversationRecovered[] = [];
+      const timelines = new Map<string, TimedInput[]>();
+      for (const e of stored.rows) {
+        const timeline = timelines.get(e.conversationId) ?? [];
+        timeline.push({
+          eventId: e.eventId,
+          at: e.at.getTime(),
+          position: [e.topic, e.partition, Number(e.offset)] as const,
+          input: e.payload,
+        });
+        timelines.set(e.conversationId, timeline);
+      }
+      // One UPDATE for every touched conversation: the new states, column by column.
+      const updates = {
+        id: [] as string[],
+        status: [] as string[],
+        obligationSince: [] as Array<Date | null>,
+        obligationKind: [] as Array<string | null>,
+        pendingStepId: [] as Array<string | null>,
+        dueAt: [] as Array<Date | null>,
+        lastEventAt: [] as Array<Date | null>,
+        lastEventType: [] as Array<string | null>,
+        obligation: [] as Array<Date | null>,
+        overdue: [] as Array<Date | null>,
+        stall: [] as Array<Date | null>,
+        healed: [] as boolean[],
+      };
       for (const row of current.rows) {
-        const timeline: TimedInput[] = stored.rows
-          .filter((e) => e.conversationId === row.conversationId)
-          .map((e) => ({
-            eventId: e.eventId,
-            at: e.at.getTime(),
-            position: [e.topic, e.partition, Number(e.offset)] as const,
-            input: e.payload,
-          }));
-        const state = project(timeline);
+        const state = project(timelines.get(row.conversationId) ?? []);
         const grace = graces.get(row.campaignId) ?? this.defaults;
         const due = deadlines(state, grace);
         const stallDeadline =
           [due.obligation, due.overdue].filter((d): d is number => d !== null).sort((a, b) => a - b)[0] ?? null;
         const healed = row.stalledReason !== null && stallAt(state, grace, now) === null;
-        await client.query(
-          `UPDATE conversations SET status = $2, obligation_since = $3, obligation_kind = $4, pending_step_id = $5, due_at = $6,
-                  last_event_at = $7, last_event_type = $8, obligation_deadline = $9, overdue_deadline = $10, stall_deadline = $11,
-                  stalled_reason = CASE WHEN $12 THEN NULL ELSE stalled_reason END,
-                  stalled_since = CASE WHEN $12 THEN NULL ELSE stalled_since END,
-                  flagged_at = CASE WHEN $12 THEN NULL ELSE flagged_at END,
-                  updated_at = now()
-           WHERE conversation_id = $1`,
-          [
-            row.conversationId,
-            state.status,
-            date(state.obligationSince),
-            state.obligationKind,
-            state.pendingStepId,
-            date(state.dueAt),
-            date(state.lastEventAt),
-            state.lastEventType,
-            date(due.obligation),
-            date(due.overdue),
-            date(stallDeadline),
-            healed,
-          ],
-        );
+        updates.id.push(row.conversationId);
+        updates.status.push(state.status);
+        updates.obligationSince.push(date(state.obligationSince));
+        updates.obligationKind.push(state.obligationKind);
+        updates.pendingStepId.push(state.pendingStepId);
+        updates.dueAt.push(date(state.dueAt));
+        updates.lastEventAt.push(date(state.lastEventAt));
+        updates.lastEventType.push(state.lastEventType);
+        updates.obligation.push(date(due.obligation));
+        updates.overdue.push(date(due.overdue));
+        updates.stall.push(date(stallDeadline));
+        updates.healed.push(healed);
         if (healed) {
           const cause = events.find((e) => e.conversationId === row.conversationId);
           recovered.push({
@@ -201,6 +208,36 @@ export class ConversationsRepository {
           });
         }
       }
+      await client.query(
+        `UPDATE conversations SET status = u.status, obligation_since = u.obligation_since,
+                obligation_kind = u.obligation_kind, pending_step_id = u.pending_step_id, due_at = u.due_at,
+                last_event_at = u.last_event_at, last_event_type = u.last_event_type,
+                obligation_deadline = u.obligation_deadline, overdue_deadline = u.overdue_deadline,
+                stall_deadline = u.stall_deadline,
+                stalled_reason = CASE WHEN u.healed THEN NULL ELSE conversations.stalled_reason END,
+                stalled_since = CASE WHEN u.healed THEN NULL ELSE conversations.stalled_since END,
+                flagged_at = CASE WHEN u.healed THEN NULL ELSE conversations.flagged_at END,
+                updated_at = now()
+         FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[], $5::text[], $6::timestamptz[],
+                     $7::timestamptz[], $8::text[], $9::timestamptz[], $10::timestamptz[], $11::timestamptz[], $12::bool[])
+           AS u(conversation_id, status, obligation_since, obligation_kind, pending_step_id, due_at, last_event_at,
+                last_event_type, obligation_deadline, overdue_deadline, stall_deadline, healed)
+         WHERE conversations.conversation_id = u.conversation_id`,
+        [
+          updates.id,
+          updates.status,
+          updates.obligationSince,
+          updates.obligationKind,
+          updates.pendingStepId,
+          updates.dueAt,
+          updates.lastEventAt,
+          updates.lastEventType,
+          updates.obligation,
+          updates.overdue,
+          updates.stall,
+          updates.healed,
+        ],
+      );
       await enqueueEvents(
         client,
         recovered.map((event) => ({ topic: this.livenessTopic, event })),

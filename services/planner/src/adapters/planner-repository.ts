@@ -184,20 +184,42 @@ export class PlannerRepository {
   ): Promise<number> {
     if (sent.length === 0) return 0;
     let scheduled = 0;
-    // One transaction for the batch; in order, so a batch holding two consecutive steps of one
-    // sequence advances it twice.
+    // One transaction for the batch, one UPDATE per round. A round holds at most one item per
+    // (campaign, candidate), in arrival order, so a batch with two consecutive steps of one sequence
+    // advances it twice, in order; most batches need a single round.
+    const rounds: Array<Array<{ item: (typeof sent)[number]; ord: number }>> = [];
+    const seen = new Map<string, number>();
+    sent.forEach((item, ord) => {
+      const key = `${item.campaignId}\u0000${item.candidateKey}`;
+      const round = seen.get(key) ?? 0;
+      seen.set(key, round + 1);
+      (rounds[round] ??= []).push({ item, ord });
+    });
     await withTransaction(this.pool, async (client) => {
-      for (const item of sent) {
-        const { rows } = await client.query<{ followUps: StoredFollowUp[]; nextIndex: number; template: PlannedSend }>(
+      for (const round of rounds) {
+        const { rows } = await client.query<{
+          ord: number;
+          followUps: StoredFollowUp[];
+          nextIndex: number;
+          template: PlannedSend;
+        }>(
           `UPDATE sequences SET next_index = next_index + 1,
                   previous_step = (follow_ups -> next_index ->> 'step'),
                   status = CASE WHEN next_index + 1 >= jsonb_array_length(follow_ups) THEN 'finished' ELSE 'active' END,
                   updated_at = now()
-           WHERE campaign_id = $1 AND candidate_key = $2 AND previous_step = $3 AND status = 'active'
-           RETURNING follow_ups AS "followUps", next_index - 1 AS "nextIndex", template`,
-          [item.campaignId, item.candidateKey, item.step],
+           FROM unnest($1::text[], $2::text[], $3::text[], $4::int[]) AS s(campaign_id, candidate_key, step, ord)
+           WHERE sequences.campaign_id = s.campaign_id AND sequences.candidate_key = s.candidate_key
+             AND sequences.previous_step = s.step AND sequences.status = 'active'
+           RETURNING s.ord, follow_ups AS "followUps", next_index - 1 AS "nextIndex", template`,
+          [
+            round.map((r) => r.item.campaignId),
+            round.map((r) => r.item.candidateKey),
+            round.map((r) => r.item.step),
+            round.map((r) => r.ord),
+          ],
         );
-        for (const row of rows) {
+        for (const row of rows.sort((a, b) => a.ord - b.ord)) {
+          const item = sent[row.ord] as (typeof sent)[number];
           const followUp = row.followUps[row.nextIndex];
           if (!followUp) continue;
           const send: PlannedSend = {

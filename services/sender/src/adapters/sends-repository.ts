@@ -4,7 +4,7 @@
  * nothing. Multi-row statements (unnest) on the hot path.
  */
 import { enqueueEvents, withTransaction, type OutgoingEvent, type Queryable } from '@outreach/shared';
-import type { Pool, PoolClient } from 'pg';
+import type { Pool } from 'pg';
 import type { ValidSend } from '../domain/request.js';
 import { sendRecorded, type Outcome, type RecordedSend } from '../domain/outcomes.js';
 
@@ -40,6 +40,22 @@ export interface DuplicateDeliveries {
   readonly key: string;
   readonly count: number;
   readonly sources: string[];
+}
+
+export type FenceResult =
+  | { readonly kind: 'fenced'; readonly row: SendRow }
+  | { readonly kind: 'lost' }
+  | { readonly kind: 'held' }
+  | { readonly kind: 'exposure_conflict'; readonly exposedVariant: string };
+
+export type RecordResult =
+  | { readonly outcome: 'sent'; readonly providerMessageId: string }
+  | { readonly outcome: 'failed' | 'ambiguous'; readonly reason: string };
+
+export interface RecordEntry {
+  readonly claim: Claim;
+  readonly row: SendRow;
+  readonly result: RecordResult;
 }
 
 /** How a request that could not claim relates to the row that holds its slot. */
@@ -292,63 +308,128 @@ export class SendsRepository {
    * experiment exposure is registered in the same transaction; a candidate already exposed to
    * another variant of the experiment makes the send fail instead.
    */
-  async fence(
-    claim: Claim,
-  ): Promise<
-    | { kind: 'fenced'; row: SendRow }
-    | { kind: 'lost' }
-    | { kind: 'held' }
-    | { kind: 'exposure_conflict'; exposedVariant: string }
-  > {
+  /** Fences one claim: `claimed` → `sending` under its token, unless paused (→ held) or taken over (lost). */
+  async fence(claim: Claim): Promise<FenceResult> {
+    return (await this.fenceMany([claim]))[0] as FenceResult;
+  }
+
+  /**
+   * `fence` for many claims in one transaction (group commit): each claim's transition is still
+   * conditional on its own token and status, so the result per claim is what `fence` would give.
+   */
+  async fenceMany(claims: readonly Claim[]): Promise<FenceResult[]> {
+    if (claims.length === 0) return [];
     return withTransaction(this.pool, async (client) => {
+      const ids = claims.map((c) => c.sendId);
+      const tokens = claims.map((c) => c.token);
       const fenced = await client.query<SendRow>(
         `UPDATE sends SET status = 'sending', attempts = attempts + 1, updated_at = now(),
                 lease_expires_at = now() + make_interval(secs => $3::float8 / 1000)
-         WHERE send_id = $1 AND claim_token = $2 AND status = 'claimed'
+         FROM unnest($1::uuid[], $2::uuid[]) AS f(send_id, token)
+         WHERE sends.send_id = f.send_id AND sends.claim_token = f.token AND sends.status = 'claimed'
            AND NOT EXISTS (SELECT 1 FROM campaigns c WHERE c.campaign_id = sends.campaign_id AND c.paused)
-         RETURNING ${SEND_COLUMNS}`,
-        [claim.sendId, claim.token, this.leaseMs],
+         RETURNING ${sendColumns('sends.')}`,
+        [ids, tokens, this.leaseMs],
       );
-      const row = fenced.rows[0];
-      if (!row) {
-        const held = await this.holdIfPaused(client, claim);
-        return held ? { kind: 'held' } : { kind: 'lost' };
+      const rows = new Map(fenced.rows.map((row) => [row.sendId, row]));
+      const unfenced = claims.filter((c) => !rows.has(c.sendId));
+      const held = new Set<string>();
+      if (unfenced.length > 0) {
+        const heldRows = await client.query<SendRow>(
+          `UPDATE sends SET status = 'held', reason = 'campaign is paused', lease_expires_at = NULL, updated_at = now()
+           FROM unnest($1::uuid[], $2::uuid[]) AS f(send_id, token)
+           WHERE sends.send_id = f.send_id AND sends.claim_token = f.token AND sends.status = 'claimed'
+             AND EXISTS (SELECT 1 FROM campaigns c WHERE c.campaign_id = sends.campaign_id AND c.paused)
+           RETURNING ${sendColumns('sends.')}`,
+          [unfenced.map((c) => c.sendId), unfenced.map((c) => c.token)],
+        );
+        for (const row of heldRows.rows) held.add(row.sendId);
+        await enqueueEvents(
+          client,
+          heldRows.rows.map((row) =>
+            this.recordEvent(row, 'held', row.updatedAt, { reason: 'campaign is paused', generation: row.attempts }),
+          ),
+        );
       }
-      if (row.experimentId !== null && row.variant !== null) {
+      // The exposure backstop: one variant per (experiment, candidate), whatever the batch holds.
+      const exposed = [...rows.values()].filter((row) => row.experimentId !== null && row.variant !== null);
+      const conflicts = new Map<string, string>();
+      if (exposed.length > 0) {
         await client.query(
-          `INSERT INTO exposures (experiment_id, candidate_key, variant, send_id) VALUES ($1, $2, $3, $4)
-           ON CONFLICT DO NOTHING`,
-          [row.experimentId, row.candidateKey, row.variant, row.sendId],
+          `INSERT INTO exposures (experiment_id, candidate_key, variant, send_id)
+           SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::uuid[]) ON CONFLICT DO NOTHING`,
+          [
+            exposed.map((r) => r.experimentId),
+            exposed.map((r) => r.candidateKey),
+            exposed.map((r) => r.variant),
+            exposed.map((r) => r.sendId),
+          ],
         );
-        const exposure = await client.query<{ variant: string }>(
-          'SELECT variant FROM exposures WHERE experiment_id = $1 AND candidate_key = $2',
-          [row.experimentId, row.candidateKey],
+        const recorded = await client.query<{ experimentId: string; candidateKey: string; variant: string }>(
+          `SELECT e.experiment_id AS "experimentId", e.candidate_key AS "candidateKey", e.variant
+           FROM exposures e JOIN unnest($1::text[], $2::text[]) AS k(experiment_id, candidate_key)
+             ON e.experiment_id = k.experiment_id AND e.candidate_key = k.candidate_key`,
+          [exposed.map((r) => r.experimentId), exposed.map((r) => r.candidateKey)],
         );
-        const exposedVariant = exposure.rows[0]?.variant ?? row.variant;
-        if (exposedVariant !== row.variant) {
+        const variantOf = new Map(recorded.rows.map((r) => [`${r.experimentId}\u0000${r.candidateKey}`, r.variant]));
+        for (const row of exposed) {
+          const exposedVariant = variantOf.get(`${row.experimentId}\u0000${row.candidateKey}`) ?? row.variant;
+          if (exposedVariant === null || exposedVariant === row.variant) continue;
+          const claim = claims.find((c) => c.sendId === row.sendId) as Claim;
           const reason = `exposure_conflict: candidate was already sent variant ${exposedVariant} of experiment ${row.experimentId}`;
           await this.finish(client, claim, row, 'failed', { reason });
-          return { kind: 'exposure_conflict', exposedVariant };
+          conflicts.set(row.sendId, exposedVariant);
         }
       }
-      return { kind: 'fenced', row };
+      return claims.map((claim): FenceResult => {
+        const conflict = conflicts.get(claim.sendId);
+        if (conflict !== undefined) return { kind: 'exposure_conflict', exposedVariant: conflict };
+        const row = rows.get(claim.sendId);
+        if (row) return { kind: 'fenced', row };
+        return held.has(claim.sendId) ? { kind: 'held' } : { kind: 'lost' };
+      });
     });
   }
 
-  private async holdIfPaused(client: PoolClient, claim: Claim): Promise<boolean> {
-    const held = await client.query<SendRow>(
-      `UPDATE sends SET status = 'held', reason = 'campaign is paused', lease_expires_at = NULL, updated_at = now()
-       WHERE send_id = $1 AND claim_token = $2 AND status = 'claimed'
-         AND EXISTS (SELECT 1 FROM campaigns c WHERE c.campaign_id = sends.campaign_id AND c.paused)
-       RETURNING ${SEND_COLUMNS}`,
-      [claim.sendId, claim.token],
-    );
-    const row = held.rows[0];
-    if (!row) return false;
-    await enqueueEvents(client, [
-      this.recordEvent(row, 'held', row.updatedAt, { reason: 'campaign is paused', generation: row.attempts }),
-    ]);
-    return true;
+  /**
+   * `record` for many fenced sends in one transaction (group commit): one conditional UPDATE and one
+   * outbox insert for all. Returns, per entry, false if the send was taken away meanwhile.
+   */
+  async recordMany(entries: readonly RecordEntry[]): Promise<boolean[]> {
+    if (entries.length === 0) return [];
+    return withTransaction(this.pool, async (client) => {
+      const updated = await client.query<{ sendId: string; at: Date }>(
+        `UPDATE sends SET status = r.outcome, reason = r.reason,
+                provider_message_id = coalesce(r.provider_message_id, sends.provider_message_id),
+                sent_at = CASE WHEN r.outcome = 'sent' THEN now() ELSE sends.sent_at END,
+                lease_expires_at = NULL, updated_at = now()
+         FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[])
+           AS r(send_id, token, outcome, reason, provider_message_id)
+         WHERE sends.send_id = r.send_id AND sends.claim_token = r.token AND sends.status IN ('sending', 'ambiguous')
+         RETURNING sends.send_id AS "sendId", sends.updated_at AS at`,
+        [
+          entries.map((e) => e.claim.sendId),
+          entries.map((e) => e.claim.token),
+          entries.map((e) => e.result.outcome),
+          entries.map((e) => (e.result.outcome === 'sent' ? null : e.result.reason)),
+          entries.map((e) => (e.result.outcome === 'sent' ? e.result.providerMessageId : null)),
+        ],
+      );
+      const at = new Map(updated.rows.map((r) => [r.sendId, r.at]));
+      await enqueueEvents(
+        client,
+        entries
+          .filter((e) => at.has(e.claim.sendId))
+          .map((e) =>
+            this.recordEvent(e.row, e.result.outcome, at.get(e.claim.sendId) as Date, {
+              reason: e.result.outcome === 'sent' ? null : e.result.reason,
+              providerMessageId: e.result.outcome === 'sent' ? e.result.providerMessageId : null,
+              generation: e.row.attempts,
+            }),
+          ),
+      );
+      return entries.map((e) => at.has(e.claim.sendId));
+    });
   }
 
   /** Moves a send we hold to a terminal status and enqueues its SendRecorded, in `client`'s transaction. */
@@ -380,20 +461,8 @@ export class SendsRepository {
   }
 
   /** Records the provider's verdict for a fenced send. Returns false if the send was taken away. */
-  async record(
-    claim: Claim,
-    row: SendRow,
-    result: { outcome: 'sent'; providerMessageId: string } | { outcome: 'failed' | 'ambiguous'; reason: string },
-  ): Promise<boolean> {
-    return withTransaction(this.pool, (client) =>
-      this.finish(
-        client,
-        claim,
-        row,
-        result.outcome,
-        result.outcome === 'sent' ? { providerMessageId: result.providerMessageId } : { reason: result.reason },
-      ),
-    );
+  async record(claim: Claim, row: SendRow, result: RecordResult): Promise<boolean> {
+    return (await this.recordMany([{ claim, row, result }]))[0] as boolean;
   }
 
   /** The provider certainly did not take it: back to claimed, retried after `retryInMs`. */

@@ -23,6 +23,16 @@ describe('ErrorRateWindow', () => {
     for (let i = 0; i < 3; i++) expect(window.record('other', false, i)).toBeUndefined();
     expect(window.record('other', true, 4)).toBeUndefined();
   });
+
+  it('counts only the window across many attempts, after compacting what expired', () => {
+    const window = new ErrorRateWindow({ threshold: 0.5, minAttempts: 10, windowMs: 1_000 });
+    // 5,000 successes over 5 s, then failures: only the last second's 1,000 successes still count.
+    for (let t = 0; t < 5_000; t++) expect(window.record('c', false, t)).toBeUndefined();
+    let pausedAfter = 0;
+    for (let t = 5_000; pausedAfter === 0; t++) if (window.record('c', true, t)) pausedAfter = t - 4_999;
+    // At time 4,999 + k the window holds successes from 4,000 + k .. 4,999 (1,000 - k) and k failures.
+    expect(pausedAfter).toBe(500);
+  });
 });
 
 describe('TokenBucket', () => {

@@ -18,7 +18,7 @@ declare module 'fastify' {
 }
 
 export function createProvider(config: Config): MailProvider {
-  if (config.MAIL_PROVIDER === 'null') return new NullProvider();
+  if (config.MAIL_PROVIDER === 'null') return new NullProvider(config.NULL_PROVIDER_LOG || undefined);
   return new SmtpProvider({
     host: config.SMTP_HOST,
     port: config.SMTP_PORT,

@@ -12,10 +12,11 @@ import {
   type Registry,
   type Rejection,
   type SendRequested,
+  GroupCommit,
 } from '@outreach/shared';
 import pLimit from 'p-limit';
 import type { MailMessage, MailProvider, SendResult } from '../adapters/providers/port.js';
-import type { Claim, SendRow, SendsRepository } from '../adapters/sends-repository.js';
+import type { Claim, FenceResult, RecordEntry, SendRow, SendsRepository } from '../adapters/sends-repository.js';
 import { ErrorRateWindow, type ErrorRatePolicy } from '../domain/error-rate.js';
 import { TokenBucket } from '../domain/rate-limit.js';
 import { validateSendRequest, type ValidSend } from '../domain/request.js';
@@ -77,11 +78,16 @@ export class SendPipeline {
   private readonly metrics: ReturnType<typeof sendMetrics>;
   private readonly bucket: TokenBucket;
   private readonly errorRate: ErrorRateWindow;
+  /** Concurrent sends share their fence and record transactions (each still conditional on its token). */
+  private readonly fences: GroupCommit<Claim, FenceResult>;
+  private readonly records: GroupCommit<RecordEntry, boolean>;
 
   constructor(private readonly options: SendPipelineOptions) {
     this.metrics = sendMetrics(options.metrics);
     this.bucket = new TokenBucket(options.ratePerSecond, Math.max(1, options.concurrency), Date.now());
     this.errorRate = new ErrorRateWindow(options.autoPause);
+    this.fences = new GroupCommit((claims) => options.repository.fenceMany(claims));
+    this.records = new GroupCommit((entries) => options.repository.recordMany(entries));
   }
 
   /** The consumer's handler: validate, claim, then process what this chunk claimed. */
@@ -204,7 +210,7 @@ export class SendPipeline {
   /** Fence, call the provider (bounded by a timeout shorter than the lease), record. */
   async sendOne(claim: Claim): Promise<void> {
     const { repository, provider, logger } = this.options;
-    const fence = await repository.fence(claim);
+    const fence = await this.fences.submit(claim);
     if (fence.kind === 'lost') {
       this.metrics.lost.inc();
       logger.info({ sendId: claim.sendId }, 'claim was taken over; not sending');
@@ -234,27 +240,38 @@ export class SendPipeline {
 
     switch (result.kind) {
       case 'sent':
-        if (await repository.record(claim, row, { outcome: 'sent', providerMessageId: result.providerMessageId })) {
+        if (
+          await this.records.submit({
+            claim,
+            row,
+            result: { outcome: 'sent', providerMessageId: result.providerMessageId },
+          })
+        ) {
           this.metrics.outcomes.inc({ outcome: 'sent' });
         } else {
           log.warn('sent, but the send was resolved elsewhere meanwhile');
         }
         break;
       case 'rejected':
-        await repository.record(claim, row, { outcome: 'failed', reason: `provider rejected: ${result.reason}` });
+        await this.records.submit({
+          claim,
+          row,
+          result: { outcome: 'failed', reason: `provider rejected: ${result.reason}` },
+        });
         this.metrics.outcomes.inc({ outcome: 'failed' });
         log.warn({ reason: result.reason }, 'provider rejected the message');
         break;
       case 'unknown':
-        await repository.record(claim, row, { outcome: 'ambiguous', reason: result.reason });
+        await this.records.submit({ claim, row, result: { outcome: 'ambiguous', reason: result.reason } });
         this.metrics.outcomes.inc({ outcome: 'ambiguous' });
         log.error({ reason: result.reason }, 'send outcome unknown: recorded as ambiguous, not retried');
         break;
       case 'not_sent':
         if (row.attempts >= this.options.maxAttempts) {
-          await repository.record(claim, row, {
-            outcome: 'failed',
-            reason: `gave up after ${row.attempts} attempts: ${result.reason}`,
+          await this.records.submit({
+            claim,
+            row,
+            result: { outcome: 'failed', reason: `gave up after ${row.attempts} attempts: ${result.reason}` },
           });
           this.metrics.outcomes.inc({ outcome: 'failed' });
         } else {

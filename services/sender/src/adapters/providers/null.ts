@@ -1,14 +1,26 @@
+import { closeSync, openSync, writeSync } from 'node:fs';
 import type { MailMessage, MailProvider, SendResult } from './port.js';
 
-/** Accepts everything instantly and remembers it: for benchmarks, where the provider is not measured. */
+/**
+ * Accepts everything instantly and remembers it: for benchmarks, where the provider is not measured.
+ * With a delivery log, each accepted message also appends `<idempotencyKey>\t<epoch ms>\n` to that
+ * file (O_APPEND, one unbuffered write: the line survives a SIGKILL right after the call), so a
+ * benchmark can count deliveries, and duplicates, across process restarts.
+ */
 export class NullProvider implements MailProvider {
   readonly name = 'null';
   private readonly accepted = new Set<string>();
   readonly delivered: Array<{ to: string; idempotencyKey: string }> = [];
+  private readonly log: number | undefined;
+
+  constructor(deliveryLog?: string) {
+    this.log = deliveryLog ? openSync(deliveryLog, 'a') : undefined;
+  }
 
   async send(message: MailMessage, idempotencyKey: string): Promise<SendResult> {
     this.accepted.add(idempotencyKey);
     this.delivered.push({ to: message.to, idempotencyKey });
+    if (this.log !== undefined) writeSync(this.log, `${idempotencyKey}\t${Date.now()}\n`);
     return { kind: 'sent', providerMessageId: `null-${idempotencyKey}` };
   }
 
@@ -17,5 +29,7 @@ export class NullProvider implements MailProvider {
     return this.accepted.has(idempotencyKey) ? 'sent' : 'unknown';
   }
 
-  async close(): Promise<void> {}
+  async close(): Promise<void> {
+    if (this.log !== undefined) closeSync(this.log);
+  }
 }
