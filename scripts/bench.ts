@@ -42,6 +42,7 @@ import { Stack } from './lib/stack.js';
 import {
   duplicateDeliveries,
   latencyOf,
+  maxOf,
   postgresPids,
   readDeliveryLog,
   requestSet,
@@ -141,7 +142,7 @@ async function feed(
 async function ours(
   infra: { kafkaBrokers: string; databaseUrl: string; kafkaPid?: number },
   requests: readonly BenchRequest[],
-  options: { kills?: number; profileDir?: string; pace?: number } = {},
+  options: { kills?: number; profileDir?: string; pace?: number; providerDelayMs?: number } = {},
 ): Promise<SystemResult> {
   const run = runId('ours');
   const deliveryLog = join(work, `${run}.deliveries`);
@@ -158,6 +159,7 @@ async function ours(
         ? {
             MAIL_PROVIDER: 'null',
             NULL_PROVIDER_LOG: deliveryLog,
+            NULL_PROVIDER_DELAY_MS: String(options.providerDelayMs ?? 0),
             SEND_CONCURRENCY: '64',
             SEND_BATCH_SIZE: '500',
             SEND_RATE_PER_SECOND: '1000000',
@@ -186,6 +188,7 @@ async function ours(
 
   // SendRecorded, by sendId, with its Kafka timestamp (the broker's append time).
   const recorded = new Map<string, number>();
+  const outcomes = new Map<string, number>();
   const reader = kafka.consumer({ groupId: `${run}-reader`, maxWaitTimeInMs: 100 });
   await reader.connect();
   await reader.subscribe({ topic: topicName('sendRecorded', stack.prefix), fromBeginning: true });
@@ -194,7 +197,10 @@ async function ours(
       for (const message of batch.messages) {
         if (!message.value) continue;
         const event = eventCodec.decode(message.value) as SendRecorded;
-        if (!recorded.has(event.sendId)) recorded.set(event.sendId, Number(message.timestamp));
+        if (!recorded.has(event.sendId)) {
+          recorded.set(event.sendId, Number(message.timestamp));
+          outcomes.set(event.outcome, (outcomes.get(event.outcome) ?? 0) + 1);
+        }
       }
     },
   });
@@ -207,7 +213,8 @@ async function ours(
   const started = Date.now();
   let kills = 0;
   try {
-    publishedAt = await feed(
+    // The kills run while the requests are still arriving.
+    const feeding = feed(
       requests,
       (r) => r.sendId,
       (chunk) => producer.publish(chunk.map((r) => ({ topic, event: r.event }))),
@@ -224,6 +231,7 @@ async function ours(
       await stack.start('sender');
       kills++;
     }
+    publishedAt = await feeding;
     await until(
       `${distinct} sends recorded`,
       () => recorded.size >= distinct,
@@ -236,7 +244,7 @@ async function ours(
   }
   const usage = sampler.stop();
   await stack.stopAll();
-  const last = Math.max(...recorded.values());
+  const last = maxOf(recorded.values());
   const seconds = (last - started) / 1000;
   const latencies = [...recorded].map(([sendId, at]) => at - (publishedAt.get(sendId) ?? at));
   const deliveries = readDeliveryLog(deliveryLog);
@@ -248,6 +256,7 @@ async function ours(
   );
   return {
     system: 'outreach (ours)',
+    note: `outcomes: ${[...outcomes].map(([k, v]) => `${k} ${v}`).join(', ')}`,
     requests: requests.length,
     distinct,
     sendsPerSecond: Math.round(distinct / seconds),
@@ -360,7 +369,7 @@ async function ceiling(
   await producer.disconnect();
   await reader.disconnect();
   await Promise.all(stages.map((s) => s.stop('SIGTERM')));
-  const seconds = (Math.max(...received.values()) - started) / 1000;
+  const seconds = (maxOf(received.values()) - started) / 1000;
   await dropRun(kafka, prefix, infra.databaseUrl, [schema]);
   return {
     system: 'ceiling (2 minimal stages)',
@@ -383,7 +392,7 @@ interface Peer {
   readonly name: string;
   setUp(): Promise<void>;
   enqueue(chunk: readonly BenchRequest[]): Promise<void>;
-  worker(deliveryLog: string): RunningProcess;
+  worker(deliveryLog: string, delayMs: number): RunningProcess;
   /** Nothing waiting, active or due for a retry. */
   idle(): Promise<boolean>;
   tearDown(): Promise<void>;
@@ -406,10 +415,17 @@ function bullmqPeer(): Peer {
         })),
       );
     },
-    worker: (deliveryLog) =>
+    worker: (deliveryLog, delayMs) =>
       startProcess(
         join(root, 'scripts', 'bench', 'bullmq-worker.ts'),
-        { PATH: process.env.PATH, REDIS_URL, QUEUE: queueName, DELIVERY_LOG: deliveryLog, CONCURRENCY: '64' },
+        {
+          PATH: process.env.PATH,
+          REDIS_URL,
+          QUEUE: queueName,
+          DELIVERY_LOG: deliveryLog,
+          CONCURRENCY: '64',
+          DELAY_MS: String(delayMs),
+        },
         [],
         tsNode,
       ),
@@ -448,10 +464,11 @@ function pgbossPeer(databaseUrl: string): Peer {
         })),
       );
     },
-    worker: (deliveryLog) =>
+    worker: (deliveryLog, delayMs) =>
       startProcess(
         join(root, 'scripts', 'bench', 'pgboss-worker.ts'),
         {
+          DELAY_MS: String(delayMs),
           PATH: process.env.PATH,
           DATABASE_URL: databaseUrl,
           SCHEMA: schema,
@@ -486,11 +503,12 @@ function pgbossPeer(databaseUrl: string): Peer {
 async function peerRun(
   peer: Peer,
   requests: readonly BenchRequest[],
-  options: { kills?: number; pace?: number } = {},
+  options: { kills?: number; pace?: number; providerDelayMs?: number } = {},
 ): Promise<SystemResult> {
+  const delayMs = options.providerDelayMs ?? 0;
   const deliveryLog = join(work, `${runId('peer')}.deliveries`);
   await peer.setUp();
-  const workers: RunningProcess[] = [peer.worker(deliveryLog), peer.worker(deliveryLog)];
+  const workers: RunningProcess[] = [peer.worker(deliveryLog, delayMs), peer.worker(deliveryLog, delayMs)];
   const allWorkers = [...workers];
   await waitFor(() => workers.every((w) => w.stdoutLines.some((l) => l.includes('running'))), {
     timeoutMs: 60_000,
@@ -505,7 +523,8 @@ async function peerRun(
   ]);
   const distinct = new Set(requests.map((r) => r.jobKey)).size;
   const started = Date.now();
-  const enqueuedAt = await feed(
+  // The kills run while the requests are still arriving.
+  const feeding = feed(
     requests,
     (r) => r.jobKey,
     (chunk) => peer.enqueue(chunk),
@@ -526,11 +545,12 @@ async function peerRun(
     );
     const victim = workers.shift() as RunningProcess;
     await victim.stop('SIGKILL');
-    const replacement = peer.worker(deliveryLog);
+    const replacement = peer.worker(deliveryLog, delayMs);
     workers.push(replacement);
     allWorkers.push(replacement);
     kills++;
   }
+  const enqueuedAt = await feeding;
   let stable = 0;
   await until(
     `${peer.name}: every job delivered and nothing left to retry`,
@@ -546,8 +566,8 @@ async function peerRun(
   await Promise.all(workers.map((w) => w.stop('SIGTERM').catch(() => w.stop('SIGKILL'))));
   await peer.tearDown();
   refresh();
-  const firstDelivery = [...deliveries].map(([key, times]) => [key, Math.min(...times)] as const);
-  const seconds = (Math.max(...firstDelivery.map(([, t]) => t)) - started) / 1000;
+  const firstDelivery = [...deliveries].map(([key, times]) => [key, -maxOf(times.map((t) => -t))] as const);
+  const seconds = (maxOf(firstDelivery.map(([, t]) => t)) - started) / 1000;
   return {
     system: peer.name,
     requests: requests.length,
@@ -880,13 +900,19 @@ async function main(): Promise<void> {
   }
 
   const faultRequests = requestSet(Number(args['fault-requests']));
+  const providerDelayMs = 50;
   const faults: SystemResult[] = [];
   report.faults = faults;
   for (const [name, run] of [
     // Paced, so that every system is mid-run at each kill.
-    ['our pipeline, sender SIGKILL ×3', () => ours(infra, faultRequests, { kills: 3, pace })],
-    ['BullMQ, worker SIGKILL ×3', () => peerRun(bullmqPeer(), faultRequests, { kills: 3, pace })],
-    ['pg-boss, worker SIGKILL ×3', () => peerRun(pgbossPeer(state.databaseUrl), faultRequests, { kills: 3, pace })],
+    // Paced, and with a provider that answers 50 ms after accepting (as an SMTP server does), so that
+    // every system has sends in flight at each kill.
+    ['our pipeline, sender SIGKILL ×3', () => ours(infra, faultRequests, { kills: 3, pace, providerDelayMs })],
+    ['BullMQ, worker SIGKILL ×3', () => peerRun(bullmqPeer(), faultRequests, { kills: 3, pace, providerDelayMs })],
+    [
+      'pg-boss, worker SIGKILL ×3',
+      () => peerRun(pgbossPeer(state.databaseUrl), faultRequests, { kills: 3, pace, providerDelayMs }),
+    ],
   ] as const) {
     const result = await step(name, 'faults', run);
     if (result) faults.push(result);
@@ -968,7 +994,7 @@ function markdown(report: Record<string, unknown>): string {
   const scaling = (report.scaling as SystemResult[] | undefined) ?? [];
   const machine = report.machine as Parameters<typeof machineMarkdown>[0];
   const row = (r: SystemResult) =>
-    `| ${r.system} | ${r.requests} (${r.distinct} distinct) | ${r.sendsPerSecond} | ${r.seconds} | ${r.latencyMs.p50} / ${r.latencyMs.p95} / ${r.latencyMs.p99} | ${r.delivered} | ${r.duplicates} | ${usageText(r.usage)} |`;
+    `| ${r.system}${r.note ? ` (${r.note})` : ''} | ${r.requests} (${r.distinct} distinct) | ${r.sendsPerSecond} | ${r.seconds} | ${r.latencyMs.p50} / ${r.latencyMs.p95} / ${r.latencyMs.p99} | ${r.delivered} | ${r.duplicates} | ${usageText(r.usage)} |`;
   const header =
     '| system | requests | sends/s | seconds | latency p50 / p95 / p99 (ms) | delivered | duplicate deliveries | CPU seconds / peak RSS per process |\n|---|---|---|---|---|---|---|---|';
   const ours = main.find((r) => r.system.startsWith('outreach'));
@@ -1009,7 +1035,12 @@ function markdown(report: Record<string, unknown>): string {
     header,
     ...steady.map(row),
     '',
-    `## Worker SIGKILL ×3 mid-run, at ${args['steady-rate']} requests/s (sender for ours; one of two workers for the peers; restarted each time)`,
+    `## Worker SIGKILL ×3 mid-run, at ${args['steady-rate']} requests/s, provider answering 50 ms after accepting (sender for ours; one of two workers for the peers; restarted each time)`,
+    '',
+    'A delivery the provider accepted but whose answer was lost to the kill: the peers run the job again once their',
+    'lock (BullMQ, 30 s) or expiry (pg-boss, 15 s) lapses, and the candidate gets a second email; ours records the send',
+    'as `ambiguous` and never repeats it (an operator resolves it, docs/operations.md section 5). Our run is longer: a',
+    "killed sender's partitions wait for its Kafka session (30 s) to time out, and its in-flight sends for their lease.",
     '',
     header,
     ...faults.map(row),

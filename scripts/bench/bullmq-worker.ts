@@ -11,11 +11,14 @@ import { Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 
 const log = openSync(process.env.DELIVERY_LOG ?? '', 'a');
+// The provider's answer arrives DELAY_MS after it accepted the message, as with the sender's null provider.
+const delayMs = Number(process.env.DELAY_MS ?? 0);
 const connection = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', { maxRetriesPerRequest: null });
 const worker = new Worker(
   process.env.QUEUE ?? 'bench',
   async (job) => {
     writeSync(log, `${job.id}\t${Date.now()}\n`);
+    if (delayMs > 0) await new Promise((resolve) => setTimeout(resolve, delayMs));
   },
   { connection, concurrency: Number(process.env.CONCURRENCY ?? 64) },
 );

@@ -70,6 +70,13 @@ export function readDeliveryLog(path: string): Map<string, number[]> {
   return deliveries;
 }
 
+/** Math.max over any number of values (spreading 200,000 arguments overflows the stack). */
+export function maxOf(values: Iterable<number>): number {
+  let max = -Infinity;
+  for (const v of values) if (v > max) max = v;
+  return max;
+}
+
 export function duplicateDeliveries(deliveries: ReadonlyMap<string, readonly number[]>): number {
   let extra = 0;
   for (const times of deliveries.values()) extra += times.length - 1;

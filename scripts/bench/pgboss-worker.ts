@@ -10,6 +10,8 @@ import { openSync, writeSync } from 'node:fs';
 import PgBoss from 'pg-boss';
 
 const log = openSync(process.env.DELIVERY_LOG ?? '', 'a');
+// The provider's answer arrives DELAY_MS after it accepted the message, as with the sender's null provider.
+const delayMs = Number(process.env.DELAY_MS ?? 0);
 const queue = process.env.QUEUE ?? 'bench';
 const boss = new PgBoss({
   connectionString: process.env.DATABASE_URL ?? '',
@@ -27,7 +29,12 @@ for (let i = 0; i < workers; i++) {
     queue,
     { batchSize: Number(process.env.BATCH ?? 50), pollingIntervalSeconds: 0.5 },
     async (jobs) => {
-      for (const job of jobs) writeSync(log, `${job.data.key}\t${Date.now()}\n`);
+      await Promise.all(
+        jobs.map(async (job) => {
+          writeSync(log, `${job.data.key}\t${Date.now()}\n`);
+          if (delayMs > 0) await new Promise((resolve) => setTimeout(resolve, delayMs));
+        }),
+      );
     },
   );
 }

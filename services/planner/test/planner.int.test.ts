@@ -108,6 +108,29 @@ function request(fields: Partial<OutreachRequested> & { candidateId: string }): 
   };
 }
 
+/** The sender's SendRecorded(sent) for one step of a candidate in campaign `camp`. */
+function sentRecord(candidateKey: string, step: string, recordedAt = Date.now()): SendRecorded {
+  return {
+    type: 'SendRecorded',
+    eventId: randomUUID(),
+    occurredAt: Date.now(),
+    producer: 'sender',
+    correlationId: 'c',
+    causationId: null,
+    sendId: sendIdFor('camp', candidateKey, step),
+    campaignId: 'camp',
+    candidateKey,
+    emailHash: 'h',
+    step,
+    experimentId: null,
+    variant: null,
+    outcome: 'sent',
+    reason: null,
+    providerMessageId: null,
+    recordedAt,
+  };
+}
+
 async function topicEvents<T extends OutreachEvent>(
   topic: string,
   until: (events: T[]) => boolean,
@@ -260,6 +283,32 @@ describe('planner', () => {
     ]);
   });
 
+  it('advances a sequence twice, in order, when two of its steps are recorded together', async () => {
+    await plannerEnv('http://127.0.0.1:9');
+    await planner.startApp();
+    const step = (name: string, delayMs: number) => ({
+      step: name,
+      delayMs,
+      contents: [{ variant: null, subject: name, body: `${name} body` }],
+    });
+    await planner.publish('outreachRequested', [
+      request({ candidateId: 'twice', followUps: [step('f1', 60_000), step('f2', 120_000)] }),
+    ]);
+    await topicEvents<SendRequested>(planner.topic('sendRequested'), (e) => e.some((s) => s.candidateKey === 'twice'));
+    // One publish, so one consumed chunk: the second advance must see the first.
+    await planner.publish('sendRecorded', [sentRecord('twice', 'intro'), sentRecord('twice', 'f1')]);
+    await waitFor(
+      async () =>
+        (await planner.query(`SELECT 1 FROM sequences WHERE candidate_key = 'twice' AND status = 'finished'`))
+          .length === 1,
+      { timeoutMs: 20_000, description: 'the sequence advanced past both steps' },
+    );
+    const steps = await planner.query<{ step: string }>(
+      `SELECT step FROM scheduled_steps WHERE candidate_key = 'twice' ORDER BY due_at`,
+    );
+    expect(steps.map((r) => r.step)).toEqual(['f1', 'f2']);
+  });
+
   it('schedules a follow-up when the previous step is sent; a reply cancels it; closing cancels scheduled steps', async () => {
     await plannerEnv('http://127.0.0.1:9');
     const app = await planner.startApp();
@@ -278,25 +327,8 @@ describe('planner', () => {
       e.some((s) => s.candidateKey === 'replier'),
     );
 
-    const sent: SendRecorded = {
-      type: 'SendRecorded',
-      eventId: randomUUID(),
-      occurredAt: Date.now(),
-      producer: 'sender',
-      correlationId: 'c',
-      causationId: null,
-      sendId: sendIdFor('camp', 'replier', 'intro'),
-      campaignId: 'camp',
-      candidateKey: 'replier',
-      emailHash: 'h',
-      step: 'intro',
-      experimentId: null,
-      variant: null,
-      outcome: 'sent',
-      reason: null,
-      providerMessageId: null,
-      recordedAt: Date.now() + 5_000, // the follow-up is due 5.8 s from now: time for the reply
-    };
+    // The follow-up is due 5.8 s from now: time for the reply.
+    const sent = sentRecord('replier', 'intro', Date.now() + 5_000);
     await planner.publish('sendRecorded', [sent, sent]);
     await waitFor(
       async () =>

@@ -8,6 +8,8 @@ export const ConfigSchema = Type.Object({
   MAIL_PROVIDER: Type.Union([Type.Literal('smtp'), Type.Literal('null')], { default: 'smtp' }),
   /** With MAIL_PROVIDER=null: a file each accepted message is appended to (benchmarks count deliveries there). */
   NULL_PROVIDER_LOG: Type.String({ default: '' }),
+  /** With MAIL_PROVIDER=null: how long its answer takes after it accepted a message. */
+  NULL_PROVIDER_DELAY_MS: Type.Integer({ minimum: 0, default: 0 }),
   SMTP_HOST: Type.String({ default: '127.0.0.1' }),
   SMTP_PORT: Type.Integer({ minimum: 1, maximum: 65535, default: 1025 }),
   SMTP_SECURE: Type.Boolean({ default: false }),

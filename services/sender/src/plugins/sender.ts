@@ -18,7 +18,8 @@ declare module 'fastify' {
 }
 
 export function createProvider(config: Config): MailProvider {
-  if (config.MAIL_PROVIDER === 'null') return new NullProvider(config.NULL_PROVIDER_LOG || undefined);
+  if (config.MAIL_PROVIDER === 'null')
+    return new NullProvider(config.NULL_PROVIDER_LOG || undefined, config.NULL_PROVIDER_DELAY_MS);
   return new SmtpProvider({
     host: config.SMTP_HOST,
     port: config.SMTP_PORT,

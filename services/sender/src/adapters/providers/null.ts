@@ -5,7 +5,9 @@ import type { MailMessage, MailProvider, SendResult } from './port.js';
  * Accepts everything instantly and remembers it: for benchmarks, where the provider is not measured.
  * With a delivery log, each accepted message also appends `<idempotencyKey>\t<epoch ms>\n` to that
  * file (O_APPEND, one unbuffered write: the line survives a SIGKILL right after the call), so a
- * benchmark can count deliveries, and duplicates, across process restarts.
+ * benchmark can count deliveries, and duplicates, across process restarts. With a delay, the answer
+ * comes `delayMs` after the message was accepted, as a real provider's does: a process killed in
+ * between has delivered a message it never heard back about.
  */
 export class NullProvider implements MailProvider {
   readonly name = 'null';
@@ -13,7 +15,10 @@ export class NullProvider implements MailProvider {
   readonly delivered: Array<{ to: string; idempotencyKey: string }> = [];
   private readonly log: number | undefined;
 
-  constructor(deliveryLog?: string) {
+  constructor(
+    deliveryLog?: string,
+    private readonly delayMs = 0,
+  ) {
     this.log = deliveryLog ? openSync(deliveryLog, 'a') : undefined;
   }
 
@@ -21,6 +26,7 @@ export class NullProvider implements MailProvider {
     this.accepted.add(idempotencyKey);
     this.delivered.push({ to: message.to, idempotencyKey });
     if (this.log !== undefined) writeSync(this.log, `${idempotencyKey}\t${Date.now()}\n`);
+    if (this.delayMs > 0) await new Promise((resolve) => setTimeout(resolve, this.delayMs));
     return { kind: 'sent', providerMessageId: `null-${idempotencyKey}` };
   }
 
