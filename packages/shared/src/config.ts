@@ -19,6 +19,11 @@ export const BaseConfigSchema = Type.Object({
   API_TOKENS: Type.String({ default: '' }),
   /** Apply pending migrations when the service starts (the `migrate` command always does). */
   MIGRATE_ON_START: Type.Boolean({ default: true }),
+  /**
+   * Partitions a consumer works on at once (kafkajs partitionsConsumedConcurrently). Each partition's
+   * events stay in order; more at once cuts the latency that per-partition transactions add up to.
+   */
+  CONSUMER_PARTITION_CONCURRENCY: Type.Integer({ minimum: 1, maximum: 64, default: 4 }),
   /** Milliseconds a shutdown may take before the process exits anyway (keep below the pod's grace period). */
   SHUTDOWN_TIMEOUT_MS: Type.Integer({ minimum: 100, default: 25_000 }),
 });

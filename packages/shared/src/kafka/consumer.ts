@@ -115,6 +115,8 @@ export interface ConsumerRunnerOptions {
    * never skipped.
    */
   readonly metadataMaxAgeMs?: number;
+  /** Partitions worked on at once, each in order (default 1). */
+  readonly partitionsConsumedConcurrently?: number;
   /** Short long-polls keep shutdown and rebalances quick. */
   readonly maxWaitTimeMs?: number;
 }
@@ -181,7 +183,7 @@ export class ConsumerRunner {
     await this.consumer.run({
       autoCommit: true,
       eachBatchAutoResolve: false,
-      partitionsConsumedConcurrently: 1,
+      partitionsConsumedConcurrently: this.options.partitionsConsumedConcurrently ?? 1,
       eachBatch: (payload) => this.onBatch(payload),
     });
   }

@@ -19,6 +19,7 @@ export default fp(
     app.decorate('experiments', repository);
     app.decorate('experimentConfig', config);
     registerConsumer(app, {
+      partitionsConsumedConcurrently: config.CONSUMER_PARTITION_CONCURRENCY,
       groupId: config.CONSUMER_GROUP,
       topics: [topicName('sendRecorded', config.TOPIC_PREFIX)],
       handler: exposureHandler(repository, app.log.child({ component: 'exposures' }) as Logger),

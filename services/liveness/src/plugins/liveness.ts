@@ -40,6 +40,7 @@ export default fp(
     app.decorate('sweeper', sweeper);
     registerLivenessGauges(app.metrics, repository);
     registerConsumer(app, {
+      partitionsConsumedConcurrently: config.CONSUMER_PARTITION_CONCURRENCY,
       groupId: config.CONSUMER_GROUP,
       topics: [topicName('conversationEvents', config.TOPIC_PREFIX), topicName('sendRecorded', config.TOPIC_PREFIX)],
       handler: projectorHandler(repository, app.log.child({ component: 'projector' }) as Logger),

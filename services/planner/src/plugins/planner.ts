@@ -33,6 +33,7 @@ export default fp(
     app.decorate('plannerConfig', config);
 
     registerConsumer(app, {
+      partitionsConsumedConcurrently: config.CONSUMER_PARTITION_CONCURRENCY,
       groupId: config.CONSUMER_GROUP,
       topics: [topicName('outreachRequested', config.TOPIC_PREFIX)],
       chunkSize: config.REQUEST_BATCH_SIZE,
@@ -41,6 +42,7 @@ export default fp(
       handler: ingressHandler({ pool: app.pg, repository, experiments, logger: log('ingress') }),
     });
     registerConsumer(app, {
+      partitionsConsumedConcurrently: config.CONSUMER_PARTITION_CONCURRENCY,
       groupId: `${config.CONSUMER_GROUP}-conversations`,
       topics: [topicName('conversationEvents', config.TOPIC_PREFIX), topicName('sendRecorded', config.TOPIC_PREFIX)],
       handler: conversationHandler(repository, log('conversations')),

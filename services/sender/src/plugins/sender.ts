@@ -70,6 +70,7 @@ export default fp(
     registerSenderGauges(app.metrics, repository);
 
     registerConsumer(app, {
+      partitionsConsumedConcurrently: config.CONSUMER_PARTITION_CONCURRENCY,
       groupId: config.CONSUMER_GROUP,
       topics: [topicName('sendRequested', config.TOPIC_PREFIX)],
       chunkSize: config.SEND_BATCH_SIZE,

@@ -13,6 +13,7 @@ import {
   type Rejection,
   type SendRequested,
   GroupCommit,
+  isTransientError,
 } from '@outreach/shared';
 import pLimit from 'p-limit';
 import type { MailMessage, MailProvider, SendResult } from '../adapters/providers/port.js';
@@ -81,6 +82,8 @@ export class SendPipeline {
   /** Concurrent sends share their fence and record transactions (each still conditional on its token). */
   private readonly fences: GroupCommit<Claim, FenceResult>;
   private readonly records: GroupCommit<RecordEntry, boolean>;
+  /** SEND_CONCURRENCY bounds the process's provider calls, across the partitions it works on at once. */
+  private readonly limit: ReturnType<typeof pLimit>;
 
   constructor(private readonly options: SendPipelineOptions) {
     this.metrics = sendMetrics(options.metrics);
@@ -88,6 +91,7 @@ export class SendPipeline {
     this.errorRate = new ErrorRateWindow(options.autoPause);
     this.fences = new GroupCommit((claims) => options.repository.fenceMany(claims));
     this.records = new GroupCommit((entries) => options.repository.recordMany(entries));
+    this.limit = pLimit(options.concurrency);
   }
 
   /** The consumer's handler: validate, claim, then process what this chunk claimed. */
@@ -150,13 +154,12 @@ export class SendPipeline {
       },
       Math.max(250, Math.floor(this.options.leaseMs / 3)),
     );
-    const limit = pLimit(this.options.concurrency);
     let stopError: unknown;
     const released: Claim[] = [];
     try {
       await Promise.all(
         checked.ready.map((claim) =>
-          limit(async () => {
+          this.limit(async () => {
             if (stopError !== undefined || control.shouldStop()) {
               released.push(claim);
               waiting.delete(claim.sendId);
@@ -241,7 +244,7 @@ export class SendPipeline {
     switch (result.kind) {
       case 'sent':
         if (
-          await this.records.submit({
+          await this.record({
             claim,
             row,
             result: { outcome: 'sent', providerMessageId: result.providerMessageId },
@@ -253,7 +256,7 @@ export class SendPipeline {
         }
         break;
       case 'rejected':
-        await this.records.submit({
+        await this.record({
           claim,
           row,
           result: { outcome: 'failed', reason: `provider rejected: ${result.reason}` },
@@ -262,13 +265,13 @@ export class SendPipeline {
         log.warn({ reason: result.reason }, 'provider rejected the message');
         break;
       case 'unknown':
-        await this.records.submit({ claim, row, result: { outcome: 'ambiguous', reason: result.reason } });
+        await this.record({ claim, row, result: { outcome: 'ambiguous', reason: result.reason } });
         this.metrics.outcomes.inc({ outcome: 'ambiguous' });
         log.error({ reason: result.reason }, 'send outcome unknown: recorded as ambiguous, not retried');
         break;
       case 'not_sent':
         if (row.attempts >= this.options.maxAttempts) {
-          await this.records.submit({
+          await this.record({
             claim,
             row,
             result: { outcome: 'failed', reason: `gave up after ${row.attempts} attempts: ${result.reason}` },
@@ -290,6 +293,24 @@ export class SendPipeline {
       await repository.pause(row.campaignId, pauseReason);
       this.metrics.autoPauses.inc();
       logger.error({ campaignId: row.campaignId, reason: pauseReason, alert: 'auto_pause' }, 'campaign auto-paused');
+    }
+  }
+
+  /**
+   * Records a known outcome. A database blip (transient error) must not turn a known outcome into
+   * `ambiguous`, so the record is retried with backoff for up to a lease; the UPDATE accepts a send
+   * the reconciler marked ambiguous meanwhile, so a late record still lands the truth.
+   */
+  private async record(entry: RecordEntry): Promise<boolean> {
+    const deadline = Date.now() + this.options.leaseMs;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.records.submit(entry);
+      } catch (error) {
+        if (!isTransientError(error) || Date.now() >= deadline) throw error;
+        this.options.logger.warn({ err: error, sendId: entry.claim.sendId, attempt }, 'recording failed; retrying');
+        await new Promise((resolve) => setTimeout(resolve, Math.min(2_000, 100 * 2 ** attempt)));
+      }
     }
   }
 
