@@ -102,10 +102,11 @@ async function until(
   done: () => Promise<boolean> | boolean,
   progress: () => string,
   timeoutMs: number,
+  intervalMs = 250,
 ) {
   const ticker = setInterval(() => say(`  ${description}: ${progress()}`), 5_000);
   try {
-    await waitFor(done, { timeoutMs, intervalMs: 250, description });
+    await waitFor(done, { timeoutMs, intervalMs, description });
   } finally {
     clearInterval(ticker);
   }
@@ -226,6 +227,7 @@ async function ours(
         () => recorded.size >= (distinct * k) / 4,
         () => `${recorded.size}/${distinct}`,
         600_000,
+        10, // kill within milliseconds of the mark, while work is in flight
       );
       await stack.stop('sender', 'SIGKILL');
       await stack.start('sender');
@@ -542,6 +544,7 @@ async function peerRun(
       () => refresh() >= (distinct * k) / 4,
       () => `${deliveries.size}/${distinct}`,
       600_000,
+      10, // kill within milliseconds of the mark, while work is in flight
     );
     const victim = workers.shift() as RunningProcess;
     await victim.stop('SIGKILL');
