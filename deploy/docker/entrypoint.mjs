@@ -4,6 +4,7 @@
  *   docker run IMAGE planner|sender|experiment|liveness      a service (in this process, so it is PID 1's signals)
  *   docker run IMAGE migrate [planner sender ...]             migrations of all (or the named) services
  *   docker run IMAGE topics:ensure                            create or align every topic
+ *   docker run IMAGE dlq-replay --topic T [--code C] [--dry-run]  dead-lettered messages back to T
  *   docker run IMAGE sender-backfill|experiment-dry-run|experiment-replay|liveness-rebuild [args]
  *
  * The commands and the files they run are in commands.json; a test checks that each has its package

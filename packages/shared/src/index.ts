@@ -65,6 +65,7 @@ export {
   type ConsumerRunnerOptions,
 } from './kafka/consumer.js';
 export { replayFromBeginning } from './kafka/replay.js';
+export { replayDeadLetters, type DlqReplayOptions, type DlqReplayResult } from './kafka/dlq-replay.js';
 export { withTransaction, type Queryable } from './pg/transaction.js';
 export { GroupCommit } from './pg/group-commit.js';
 export { migrate, sharedMigrationsDir, type MigrateOptions } from './pg/migrate.js';
