@@ -2,7 +2,7 @@
  * The consumer runner against the real broker: poison input goes to the DLQ and the partition keeps
  * flowing; transient failures are retried without skipping; a failing event is narrowed down.
  */
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import avro from 'avsc';
 import type { Admin, Kafka, Producer } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -10,6 +10,7 @@ import { eventCodec } from '../contracts/codec.js';
 import { schemaDefinitions, type StepCompleted } from '../contracts/events.generated.js';
 import { createLogger } from '../logger.js';
 import { createMetricsRegistry } from '../metrics.js';
+import { stepCompleted } from '../testing/fixtures/events.js';
 import { uniqueName } from '../testing/names.js';
 import { waitFor } from '../wait.js';
 import { createKafka } from './client.js';
@@ -46,21 +47,6 @@ async function topicWithDlq(prefix: string, partitions = 3): Promise<string> {
     ],
   });
   return topic;
-}
-
-function stepCompleted(seq: number, key = `cand-${seq % 17}`): StepCompleted {
-  return {
-    type: 'StepCompleted',
-    eventId: randomUUID(),
-    occurredAt: Date.now(),
-    producer: 'test',
-    correlationId: `corr-${seq}`,
-    causationId: null,
-    conversationId: `conv-${key}`,
-    campaignId: 'camp',
-    candidateKey: key,
-    stepId: String(seq),
-  };
 }
 
 function start(topic: string, handler: EventBatchHandler, chunkSize = 200): ConsumerRunner {

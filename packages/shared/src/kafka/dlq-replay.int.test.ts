@@ -3,11 +3,10 @@
  * the fixed consumer handles each once. Filters pick by code; a second run replays nothing new; a
  * dry run changes nothing.
  */
-import { randomUUID } from 'node:crypto';
 import type { Admin, Kafka } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import type { StepCompleted } from '../contracts/events.generated.js';
 import { createLogger } from '../logger.js';
+import { stepCompleted } from '../testing/fixtures/events.js';
 import { uniqueName } from '../testing/names.js';
 import { waitFor } from '../wait.js';
 import { createKafka } from './client.js';
@@ -29,48 +28,44 @@ afterAll(async () => {
   await admin.disconnect();
 });
 
-function step(seq: number): StepCompleted {
-  return {
-    type: 'StepCompleted',
-    eventId: randomUUID(),
-    occurredAt: Date.now(),
-    producer: 'test',
-    correlationId: `corr-${seq}`,
-    causationId: null,
-    conversationId: `conv-${seq}`,
-    campaignId: 'camp',
-    candidateKey: `cand-${seq}`,
-    stepId: String(seq),
-  };
+const step = (seq: number) => stepCompleted(seq, `cand-${seq}`);
+
+/** A topic and its DLQ, `count` events on it, and a buggy consumer group that dead-lettered them all. */
+async function deadLettered(count: number, partitions: number, reason: string) {
+  const topic = uniqueName('dlq-replay');
+  const dlqTopic = dlqTopicOf(topic);
+  await admin.createTopics({
+    waitForLeaders: true,
+    topics: [
+      { topic, numPartitions: partitions },
+      { topic: dlqTopic, numPartitions: partitions },
+    ],
+  });
+  const groupId = uniqueName('group');
+  const events = Array.from({ length: count }, (_, i) => step(i));
+  const producer = new EventProducer(kafka);
+  await producer.publish(events.map((event) => ({ topic, event })));
+  await producer.disconnect();
+  const buggy = new ConsumerRunner({
+    kafka,
+    groupId,
+    topics: [topic],
+    logger,
+    handler: async (batch) => ({ rejected: batch.map((e) => ({ offset: e.offset, reason })) }),
+  });
+  await buggy.start();
+  await waitFor(() => buggy.stats.deadLettered === count, {
+    timeoutMs: 30_000,
+    description: `${count} dead-lettered`,
+  });
+  await buggy.stop();
+  return { topic, dlqTopic, groupId, events };
 }
 
 describe('replayDeadLetters', () => {
   it('sends dead-lettered events back once, after the fix, with filters, resumption and a dry run', async () => {
-    const topic = uniqueName('dlq-replay');
-    const dlqTopic = dlqTopicOf(topic);
-    await admin.createTopics({
-      waitForLeaders: true,
-      topics: [
-        { topic, numPartitions: 3 },
-        { topic: dlqTopic, numPartitions: 3 },
-      ],
-    });
-    const groupId = uniqueName('group');
-    const events = Array.from({ length: 30 }, (_, i) => step(i));
-    const producer = new EventProducer(kafka);
-    await producer.publish(events.map((event) => ({ topic, event })));
-
     // The bug: every event is rejected, so all 30 go to the DLQ with their reason.
-    const buggy = new ConsumerRunner({
-      kafka,
-      groupId,
-      topics: [topic],
-      logger,
-      handler: async (batch) => ({ rejected: batch.map((e) => ({ offset: e.offset, reason: 'template missing' })) }),
-    });
-    await buggy.start();
-    await waitFor(() => buggy.stats.deadLettered === 30, { timeoutMs: 30_000, description: '30 dead-lettered' });
-    await buggy.stop();
+    const { topic, dlqTopic, groupId, events } = await deadLettered(30, 3, 'template missing');
 
     // A dry run reports and changes nothing.
     const dry = await replayDeadLetters({ kafka, dlqTopic, dryRun: true });
@@ -100,33 +95,10 @@ describe('replayDeadLetters', () => {
     expect(await replayDeadLetters({ kafka, dlqTopic })).toMatchObject({ replayed: 0, skipped: 0 });
     expect(handled).toHaveLength(30);
     await fixed.stop();
-    await producer.disconnect();
   });
 
   it('skips what the filters leave out, and commits past it', async () => {
-    const topic = uniqueName('dlq-filter');
-    const dlqTopic = dlqTopicOf(topic);
-    await admin.createTopics({
-      waitForLeaders: true,
-      topics: [
-        { topic, numPartitions: 1 },
-        { topic: dlqTopic, numPartitions: 1 },
-      ],
-    });
-    const groupId = uniqueName('group');
-    const producer = new EventProducer(kafka);
-    await producer.publish(Array.from({ length: 5 }, (_, i) => ({ topic, event: step(i) })));
-    const buggy = new ConsumerRunner({
-      kafka,
-      groupId,
-      topics: [topic],
-      logger,
-      handler: async (batch) => ({ rejected: batch.map((e) => ({ offset: e.offset, reason: 'nope' })) }),
-    });
-    await buggy.start();
-    await waitFor(() => buggy.stats.deadLettered === 5, { timeoutMs: 30_000, description: '5 dead-lettered' });
-    await buggy.stop();
-
+    const { topic, dlqTopic } = await deadLettered(5, 1, 'nope');
     expect(await replayDeadLetters({ kafka, dlqTopic, group: 'another-group' })).toMatchObject({
       replayed: 0,
       skipped: 5,
@@ -134,6 +106,5 @@ describe('replayDeadLetters', () => {
     expect(await replayDeadLetters({ kafka, dlqTopic })).toMatchObject({ replayed: 0, skipped: 0 });
     const offsets = await admin.fetchTopicOffsets(topic);
     expect(offsets[0]?.high).toBe('5'); // nothing was published back
-    await producer.disconnect();
   });
 });
