@@ -27,18 +27,16 @@ import pg from 'pg';
 import {
   createKafka,
   createPool,
-  ensureTopics,
   eventCodec,
   EventProducer,
   migrate,
   topicName,
-  topics,
   type SendRecorded,
 } from '@outreach/shared';
 import { startProcess, waitFor, type RunningProcess } from '@outreach/shared/testing';
 import { up } from './infra.js';
 import { describeMachine, machineMarkdown } from './lib/machine.js';
-import { Stack } from './lib/stack.js';
+import { dropRunData, services, Stack, type Service } from './lib/stack.js';
 import {
   duplicateDeliveries,
   latencyOf,
@@ -75,7 +73,6 @@ const sections = new Set(
 const work = join(root, '.infra', 'bench');
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const tsNode = ['--conditions=source', '--import', 'tsx'];
-type Kafka = ReturnType<typeof createKafka>;
 
 interface SystemResult {
   readonly system: string;
@@ -148,34 +145,22 @@ async function ours(
   const run = runId('ours');
   const deliveryLog = join(work, `${run}.deliveries`);
   const kafka = createKafka({ brokers: infra.kafkaBrokers.split(','), clientId: 'bench' });
-  const stack = new Stack({
-    run,
-    kafkaBrokers: infra.kafkaBrokers,
-    databaseUrl: infra.databaseUrl,
-    portBase: Number(args['port-base']),
-    token: 'bench-token',
-    smtpPort: 2525,
-    env: (service) =>
-      service === 'sender'
-        ? {
-            MAIL_PROVIDER: 'null',
-            NULL_PROVIDER_LOG: deliveryLog,
-            NULL_PROVIDER_DELAY_MS: String(options.providerDelayMs ?? 0),
-            SEND_CONCURRENCY: '64',
-            SEND_BATCH_SIZE: '500',
-            SEND_RATE_PER_SECOND: '1000000',
-            LEASE_MS: '30000',
-            PROVIDER_TIMEOUT_MS: '10000',
-          }
-        : service === 'planner'
-          ? { REQUEST_BATCH_SIZE: '500' }
-          : {},
-  });
-  const admin = kafka.admin();
-  await admin.connect();
-  await ensureTopics(admin, { prefix: stack.prefix });
-  await admin.disconnect();
-  process.on('exit', () => stack.killAll());
+  const stack = await benchStack(run, infra, (service) =>
+    service === 'sender'
+      ? {
+          MAIL_PROVIDER: 'null',
+          NULL_PROVIDER_LOG: deliveryLog,
+          NULL_PROVIDER_DELAY_MS: String(options.providerDelayMs ?? 0),
+          SEND_CONCURRENCY: '64',
+          SEND_BATCH_SIZE: '500',
+          SEND_RATE_PER_SECOND: '1000000',
+          LEASE_MS: '30000',
+          PROVIDER_TIMEOUT_MS: '10000',
+        }
+      : service === 'planner'
+        ? { REQUEST_BATCH_SIZE: '500' }
+        : {},
+  );
   const nodeArgs = (service: string) =>
     options.profileDir ? [`--cpu-prof`, `--cpu-prof-dir=${join(options.profileDir, service)}`] : [];
   for (const service of ['experiment', 'liveness', 'sender', 'planner'] as const) {
@@ -250,12 +235,7 @@ async function ours(
   const seconds = (last - started) / 1000;
   const latencies = [...recorded].map(([sendId, at]) => at - (publishedAt.get(sendId) ?? at));
   const deliveries = readDeliveryLog(deliveryLog);
-  await dropRun(
-    kafka,
-    stack.prefix,
-    infra.databaseUrl,
-    services.map((s) => stack.schema(s)),
-  );
+  await stack.dropData(services);
   return {
     system: 'outreach (ours)',
     note: `outcomes: ${[...outcomes].map(([k, v]) => `${k} ${v}`).join(', ')}`,
@@ -271,27 +251,23 @@ async function ours(
   };
 }
 
-const services = ['planner', 'sender', 'experiment', 'liveness'] as const;
-
-async function dropRun(kafka: Kafka, prefix: string, databaseUrl: string, schemas: readonly string[]): Promise<void> {
-  const admin = kafka.admin();
-  await admin.connect();
-  try {
-    const names = new Set(
-      Object.keys(topics).flatMap((id) => {
-        const name = topicName(id as keyof typeof topics, prefix);
-        return [name, `${name}.dlq`];
-      }),
-    );
-    const existing = (await admin.listTopics()).filter((t) => names.has(t) || t.startsWith(prefix));
-    if (existing.length > 0) await admin.deleteTopics({ topics: existing });
-  } finally {
-    await admin.disconnect();
-  }
-  const client = new pg.Client({ connectionString: databaseUrl });
-  await client.connect();
-  for (const schema of schemas) await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-  await client.end();
+/** A stack of service processes for one bench run, with its topics created. */
+async function benchStack(
+  run: string,
+  infra: { kafkaBrokers: string; databaseUrl: string },
+  env?: (service: Service) => Record<string, string>,
+): Promise<Stack> {
+  const stack = new Stack({
+    run,
+    kafkaBrokers: infra.kafkaBrokers,
+    databaseUrl: infra.databaseUrl,
+    portBase: Number(args['port-base']),
+    token: 'bench-token',
+    smtpPort: 2525,
+    ...(env ? { env } : {}),
+  });
+  await stack.createTopics();
+  return stack;
 }
 
 // --------------------------------------------------------------------------------------- ceiling
@@ -372,7 +348,7 @@ async function ceiling(
   await reader.disconnect();
   await Promise.all(stages.map((s) => s.stop('SIGTERM')));
   const seconds = (maxOf(received.values()) - started) / 1000;
-  await dropRun(kafka, prefix, infra.databaseUrl, [schema]);
+  await dropRunData(infra, prefix, [schema]);
   return {
     system: 'ceiling (2 minimal stages)',
     requests: requests.length,
@@ -447,6 +423,7 @@ function pgbossPeer(databaseUrl: string): Peer {
   const queueName = 'bench';
   const schema = runId('pgboss');
   const boss = new PgBoss({ connectionString: databaseUrl, schema, max: 4 });
+  const pool = new pg.Pool({ connectionString: databaseUrl, max: 1 });
   boss.on('error', () => undefined);
   return {
     name: 'pg-boss 10.4 (PostgreSQL)',
@@ -483,21 +460,16 @@ function pgbossPeer(databaseUrl: string): Peer {
         tsNode,
       ),
     async idle() {
-      const pool = new pg.Client({ connectionString: databaseUrl });
-      await pool.connect();
       const { rows } = await pool.query<{ n: number }>(
         `SELECT count(*)::int AS n FROM "${schema}".job WHERE name = $1 AND state IN ('created', 'retry', 'active')`,
         [queueName],
       );
-      await pool.end();
       return rows[0]?.n === 0;
     },
     async tearDown() {
       await boss.stop({ graceful: false, wait: true });
-      const client = new pg.Client({ connectionString: databaseUrl });
-      await client.connect();
-      await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await client.end();
+      await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await pool.end();
     },
   };
 }
@@ -601,21 +573,7 @@ function redisPids(): number[] {
 // ---------------------------------------------------------------------------- scaling: endpoints
 
 async function checkEndpoint(infra: { kafkaBrokers: string; databaseUrl: string }, rows: number) {
-  const run = runId('check');
-  const kafka = createKafka({ brokers: infra.kafkaBrokers.split(','), clientId: 'bench-check' });
-  const stack = new Stack({
-    run,
-    kafkaBrokers: infra.kafkaBrokers,
-    databaseUrl: infra.databaseUrl,
-    portBase: Number(args['port-base']),
-    token: 'bench-token',
-    smtpPort: 2525,
-    env: () => ({ MAIL_PROVIDER: 'null' }),
-  });
-  const admin = kafka.admin();
-  await admin.connect();
-  await ensureTopics(admin, { prefix: stack.prefix });
-  await admin.disconnect();
+  const stack = await benchStack(runId('check'), infra, () => ({ MAIL_PROVIDER: 'null' }));
   await stack.start('sender');
   const client = new pg.Client({ connectionString: infra.databaseUrl });
   await client.connect();
@@ -649,7 +607,7 @@ async function checkEndpoint(infra: { kafkaBrokers: string; databaseUrl: string 
     ],
   });
   await stack.stopAll();
-  await dropRun(kafka, stack.prefix, infra.databaseUrl, [stack.schema('sender')]);
+  await stack.dropData(['sender']);
   return {
     rows,
     targetRate: 1_000,
@@ -662,20 +620,7 @@ async function checkEndpoint(infra: { kafkaBrokers: string; databaseUrl: string 
 }
 
 async function experimentAssignments(infra: { kafkaBrokers: string; databaseUrl: string }) {
-  const run = runId('exp');
-  const kafka = createKafka({ brokers: infra.kafkaBrokers.split(','), clientId: 'bench-experiment' });
-  const stack = new Stack({
-    run,
-    kafkaBrokers: infra.kafkaBrokers,
-    databaseUrl: infra.databaseUrl,
-    portBase: Number(args['port-base']),
-    token: 'bench-token',
-    smtpPort: 2525,
-  });
-  const admin = kafka.admin();
-  await admin.connect();
-  await ensureTopics(admin, { prefix: stack.prefix });
-  await admin.disconnect();
+  const stack = await benchStack(runId('exp'), infra);
   await stack.start('experiment');
   await stack.json('experiment', '/v1/experiments', {
     method: 'POST',
@@ -727,7 +672,7 @@ async function experimentAssignments(infra: { kafkaBrokers: string; databaseUrl:
     ],
   });
   await stack.stopAll();
-  await dropRun(kafka, stack.prefix, infra.databaseUrl, [stack.schema('experiment')]);
+  await stack.dropData(['experiment']);
   return {
     singlePerSecond: Math.round(singleRun.requests.average),
     singleP99Ms: singleRun.latency.p99,

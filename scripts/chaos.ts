@@ -22,19 +22,14 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import {
   createKafka,
-  ensureTopics,
   EventProducer,
   normalizeCandidateKey,
   sendIdFor,
   topicName,
-  topics,
   type OutreachRequested,
 } from '@outreach/shared';
 import { freePort, SmtpSink, waitFor } from '@outreach/shared/testing';
-
 import pg from 'pg';
-
-type Kafka = ReturnType<typeof createKafka>;
 import {
   startKafka,
   startOwnedPostgres,
@@ -45,8 +40,9 @@ import {
   type PostgresInstance,
 } from './infra.js';
 import { describeMachine, machineMarkdown, type MachineDescription } from './lib/machine.js';
-import { ingressBody, Stack } from './lib/stack.js';
+import { ingressBody, outreachRequest, Stack } from './lib/stack.js';
 
+type Kafka = ReturnType<typeof createKafka>;
 const root = join(import.meta.dirname, '..');
 const { values: args } = parseArgs({
   options: {
@@ -281,24 +277,12 @@ function skewedClock(faketime: string, offsetMs: number): { env: Record<string, 
 }
 
 function requestsFor(count: number): OutreachRequested[] {
-  return Array.from({ length: count }, (_, i) => ({
-    type: 'OutreachRequested',
-    eventId: randomUUID(),
-    occurredAt: Date.now(),
-    producer: 'chaos',
-    correlationId: randomUUID(),
-    causationId: null,
-    conversationId: null,
-    sendAt: null,
-    requestId: `chaos-${i}`,
-    campaignId: CAMPAIGN,
-    candidateId: `cand-${i}`,
-    email: `cand-${i}@example.com`,
-    step: 'intro',
-    experimentId: null,
-    contents: [{ variant: null, subject: 'A role for you', body: 'Would you like to talk?' }],
-    followUps: [],
-  }));
+  return Array.from({ length: count }, (_, i) =>
+    outreachRequest(
+      { requestId: `chaos-${i}`, campaignId: CAMPAIGN, candidateId: `cand-${i}`, email: `cand-${i}@example.com` },
+      'chaos',
+    ),
+  );
 }
 
 interface Result {
@@ -362,9 +346,9 @@ async function runScenario(
           }
         : { EXPERIMENT_URL: 'http://127.0.0.1:9/unused' },
   });
-  // Interrupted (Ctrl-C, a crash): no service, and no broker of the suite's own, outlives it.
+  // Interrupted (Ctrl-C, a crash): no broker or database of the suite's own outlives it (the stack
+  // kills its own processes).
   const exitHandler = () => {
-    stack.killAll();
     const postmaster = postgresInstance && join(postgresInstance.dir, 'data', 'postmaster.pid');
     const postgresPid =
       postmaster && existsSync(postmaster) ? Number(readFileSync(postmaster, 'utf8').split('\n')[0]) : undefined;
@@ -377,10 +361,7 @@ async function runScenario(
     }
   };
   process.on('exit', exitHandler);
-  const admin = kafka.admin();
-  await admin.connect();
-  await ensureTopics(admin, { prefix: stack.prefix, partitions: scenario.partitions ?? 6 });
-  await admin.disconnect();
+  await stack.createTopics(scenario.partitions ?? 6);
 
   const requests = requestsFor(config.requests);
   const notes: string[] = [];
@@ -540,28 +521,14 @@ async function runScenario(
     await stack.stopAll();
     process.off('exit', exitHandler);
     await sink.stop();
-    await cleanUp(kafka, stack, db).catch((error: unknown) => say(`clean-up of ${run} failed: ${String(error)}`));
+    // Scenarios leave nothing behind on the shared broker and database.
+    await stack
+      .dropData(['planner', 'sender'])
+      .catch((error: unknown) => say(`clean-up of ${run} failed: ${String(error)}`));
     await db.end().catch(() => undefined);
     if (kafkaInstance) await stopKafka(kafkaInstance).catch(() => undefined);
     if (postgresInstance) await stopOwnedPostgres(postgresInstance).catch(() => undefined);
     rmSync(ownDir, { recursive: true, force: true });
-  }
-}
-
-/** Drops the run's topics and schemas: scenarios leave nothing behind on the shared broker and database. */
-async function cleanUp(kafka: Kafka, stack: Stack, db: pg.Pool): Promise<void> {
-  const admin = kafka.admin();
-  await admin.connect();
-  try {
-    const ids = Object.keys(topics) as Array<keyof typeof topics>;
-    const names = ids.flatMap((id) => [topicName(id, stack.prefix), `${topicName(id, stack.prefix)}.dlq`]);
-    const existing = new Set(await admin.listTopics());
-    await admin.deleteTopics({ topics: names.filter((n) => existing.has(n)) });
-  } finally {
-    await admin.disconnect();
-  }
-  for (const service of ['planner', 'sender'] as const) {
-    await db.query(`DROP SCHEMA IF EXISTS "${stack.schema(service)}" CASCADE`);
   }
 }
 

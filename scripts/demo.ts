@@ -14,7 +14,6 @@
 import { randomUUID } from 'node:crypto';
 import {
   createKafka,
-  ensureTopics,
   EventProducer,
   topicName,
   type MessageReceived,
@@ -23,7 +22,7 @@ import {
 } from '@outreach/shared';
 import { SmtpSink, waitFor } from '@outreach/shared/testing';
 import { up } from './infra.js';
-import { ingressBody, Stack, type Service } from './lib/stack.js';
+import { ingressBody, outreachRequest, Stack, type Service } from './lib/stack.js';
 
 const candidates = Number(process.env.DEMO_CANDIDATES ?? 2_000);
 const portBase = Number(process.env.DEMO_PORT_BASE ?? 8080);
@@ -55,15 +54,10 @@ async function main(): Promise<number> {
         : {},
   });
   const { prefix } = stack;
-  const admin = kafka.admin();
-  await admin.connect();
-  await ensureTopics(admin, { prefix, partitions: 6 });
-  await admin.disconnect();
+  await stack.createTopics(6);
   say(
     `kafka ${state.kafkaBrokers} (${state.kafka.source}), postgres ${state.postgres.source}, SMTP sink on ${sink.port}, run ${run}`,
   );
-  // Whatever happens to the demo, its services do not outlive it.
-  process.on('exit', () => stack.killAll());
   const url = (service: Service, path: string) => stack.url(service, path);
   const stopAll = async () => {
     await stack.stopAll();
@@ -95,16 +89,6 @@ async function main(): Promise<number> {
     // The workload: two campaigns; the first is an A/B test with a follow-up.
     const backend = Math.round(candidates * 0.6);
     const requests: OutreachRequested[] = [];
-    const base = () => ({
-      type: 'OutreachRequested' as const,
-      eventId: randomUUID(),
-      occurredAt: Date.now(),
-      producer: 'demo-ats',
-      correlationId: randomUUID(),
-      causationId: null,
-      conversationId: null,
-      sendAt: null,
-    });
     for (let i = 0; i < candidates; i++) {
       const inBackend = i < backend;
       const candidateId = `cand-${i}`;
@@ -114,34 +98,37 @@ async function main(): Promise<number> {
           : i === backend + 11
             ? 'bounce@example.com'
             : `candidate${i}@example.com`;
-      requests.push({
-        ...base(),
-        requestId: `${candidateId}-intro`,
-        campaignId: inBackend ? 'backend-engineers' : 'product-designers',
-        candidateId,
-        email,
-        step: 'intro',
-        experimentId: inBackend ? 'subject-line' : null,
-        contents: inBackend
-          ? [
-              { variant: 'short', subject: 'Quick question', body: 'Are you open to a backend role?' },
-              {
-                variant: 'personal',
-                subject: `Hi ${candidateId}, your work caught our eye`,
-                body: 'We loved your open-source work.',
-              },
-            ]
-          : [{ variant: null, subject: 'A design role for you', body: 'Would you like to hear more?' }],
-        followUps: inBackend
-          ? [
-              {
-                step: 'follow-up',
-                delayMs: 2_000,
-                contents: [{ variant: null, subject: 'Following up', body: 'Any thoughts?' }],
-              },
-            ]
-          : [],
-      });
+      requests.push(
+        outreachRequest(
+          {
+            requestId: `${candidateId}-intro`,
+            campaignId: inBackend ? 'backend-engineers' : 'product-designers',
+            candidateId,
+            email,
+            experimentId: inBackend ? 'subject-line' : null,
+            contents: inBackend
+              ? [
+                  { variant: 'short', subject: 'Quick question', body: 'Are you open to a backend role?' },
+                  {
+                    variant: 'personal',
+                    subject: `Hi ${candidateId}, your work caught our eye`,
+                    body: 'We loved your open-source work.',
+                  },
+                ]
+              : [{ variant: null, subject: 'A design role for you', body: 'Would you like to hear more?' }],
+            followUps: inBackend
+              ? [
+                  {
+                    step: 'follow-up',
+                    delayMs: 2_000,
+                    contents: [{ variant: null, subject: 'Following up', body: 'Any thoughts?' }],
+                  },
+                ]
+              : [],
+          },
+          'demo-ats',
+        ),
+      );
     }
     // Duplicates: every 10th request again, and every 20th with its address in other case and spaces.
     const duplicates = requests.filter((_, i) => i % 10 === 0).map((r) => ({ ...r, eventId: randomUUID() }));

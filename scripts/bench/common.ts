@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { normalizeCandidateKey, sendIdFor, type OutreachRequested } from '@outreach/shared';
 import * as hdr from 'hdr-histogram-js';
+import { outreachRequest } from '../lib/stack.js';
 
 export const CAMPAIGN = 'bench';
 
@@ -22,24 +23,10 @@ export interface BenchRequest {
  */
 export function requestSet(distinct: number): BenchRequest[] {
   const originals: BenchRequest[] = Array.from({ length: distinct }, (_, i) => {
-    const event: OutreachRequested = {
-      type: 'OutreachRequested',
-      eventId: randomUUID(),
-      occurredAt: Date.now(),
-      producer: 'bench',
-      correlationId: randomUUID(),
-      causationId: null,
-      conversationId: null,
-      sendAt: null,
-      requestId: `bench-${i}`,
-      campaignId: CAMPAIGN,
-      candidateId: `cand-${i}`,
-      email: `cand-${i}@example.com`,
-      step: 'intro',
-      experimentId: null,
-      contents: [{ variant: null, subject: 'A role for you', body: 'Would you like to talk about a role?' }],
-      followUps: [],
-    };
+    const event = outreachRequest(
+      { requestId: `bench-${i}`, campaignId: CAMPAIGN, candidateId: `cand-${i}`, email: `cand-${i}@example.com` },
+      'bench',
+    );
     return {
       event,
       jobKey: `${CAMPAIGN}:${event.candidateId}:${event.step}`,

@@ -3,9 +3,11 @@
  * built `dist/server.js` with its own HTTP port, its own schema and consumer group under one run id,
  * so runs never see each other's data. Several instances of one service share its schema and group.
  */
+import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import type { OutreachRequested } from '@outreach/shared';
+import { createKafka, ensureTopics, type OutreachRequested } from '@outreach/shared';
 import { startProcess, waitFor, type RunningProcess } from '@outreach/shared/testing';
+import pg from 'pg';
 
 export const services = ['planner', 'sender', 'experiment', 'liveness'] as const;
 export type Service = (typeof services)[number];
@@ -36,9 +38,36 @@ const root = join(import.meta.dirname, '..', '..');
 export class Stack {
   readonly prefix: string;
   readonly processes = new Map<string, RunningProcess>();
+  /** Whatever happens to the runner (a crash, Ctrl-C), its services do not outlive it. */
+  private readonly exitGuard = () => this.killAll();
 
   constructor(private readonly options: StackOptions) {
     this.prefix = `${options.run}.`;
+    process.on('exit', this.exitGuard);
+  }
+
+  get run(): string {
+    return this.options.run;
+  }
+
+  /** Creates the run's topics (every declared topic and its DLQ, under the run's prefix). */
+  async createTopics(partitions?: number): Promise<void> {
+    const admin = createKafka({ brokers: this.options.kafkaBrokers.split(','), clientId: `${this.run}-admin` }).admin();
+    await admin.connect();
+    try {
+      await ensureTopics(admin, { prefix: this.prefix, ...(partitions === undefined ? {} : { partitions }) });
+    } finally {
+      await admin.disconnect();
+    }
+  }
+
+  /** Deletes the run's topics and drops the schemas of the given services. */
+  async dropData(schemaOf: readonly Service[]): Promise<void> {
+    await dropRunData(
+      { kafkaBrokers: this.options.kafkaBrokers, databaseUrl: this.options.databaseUrl },
+      this.prefix,
+      schemaOf.map((service) => this.schema(service)),
+    );
   }
 
   port(service: Service, instance = 0): number {
@@ -121,6 +150,7 @@ export class Stack {
 
   async stopAll(signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
     await Promise.all([...this.processes.values()].map((p) => p.stop(signal).catch(() => p.stop('SIGKILL'))));
+    process.off('exit', this.exitGuard);
   }
 
   /** Kills every process synchronously: for `process.on('exit')`, so no service outlives its runner. */
@@ -169,5 +199,50 @@ export function ingressBody(r: OutreachRequested): Record<string, unknown> {
     experimentId: r.experimentId,
     contents: r.contents,
     followUps: r.followUps,
+  };
+}
+
+/** Deletes every topic under `prefix` and drops `schemas`: a run leaves nothing on a shared broker or database. */
+export async function dropRunData(
+  infra: { readonly kafkaBrokers: string; readonly databaseUrl: string },
+  prefix: string,
+  schemas: readonly string[],
+): Promise<void> {
+  const admin = createKafka({ brokers: infra.kafkaBrokers.split(','), clientId: 'drop-run' }).admin();
+  await admin.connect();
+  try {
+    const mine = (await admin.listTopics()).filter((topic) => topic.startsWith(prefix));
+    if (mine.length > 0) await admin.deleteTopics({ topics: mine });
+  } finally {
+    await admin.disconnect();
+  }
+  const client = new pg.Client({ connectionString: infra.databaseUrl });
+  await client.connect();
+  try {
+    for (const schema of schemas) await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  } finally {
+    await client.end();
+  }
+}
+
+/** An OutreachRequested as another system would publish it; the envelope and defaults filled in. */
+export function outreachRequest(
+  fields: Pick<OutreachRequested, 'requestId' | 'campaignId' | 'candidateId' | 'email'> & Partial<OutreachRequested>,
+  producer = 'ats',
+): OutreachRequested {
+  return {
+    type: 'OutreachRequested',
+    eventId: randomUUID(),
+    occurredAt: Date.now(),
+    producer,
+    correlationId: randomUUID(),
+    causationId: null,
+    conversationId: null,
+    sendAt: null,
+    step: 'intro',
+    experimentId: null,
+    contents: [{ variant: null, subject: 'A role for you', body: 'Would you like to talk about a role?' }],
+    followUps: [],
+    ...fields,
   };
 }

@@ -91,7 +91,11 @@ export async function replayDeadLetters(options: DlqReplayOptions): Promise<DlqR
           }
           if (!options.dryRun) {
             const byTopic = new Map<string, RawRecord[]>();
-            for (const { topic, record } of replay) byTopic.set(topic, [...(byTopic.get(topic) ?? []), record]);
+            for (const { topic, record } of replay) {
+              const records = byTopic.get(topic);
+              if (records) records.push(record);
+              else byTopic.set(topic, [record]);
+            }
             await producer.publishRaw([...byTopic].map(([topic, records]) => ({ topic, records })));
             const last = messages.at(-1);
             if (last) {
