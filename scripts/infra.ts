@@ -6,13 +6,28 @@
  *   npm run infra:status   what runs, and whether it answers
  *   npm run infra:down     stop only what this checkout started, by pid   [--purge: delete data]
  *
- * Everything lives under .infra/ (git-ignored): jars, data, logs, pid files and state.json.
+ * Everything lives under .infra/ (git-ignored): jars, data, logs, pid files and state.json; except,
+ * when run as root, the owned PostgreSQL's files, which live in $TMPDIR/outreach-pg-<hash> (see
+ * ownedPostgresHome; `infra:down -- --purge` removes them too).
  * See docs/adr/002-local-infrastructure.md for the choices made here.
  */
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  closeSync,
+  existsSync,
+  lchownSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { createConnection } from 'node:net';
+import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { redactUrl, waitForKafka, waitForPostgres } from '@outreach/shared';
@@ -352,9 +367,71 @@ function postgresBinDir(): string | undefined {
   return undefined;
 }
 
+/** Where commands run as `postgres` start: our own working directory (a 0700 checkout) may be closed to it. */
+const POSTGRES_CWD = '/';
+
 /** initdb and postgres refuse to run as root; as root we run them as the `postgres` system user. */
 function asPostgresUser(command: string, args: string[]): [string, string[]] {
   return process.getuid?.() === 0 ? ['runuser', ['-u', 'postgres', '--', command, ...args]] : [command, args];
+}
+
+/** The uid and gid of the `postgres` system user, which runs the owned server when we are root. */
+function postgresUser(): { uid: number; gid: number } {
+  try {
+    const id = (flag: string) => Number(execFileSync('id', [flag, 'postgres'], { encoding: 'utf8' }).trim());
+    return { uid: id('-u'), gid: id('-g') };
+  } catch {
+    throw new InfraError(
+      'Running as root, the owned PostgreSQL runs as the `postgres` system user, which does not exist here. ' +
+        'apt-get install postgresql creates it; or set DATABASE_URL to an existing server.',
+    );
+  }
+}
+
+/**
+ * Where an owned server keeps its data, socket and log. Not root: the instance directory itself.
+ * As root: initdb and postgres refuse root, so they run as `postgres`, and that user must be able to
+ * walk every parent of the data directory. A checkout may sit under a directory only its owner enters
+ * (`mktemp -d` makes 0700 ones; issue #22), so as root the files live outside the checkout, in
+ * $TMPDIR/outreach-pg-<sha256 of the instance directory>. The name depends only on the instance path,
+ * so stop and purge find it again without any recorded state, and two checkouts never share it.
+ */
+export function ownedPostgresHome(instance: PostgresInstance): string {
+  if (process.getuid?.() !== 0) return instance.dir;
+  const digest = createHash('sha256').update(resolve(instance.dir)).digest('hex').slice(0, 16);
+  return join(tmpdir(), `outreach-pg-${digest}`);
+}
+
+/**
+ * As root, makes the home of `ownedPostgresHome` a 0700 directory owned by `postgres`, and checks that
+ * user can enter it. The temp directory is shared with every local user and the name is predictable,
+ * so an existing entry is used only if it is a real directory (not a symlink) owned by postgres or
+ * root: the sticky bit of /tmp stops anyone else from swapping such an entry afterwards.
+ */
+function prepareOwnedHome(home: string): void {
+  if (process.getuid?.() !== 0) {
+    mkdirSync(join(home, 'run'), { recursive: true });
+    return;
+  }
+  const { uid, gid } = postgresUser();
+  mkdirSync(home, { recursive: true, mode: 0o700 });
+  const stat = lstatSync(home);
+  if (!stat.isDirectory() || (stat.uid !== uid && stat.uid !== 0)) {
+    throw new InfraError(
+      `${home} exists but is not a directory owned by postgres or root; not using it. Remove it and retry.`,
+    );
+  }
+  lchownSync(home, uid, gid);
+  chmodSync(home, 0o700);
+  mkdirSync(join(home, 'run'), { recursive: true, mode: 0o700 });
+  lchownSync(join(home, 'run'), uid, gid);
+  const [cmd, args] = asPostgresUser('test', ['-w', home, '-a', '-x', home]);
+  if (spawnSync(cmd, args, { cwd: POSTGRES_CWD }).status !== 0) {
+    throw new InfraError(
+      `The postgres user cannot enter ${home}: a parent directory is closed to it. ` +
+        'Set TMPDIR to a directory it can reach (e.g. /tmp), or set DATABASE_URL to an existing server.',
+    );
+  }
 }
 
 function ownedPgUrl(instance: PostgresInstance): string {
@@ -394,12 +471,12 @@ export async function startOwnedPostgres(instance: PostgresInstance): Promise<st
       ].join('\n'),
     );
   }
-  const dataDir = join(instance.dir, 'data');
-  const runDir = join(instance.dir, 'run');
-  mkdirSync(runDir, { recursive: true });
-  if (process.getuid?.() === 0) execFileSync('chown', ['-R', 'postgres:postgres', instance.dir]);
+  const home = ownedPostgresHome(instance);
+  const dataDir = join(home, 'data');
+  const runDir = join(home, 'run');
+  prepareOwnedHome(home);
   if (!existsSync(join(dataDir, 'PG_VERSION'))) {
-    log(`postgres: initdb ${dataDir}`);
+    log(`postgres: initdb ${dataDir}${home === instance.dir ? '' : ` (for ${instance.dir})`}`);
     const [cmd, args] = asPostgresUser(join(bin, 'initdb'), [
       '-D',
       dataDir,
@@ -409,7 +486,7 @@ export async function startOwnedPostgres(instance: PostgresInstance): Promise<st
       '--encoding=UTF8',
       '--no-instructions',
     ]);
-    execFileSync(cmd, args, { stdio: ['ignore', 'ignore', 'inherit'] });
+    execFileSync(cmd, args, { cwd: POSTGRES_CWD, stdio: ['ignore', 'ignore', 'inherit'] });
   }
   if (!(await portInUse(port))) {
     log(`postgres: starting the project's own server on port ${port}`);
@@ -417,13 +494,13 @@ export async function startOwnedPostgres(instance: PostgresInstance): Promise<st
       '-D',
       dataDir,
       '-l',
-      join(instance.dir, 'postgres.log'),
+      join(home, 'postgres.log'),
       '-o',
       `-p ${port} -k ${runDir} -c listen_addresses=127.0.0.1 -c max_connections=200`,
       '-w',
       'start',
     ]);
-    execFileSync(cmd, args, { stdio: ['ignore', 'ignore', 'inherit'] });
+    execFileSync(cmd, args, { cwd: POSTGRES_CWD, stdio: ['ignore', 'ignore', 'inherit'] });
   }
   await waitForPostgres(`postgres://postgres@127.0.0.1:${port}/postgres`, READY_TIMEOUT_MS);
   const [cmd, args] = asPostgresUser(join(bin, 'psql'), [
@@ -438,7 +515,7 @@ export async function startOwnedPostgres(instance: PostgresInstance): Promise<st
     '-tAc',
     "SELECT 1 FROM pg_database WHERE datname = 'test'",
   ]);
-  if (execFileSync(cmd, args, { encoding: 'utf8' }).trim() !== '1') {
+  if (execFileSync(cmd, args, { cwd: POSTGRES_CWD, encoding: 'utf8' }).trim() !== '1') {
     const [ccmd, cargs] = asPostgresUser(join(bin, 'createdb'), [
       '-h',
       '127.0.0.1',
@@ -448,25 +525,41 @@ export async function startOwnedPostgres(instance: PostgresInstance): Promise<st
       'postgres',
       'test',
     ]);
-    execFileSync(ccmd, cargs);
+    execFileSync(ccmd, cargs, { cwd: POSTGRES_CWD });
   }
   await waitForPostgres(url, READY_TIMEOUT_MS);
   return url;
 }
 
+/** Where an instance's data may be: its home, and `<dir>/data` where root kept it before issue #22. */
+function ownedDataDirs(instance: PostgresInstance): string[] {
+  return [...new Set([join(ownedPostgresHome(instance), 'data'), join(instance.dir, 'data')])];
+}
+
 /** Stops (`-m fast`) a server this project owns, if it runs. */
 export async function stopOwnedPostgres(instance: PostgresInstance = defaultPostgres): Promise<void> {
-  const dataDir = join(instance.dir, 'data');
-  const pid = readPid(join(dataDir, 'postmaster.pid'));
-  if (pid === undefined || !isAlive(pid)) {
+  const dataDir = ownedDataDirs(instance).find((dir) => {
+    const pid = readPid(join(dir, 'postmaster.pid'));
+    return pid !== undefined && isAlive(pid);
+  });
+  if (dataDir === undefined) {
     log('postgres: no server owned by this checkout is running (a machine or DATABASE_URL server is left alone)');
     return;
   }
+  const pid = readPid(join(dataDir, 'postmaster.pid'));
   const bin = postgresBinDir();
   if (!bin) throw new InfraError('cannot find pg_ctl to stop the owned PostgreSQL; set PG_BIN_DIR');
   log(`postgres: stopping the owned server (pid ${pid})`);
   const [cmd, args] = asPostgresUser(join(bin, 'pg_ctl'), ['-D', dataDir, '-m', 'fast', '-w', 'stop']);
-  execFileSync(cmd, args, { stdio: ['ignore', 'ignore', 'inherit'] });
+  execFileSync(cmd, args, { cwd: POSTGRES_CWD, stdio: ['ignore', 'ignore', 'inherit'] });
+}
+
+/** Stops a server this project owns and deletes its data, wherever `ownedPostgresHome` put it. */
+export async function purgeOwnedPostgres(instance: PostgresInstance = defaultPostgres): Promise<void> {
+  await stopOwnedPostgres(instance);
+  for (const dir of ownedDataDirs(instance)) rmSync(dir, { recursive: true, force: true });
+  const home = ownedPostgresHome(instance);
+  if (home !== instance.dir) rmSync(home, { recursive: true, force: true });
 }
 
 // ---------------------------------------------------------------- commands
@@ -497,11 +590,10 @@ export async function up(): Promise<InfraState> {
 
 export async function down(options: { purge?: boolean } = {}): Promise<void> {
   await stopKafka(defaultKafka);
-  await stopOwnedPostgres(defaultPostgres);
+  await (options.purge ? purgeOwnedPostgres : stopOwnedPostgres)(defaultPostgres);
   rmSync(STATE_FILE, { force: true });
   if (options.purge) {
     rmSync(join(KAFKA_DIR, 'data'), { recursive: true, force: true });
-    rmSync(join(PG_DIR, 'data'), { recursive: true, force: true });
     log('purged Kafka and owned PostgreSQL data (jars kept)');
   }
 }

@@ -21,6 +21,7 @@ import { freePort, uniqueName, waitFor } from '@outreach/shared/testing';
 import type { Pool } from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  purgeOwnedPostgres,
   startKafka,
   startOwnedPostgres,
   stopKafka,
@@ -53,7 +54,8 @@ describe.skipIf(!hasJava || !hasPostgresBinaries)('consumer runner under infrast
   afterAll(async () => {
     await pool?.end().catch(() => undefined);
     await stopKafka(kafkaInstance).catch(() => undefined);
-    await stopOwnedPostgres(postgresInstance).catch(() => undefined);
+    // Purge, not only stop: as root its data lives outside `dir`, in the temp directory (issue #22).
+    await purgeOwnedPostgres(postgresInstance).catch(() => undefined);
     rmSync(dir, { recursive: true, force: true });
   }, 120_000);
 
