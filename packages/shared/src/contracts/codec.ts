@@ -5,28 +5,22 @@
  *
  * Decoding looks the fingerprint up among every known version of every event type, then resolves
  * the writer's version to the current one, so one topic carries several event types and older
- * writers stay readable.
+ * writers stay readable. Before avsc reads a body, a guard walks it over the writer's schema and
+ * refuses any length or count the bytes cannot hold (avro-guard.ts, ADR 005): decoding a message
+ * costs time and memory in proportion to its size, never to what it claims.
  */
 import avro from 'avsc';
+import { AvroBodyGuard, defaultDecodeLimits, type DecodeLimits } from './avro-guard.js';
+import { DecodeError } from './decode-error.js';
 import { schemaDefinitions, type EventType, type OutreachEvent } from './events.generated.js';
 import { fingerprintBytes } from './fingerprint.js';
 import { canonicalForm, schemaFingerprint, type AvroSchema } from './schema-tools.js';
 
+export { DecodeError, type DecodeErrorCode } from './decode-error.js';
+export { defaultDecodeLimits, type DecodeLimits } from './avro-guard.js';
+
 const MARKER = Buffer.from([0xc3, 0x01]);
 const HEADER_LENGTH = MARKER.length + 8;
-
-export type DecodeErrorCode = 'NOT_SINGLE_OBJECT' | 'UNKNOWN_FINGERPRINT' | 'TRUNCATED' | 'INVALID_BODY';
-
-/** Expected failure for bytes that are not one of our events. Never a crash; the caller dead-letters. */
-export class DecodeError extends Error {
-  override readonly name = 'DecodeError';
-  constructor(
-    readonly code: DecodeErrorCode,
-    message: string,
-  ) {
-    super(message);
-  }
-}
 
 export class EncodeError extends Error {
   override readonly name = 'EncodeError';
@@ -44,13 +38,21 @@ interface ReaderEntry {
   /** Present when the writer is an older version: resolves its data to the current reader. */
   readonly resolver?: avro.Resolver;
   readonly reader: avro.Type;
+  /** Checks the body against the writer's schema before avsc allocates anything for it. */
+  readonly guard: AvroBodyGuard;
 }
 
 export class EventCodec {
   private readonly writers = new Map<EventType, { type: avro.Type; header: Buffer; fingerprint: bigint }>();
   private readonly readers = new Map<bigint, ReaderEntry>();
+  readonly limits: DecodeLimits;
 
-  constructor(definitions: Readonly<Record<string, { current: object; history: readonly object[] }>>) {
+  /** `limits` bound what one message may make the decoder do; see DecodeLimits for the defaults. */
+  constructor(
+    definitions: Readonly<Record<string, { current: object; history: readonly object[] }>>,
+    limits: Partial<DecodeLimits> = {},
+  ) {
+    this.limits = { ...defaultDecodeLimits, ...limits };
     for (const [name, definition] of Object.entries(definitions)) {
       const type = name as EventType;
       const reader = avro.Type.forSchema(definition.current as avro.Schema);
@@ -60,12 +62,18 @@ export class EventCodec {
         fingerprint,
         header: Buffer.concat([MARKER, fingerprintBytes(fingerprint)]),
       });
-      this.readers.set(fingerprint, { type, writer: reader, reader });
+      this.readers.set(fingerprint, { type, writer: reader, reader, guard: AvroBodyGuard.forType(reader) });
       for (const older of definition.history) {
         const writer = avro.Type.forSchema(older as avro.Schema);
         const olderFingerprint = schemaFingerprint(older as AvroSchema);
         if (olderFingerprint === fingerprint) continue;
-        this.readers.set(olderFingerprint, { type, writer, reader, resolver: reader.createResolver(writer) });
+        this.readers.set(olderFingerprint, {
+          type,
+          writer,
+          reader,
+          resolver: reader.createResolver(writer),
+          guard: AvroBodyGuard.forType(writer),
+        });
       }
     }
   }
@@ -91,6 +99,12 @@ export class EventCodec {
   /** Throws DecodeError for anything that is not a complete, valid event. */
   decode(bytes: Uint8Array): OutreachEvent {
     const buffer = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    if (buffer.length > this.limits.maxBytes) {
+      throw new DecodeError(
+        'TOO_LARGE',
+        `message of ${buffer.length} bytes is larger than the decoder's maximum of ${this.limits.maxBytes}`,
+      );
+    }
     if (buffer.length < HEADER_LENGTH || buffer[0] !== MARKER[0] || buffer[1] !== MARKER[1]) {
       throw new DecodeError(
         'NOT_SINGLE_OBJECT',
@@ -107,6 +121,7 @@ export class EventCodec {
         `no known schema has fingerprint ${fingerprint.toString(16).padStart(16, '0')}`,
       );
     }
+    entry.guard.check(buffer, HEADER_LENGTH, this.limits, `${entry.type} body`);
     const body = buffer.subarray(HEADER_LENGTH);
     let value: Record<string, unknown>;
     try {
