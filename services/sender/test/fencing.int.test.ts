@@ -4,7 +4,7 @@
  * send: its conditional claimed→sending UPDATE finds another token.
  */
 import { createLogger, createMetricsRegistry, createPool, topicName } from '@outreach/shared';
-import { waitFor } from '@outreach/shared/testing';
+import { testEmailHashKey, waitFor } from '@outreach/shared/testing';
 import { afterEach, expect, inject, it } from 'vitest';
 import { SmtpProvider } from '../src/adapters/providers/smtp.js';
 import { SendsRepository } from '../src/adapters/sends-repository.js';
@@ -19,19 +19,22 @@ it('a worker whose lease was taken over does not send', async () => {
   t = await senderTestEnv({ kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') });
   const pool = createPool({ connectionString: t.databaseUrl, applicationName: 'fencing', schema: t.schema });
   const registry = createMetricsRegistry('fencing', false);
-  const repository = new SendsRepository(pool, topicName('sendRecorded', t.prefix), 1_000);
+  const emailHashKey = testEmailHashKey();
+  const repository = new SendsRepository(pool, topicName('sendRecorded', t.prefix), 1_000, emailHashKey);
   const provider = new SmtpProvider({
     host: '127.0.0.1',
     port: t.sink.port,
     secure: false,
     messageIdDomain: 'test',
     timeoutMs: 400,
+    finalReplyTimeoutMs: 1_000,
     maxConnections: 1,
   });
   const pipeline = new SendPipeline({
     repository,
     provider,
     logger: createLogger({ name: 'fencing', level: 'silent' }),
+    emailHashKey,
     metrics: registry,
     from: 'outreach@example.com',
     unsubscribeMailto: 'unsubscribe@example.com',
@@ -46,6 +49,7 @@ it('a worker whose lease was taken over does not send', async () => {
   try {
     const validation = validateSendRequest(
       sendRequested({ campaignId: 'c', candidateId: 'fenced', email: 'fenced@example.com' }),
+      emailHashKey,
     );
     const send = (validation as { send: ValidSend }).send;
 

@@ -64,15 +64,22 @@ describe('sender', () => {
     );
     expect(events.find((e) => e.outcome === 'sent')?.eventId).toBeDefined();
 
-    const check = await app.inject({ url: `/v1/sends/check?campaignId=camp-1&candidateId=cand-1&step=intro` });
+    const check = await app.inject({
+      url: `/v1/sends/check?campaignId=camp-1&candidateId=cand-1&step=intro`,
+      headers: auth,
+    });
     expect(check.json()).toMatchObject({ sendId: original.sendId, alreadySent: true });
     const byAddress = await app.inject({
       url: `/v1/sends/check?campaignId=camp-1&candidateId=someone-else&step=intro&email=ADA@example.com`,
+      headers: auth,
     });
     expect(byAddress.json()).toMatchObject({ alreadySent: true });
-    const fresh = await app.inject({ url: `/v1/sends/check?campaignId=camp-1&candidateId=cand-1&step=follow-up` });
+    const fresh = await app.inject({
+      url: `/v1/sends/check?campaignId=camp-1&candidateId=cand-1&step=follow-up`,
+      headers: auth,
+    });
     expect(fresh.json()).toMatchObject({ alreadySent: false, claimed: false });
-    const lookup = await app.inject({ url: `/v1/sends/${original.sendId}` });
+    const lookup = await app.inject({ url: `/v1/sends/${original.sendId}`, headers: auth });
     expect(lookup.json()).toMatchObject({ status: 'sent', attempts: 1 });
     expect(lookup.body).not.toMatch(/ada@example/i);
   });
@@ -133,7 +140,7 @@ describe('sender', () => {
     await t.publishRequests(requests.slice(0, 10)); // redelivered while held
     await waitFor(async () => (await statuses()).held === 30, { timeoutMs: 30_000, description: '30 held' });
     expect(t.sink.messages).toHaveLength(0);
-    expect((await app.inject({ url: '/v1/campaigns/camp-p' })).json()).toMatchObject({
+    expect((await app.inject({ url: '/v1/campaigns/camp-p', headers: auth })).json()).toMatchObject({
       paused: true,
       pausedReason: 'copy review',
       counts: { held: 30 },
@@ -220,7 +227,7 @@ describe('sender', () => {
     expect((await t.query<{ reason: string }>(`SELECT reason FROM sends LIMIT 1`))[0]?.reason).toMatch(
       /provider rejected: .*550/,
     );
-    const campaign = (await app.inject({ url: '/v1/campaigns/bouncy' })).json();
+    const campaign = (await app.inject({ url: '/v1/campaigns/bouncy', headers: auth })).json();
     expect(campaign).toMatchObject({
       paused: true,
       pausedReason: expect.stringMatching(/auto-paused: provider errors on 5 of the last 5/),
@@ -233,10 +240,12 @@ describe('sender', () => {
     expect(t.sink.messages).toHaveLength(0);
   });
 
-  it('records a provider call that outlives its timeout as ambiguous, never resends it, and lets an operator resolve it', async () => {
+  it('records a provider that answers neither within its timeout nor within the final-reply window as ambiguous, never resends it, and lets an operator resolve it', async () => {
     t = await senderTestEnv(infra, {
       sink: { behaviour: (to) => (to.startsWith('slow') ? { delayMs: 1_500 } : undefined) },
-      env: { PROVIDER_TIMEOUT_MS: '500', LEASE_MS: '4000' },
+      // The reply comes 1.5 s after the final dot: after the call's timeout and after the connection
+      // stopped waiting for a late verdict (a late one is recorded: hostile-smtp.int.test.ts).
+      env: { PROVIDER_TIMEOUT_MS: '500', SMTP_FINAL_REPLY_TIMEOUT_MS: '800', LEASE_MS: '4000' },
     });
     const app = await t.startApp();
     const request = sendRequested({ campaignId: 'c', candidateId: 'slow', email: 'slow@example.com' });
@@ -248,11 +257,13 @@ describe('sender', () => {
       description: 'the slow delivery to land anyway',
     });
     expect((await app.inject({ url: '/metrics' })).body).toMatch(/sender_ambiguous_sends\{[^}]*\} 1/);
-    const listed = await app.inject({ url: '/v1/sends?status=ambiguous&campaignId=c' });
+    const listed = await app.inject({ url: '/v1/sends?status=ambiguous&campaignId=c', headers: auth });
     expect(listed.json()).toMatchObject({ sends: [{ sendId: request.sendId, status: 'ambiguous' }], next: null });
     expect(listed.body).not.toContain('slow@example.com');
-    expect((await app.inject({ url: '/v1/sends?status=ambiguous&campaignId=other' })).json().sends).toEqual([]);
-    expect((await app.inject({ url: '/v1/sends?status=lost' })).statusCode).toBe(400);
+    expect(
+      (await app.inject({ url: '/v1/sends?status=ambiguous&campaignId=other', headers: auth })).json().sends,
+    ).toEqual([]);
+    expect((await app.inject({ url: '/v1/sends?status=lost', headers: auth })).statusCode).toBe(400);
 
     const wrong = await app.inject({
       method: 'POST',

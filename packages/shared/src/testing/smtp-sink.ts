@@ -2,7 +2,14 @@
  * A real SMTP server (the `smtp-server` package) that accepts every message and records it:
  * envelope recipients, Message-ID, headers, subject. Tests and the demo count deliveries here,
  * never in the code under test.
+ *
+ * It can also be a hostile peer, scripted per transaction: it fails at the worst moments of the
+ * protocol (no greeting, a dropped connection at MAIL or after RCPT, a reset mid-body, a drop or a
+ * stall or a 4xx/5xx after the final dot). A message the server received in full is counted as
+ * delivered whatever it answered (or did not), except when it answered with a refusal: that is
+ * what a real server that queued it before losing the connection would have done.
  */
+import type { Server, Socket } from 'node:net';
 import { simpleParser } from 'mailparser';
 import { SMTPServer, type SMTPServerOptions } from 'smtp-server';
 
@@ -16,28 +23,104 @@ export interface DeliveredMessage {
   readonly receivedAt: number;
 }
 
+/** How a transaction goes wrong, by the protocol moment it goes wrong at. */
+export type SmtpHostility =
+  /** Accept the connection, never send the greeting. */
+  | { readonly at: 'greeting'; readonly act: 'stall' }
+  /** Close the connection instead of answering MAIL FROM. */
+  | { readonly at: 'mail'; readonly act: 'drop' }
+  /** Accept RCPT TO, then close the connection before DATA is answered. */
+  | { readonly at: 'rcpt'; readonly act: 'drop' }
+  /** Reset the connection when the first bytes of the body arrive. */
+  | { readonly at: 'body'; readonly act: 'reset' }
+  /** Receive the whole message, then close without answering the final dot. */
+  | { readonly at: 'dot'; readonly act: 'drop' }
+  /** Receive the whole message, answer the final dot with 250 only after `ms`. */
+  | { readonly at: 'dot'; readonly act: 'stall'; readonly ms: number }
+  /** Receive the whole message, answer the final dot with this code (4xx or 5xx). */
+  | { readonly at: 'dot'; readonly act: 'reply'; readonly code: number };
+
 export interface SmtpSinkOptions {
   readonly port?: number;
   readonly host?: string;
   /** Reject (5xx) or delay deliveries, to exercise a provider's failures. */
   readonly behaviour?: (recipient: string) => { reject?: string; delayMs?: number } | undefined;
+  /**
+   * Misbehave in transaction `n` (1-based, counted at MAIL FROM across connections; greeting
+   * stalls are decided per connection, counted the same way).
+   */
+  readonly hostile?: (n: number) => SmtpHostility | undefined;
 }
 
 export class SmtpSink {
   readonly messages: DeliveredMessage[] = [];
   /** Connections that failed mid-session (e.g. reset by a killed client). */
   connectionErrors = 0;
+  /** Transactions begun (MAIL FROM commands seen), and how each hostile one was played. */
+  transactions = 0;
+  readonly misbehaved: SmtpHostility[] = [];
   private server: SMTPServer | undefined;
+  private readonly sockets = new Map<number, Socket>();
+  /** The hostility planned for each session's current transaction. */
+  private readonly planned = new Map<string, SmtpHostility>();
   port = 0;
 
   constructor(private readonly options: SmtpSinkOptions = {}) {}
 
+  private socketOf(session: { remotePort: number }): Socket | undefined {
+    return this.sockets.get(session.remotePort);
+  }
+
+  private play(hostility: SmtpHostility): SmtpHostility {
+    this.misbehaved.push(hostility);
+    return hostility;
+  }
+
+  /** Collects the body; with a `body` reset planned, resets the connection at its first bytes. */
+  private async readBody(
+    stream: NodeJS.ReadableStream,
+    session: { id: string; remotePort: number },
+  ): Promise<Buffer | undefined> {
+    const plan = this.planned.get(session.id);
+    const chunks: Buffer[] = [];
+    for await (const chunk of stream) {
+      if (plan?.at === 'body') {
+        this.play(plan);
+        this.socketOf(session)?.resetAndDestroy();
+        return undefined;
+      }
+      chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk));
+    }
+    return Buffer.concat(chunks);
+  }
+
   async start(): Promise<this> {
+    const hostile = this.options.hostile;
     const serverOptions: SMTPServerOptions = {
       authOptional: true,
       disabledCommands: ['STARTTLS', 'AUTH'],
       logger: false,
-      onRcptTo: (address, _session, callback) => {
+      onConnect: (session, callback) => {
+        const plan = hostile?.(this.transactions + 1);
+        if (plan?.at === 'greeting') {
+          this.transactions++;
+          this.play(plan);
+          return; // no callback: no greeting, ever
+        }
+        callback();
+      },
+      onMailFrom: (_address, session, callback) => {
+        const plan = hostile?.(++this.transactions);
+        this.planned.delete(session.id);
+        if (plan?.at === 'mail') {
+          this.play(plan);
+          this.socketOf(session)?.destroy();
+          return;
+        }
+        if (plan) this.planned.set(session.id, plan);
+        callback();
+      },
+      onRcptTo: (address, session, callback) => {
         const rule = this.options.behaviour?.(address.address);
         if (rule?.reject) {
           const error = Object.assign(new Error(rule.reject), { responseCode: 550 });
@@ -45,10 +128,25 @@ export class SmtpSink {
           return;
         }
         callback();
+        const plan = this.planned.get(session.id);
+        if (plan?.at === 'rcpt') {
+          this.play(plan);
+          // At once: the 250 is written, a pipelined DATA is never answered.
+          this.socketOf(session)?.destroy();
+        }
       },
       onData: (stream, session, callback) => {
-        simpleParser(stream)
-          .then(async (parsed) => {
+        this.readBody(stream, session)
+          .then(async (raw) => {
+            if (raw === undefined) return;
+            const plan = this.planned.get(session.id);
+            this.planned.delete(session.id);
+            if (plan?.at === 'dot' && plan.act === 'reply') {
+              this.play(plan);
+              callback(Object.assign(new Error(`scripted refusal ${plan.code}`), { responseCode: plan.code }));
+              return;
+            }
+            const parsed = await simpleParser(raw);
             const to = session.envelope.rcptTo.map((r) => r.address);
             const delay = Math.max(0, ...to.map((r) => this.options.behaviour?.(r)?.delayMs ?? 0));
             if (delay > 0) await new Promise((resolve) => setTimeout(resolve, delay));
@@ -64,6 +162,16 @@ export class SmtpSink {
               text: parsed.text,
               receivedAt: Date.now(),
             });
+            if (plan?.at === 'dot' && plan.act === 'drop') {
+              this.play(plan);
+              this.socketOf(session)?.destroy();
+              return;
+            }
+            if (plan?.at === 'dot' && plan.act === 'stall') {
+              this.play(plan);
+              setTimeout(() => callback(), plan.ms);
+              return;
+            }
             callback();
           })
           .catch((error: Error) => callback(error));
@@ -71,6 +179,13 @@ export class SmtpSink {
     };
     this.server = new SMTPServer(serverOptions);
     const server = this.server;
+    const inner = (server as unknown as { server: Server }).server;
+    inner.on('connection', (socket: Socket) => {
+      const port = socket.remotePort;
+      if (port === undefined) return;
+      this.sockets.set(port, socket);
+      socket.once('close', () => this.sockets.delete(port));
+    });
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(this.options.port ?? 0, this.options.host ?? '127.0.0.1', () => resolve());
@@ -94,6 +209,8 @@ export class SmtpSink {
   async stop(): Promise<void> {
     const server = this.server;
     if (!server) return;
+    // Stalled sessions (a greeting or a reply never sent) would keep close() waiting.
+    for (const socket of this.sockets.values()) socket.destroy();
     await new Promise<void>((resolve) => server.close(() => resolve()));
     this.server = undefined;
   }

@@ -12,15 +12,21 @@ export interface MailMessage {
  * What a provider call established:
  * - `sent`: accepted by the provider;
  * - `rejected`: permanently refused (invalid mailbox, policy) — never retried;
- * - `not_sent`: certainly not accepted (connection refused, temporary 4xx) — safe to retry;
- * - `unknown`: may or may not have been accepted (timeout or connection loss after the message
- *   was handed over) — the send becomes `ambiguous`, never retried automatically.
+ * - `not_sent`: certainly not accepted (nothing of the message left us, or the provider answered
+ *   with a temporary refusal) — safe to retry;
+ * - `unknown`: may or may not have been accepted (the message may have been handed over, and no
+ *   verdict came back in time) — the send becomes `ambiguous`, never retried automatically.
+ *   `late`, when present, settles with the verdict if the provider answers after all: the caller
+ *   records it then (a late 250 makes the send `sent`, never a retry).
+ *
+ * `reason` is a code (`smtp 550 5.1.1 permanent at RCPT`), never a provider's reply text: replies
+ * often quote the recipient's address, and reasons travel on topics labelled free of addresses.
  */
 export type SendResult =
   | { readonly kind: 'sent'; readonly providerMessageId: string }
   | { readonly kind: 'rejected'; readonly reason: string }
   | { readonly kind: 'not_sent'; readonly reason: string }
-  | { readonly kind: 'unknown'; readonly reason: string };
+  | { readonly kind: 'unknown'; readonly reason: string; readonly late?: Promise<SendResult> };
 
 export interface MailProvider {
   readonly name: string;

@@ -1,4 +1,28 @@
-import nodemailer, { type Transporter } from 'nodemailer';
+/**
+ * SMTP through nodemailer's lower-level SMTPConnection (ADR 005), because the verdict on a failed
+ * delivery depends on the protocol phase it failed in, and only the caller of that API knows it:
+ *
+ * - `connect` (greeting, EHLO, STARTTLS, AUTH) and `envelope` (MAIL, RCPT, DATA up to its 354):
+ *   nothing of the message has left us. A refusal or a lost connection is `not_sent` (retry), except
+ *   a 5xx to MAIL/RCPT/DATA, which refuses this message for good (`rejected`).
+ * - `body`: from the first time the connection reads the message body. The server may hold the
+ *   message whatever happens next, so a reply to the final dot is definitive (2xx sent, 4xx
+ *   not_sent, 5xx rejected) and anything else (close, reset, timeout, TLS error) is `unknown`.
+ *
+ * The phase is not taken from the library's error labels (nodemailer tags socket errors `CONN` in
+ * every phase); it is observed: the body is a stream whose first read marks the phase.
+ *
+ * Our timeout ends the call, not the conversation: past it, a send in the body phase is reported
+ * `unknown` with a `late` verdict, and the connection keeps waiting for the reply to the final dot
+ * for up to `finalReplyTimeoutMs` (RFC 5321 §4.5.3.2.6 suggests 10 minutes), so a late 250 is
+ * recorded as `sent` rather than lost.
+ *
+ * SMTP has no idempotency keys, so the key becomes a deterministic Message-ID `<sendId@domain>`:
+ * receivers and provider logs can recognize a repeat, and operators can search for it.
+ */
+import { Readable } from 'node:stream';
+import MailComposer from 'nodemailer/lib/mail-composer';
+import SMTPConnection from 'nodemailer/lib/smtp-connection';
 import type { MailMessage, MailProvider, SendResult } from './port.js';
 
 export interface SmtpProviderOptions {
@@ -9,89 +33,259 @@ export interface SmtpProviderOptions {
   readonly password?: string;
   /** Domain of the deterministic Message-ID `<sendId@domain>`. */
   readonly messageIdDomain: string;
-  /** Upper bound of one delivery attempt; kept below the claim lease by config validation. */
+  /** Upper bound of one call; kept below the claim lease by config validation. */
   readonly timeoutMs: number;
+  /** How long a connection waits for the reply to the final dot in all, past `timeoutMs` too. */
+  readonly finalReplyTimeoutMs: number;
+  /** Idle connections kept for reuse. */
   readonly maxConnections: number;
+  /** Messages per connection before it is closed and a new one opened. */
+  readonly maxMessagesPerConnection?: number;
 }
 
-/** SMTP commands before DATA: a failure there means the message was certainly not accepted. */
-const BEFORE_DATA = new Set([
-  'CONN',
-  'EHLO',
-  'HELO',
-  'STARTTLS',
-  'AUTH PLAIN',
-  'AUTH LOGIN',
-  'AUTH XOAUTH2',
-  'MAIL FROM',
-  'RCPT TO',
-  'API',
-]);
+export type SmtpPhase = 'connect' | 'envelope' | 'body';
 
-/**
- * SMTP through nodemailer. SMTP has no idempotency keys, so the key becomes a deterministic
- * Message-ID: receivers and provider logs can recognize a repeat, and operators can search for it.
- */
+interface Session {
+  readonly connection: SMTPConnection;
+  messages: number;
+  open: boolean;
+}
+
+/** What one attempt on one connection established, and whether a fresh connection may try again. */
+interface Attempt {
+  readonly result: SendResult;
+  /** A reused connection failed before anything of the message left us: it had gone stale. */
+  readonly stale: boolean;
+}
+
 export class SmtpProvider implements MailProvider {
   readonly name = 'smtp';
-  private readonly transport: Transporter;
+  private readonly idle: Session[] = [];
+  private readonly sessions = new Set<Session>();
+  private closed = false;
 
-  constructor(private readonly options: SmtpProviderOptions) {
-    this.transport = nodemailer.createTransport({
+  constructor(private readonly options: SmtpProviderOptions) {}
+
+  async send(message: MailMessage, idempotencyKey: string): Promise<SendResult> {
+    const messageId = `<${idempotencyKey}@${this.options.messageIdDomain}>`;
+    const mail = new MailComposer({
+      from: message.from,
+      to: message.to,
+      subject: message.subject,
+      text: message.text,
+      messageId,
+      headers: { ...message.headers },
+      disableFileAccess: true,
+      disableUrlAccess: true,
+    }).compile();
+    let raw: Buffer;
+    let envelope: { from: string; to: string[] };
+    try {
+      raw = await mail.build();
+      const { from, to } = mail.getEnvelope();
+      envelope = { from: from || '', to };
+    } catch (error) {
+      // Our own message cannot be built (an address nodemailer refuses): no server will take it.
+      return { kind: 'rejected', reason: `message could not be composed: ${codeOf(error)}` };
+    }
+    const pooled = this.takeIdle();
+    const first = await this.attempt(pooled, envelope, raw, messageId);
+    if (!(pooled && first.stale)) return first.result;
+    return (await this.attempt(undefined, envelope, raw, messageId)).result;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const session of this.sessions) session.connection.close();
+    this.sessions.clear();
+    this.idle.length = 0;
+  }
+
+  private takeIdle(): Session | undefined {
+    for (let session = this.idle.pop(); session; session = this.idle.pop()) {
+      if (session.open) return session;
+    }
+    return undefined;
+  }
+
+  private release(session: Session): void {
+    const limit = this.options.maxMessagesPerConnection ?? 100;
+    if (this.closed || !session.open || session.messages >= limit || this.idle.length >= this.options.maxConnections) {
+      this.discard(session);
+      return;
+    }
+    this.idle.push(session);
+  }
+
+  private discard(session: Session): void {
+    session.open = false;
+    this.sessions.delete(session);
+    const at = this.idle.indexOf(session);
+    if (at >= 0) this.idle.splice(at, 1);
+    session.connection.close();
+  }
+
+  private openSession(): Session {
+    const { options } = this;
+    const connection = new SMTPConnection({
       host: options.host,
       port: options.port,
       secure: options.secure,
       ignoreTLS: !options.secure,
-      pool: true,
-      maxConnections: options.maxConnections,
       connectionTimeout: options.timeoutMs,
       greetingTimeout: options.timeoutMs,
-      socketTimeout: options.timeoutMs,
-      ...(options.user ? { auth: { user: options.user, pass: options.password ?? '' } } : {}),
+      // Inactivity bound of the whole session: long enough to hear a late reply to the final dot.
+      socketTimeout: options.finalReplyTimeoutMs,
+      logger: false,
     });
+    const session: Session = { connection, messages: 0, open: true };
+    this.sessions.add(session);
+    // Errors also reach the send callback; an idle connection's errors only end it.
+    connection.on('error', () => {
+      session.open = false;
+    });
+    connection.on('end', () => {
+      session.open = false;
+      this.sessions.delete(session);
+      const at = this.idle.indexOf(session);
+      if (at >= 0) this.idle.splice(at, 1);
+    });
+    return session;
   }
 
-  async send(message: MailMessage, idempotencyKey: string): Promise<SendResult> {
-    const messageId = `<${idempotencyKey}@${this.options.messageIdDomain}>`;
-    try {
-      const info = await this.transport.sendMail({
-        from: message.from,
-        to: message.to,
-        subject: message.subject,
-        text: message.text,
-        messageId,
-        headers: { ...message.headers },
-        disableFileAccess: true,
-        disableUrlAccess: true,
+  /** One delivery attempt on `reused` or a new connection; settles within `timeoutMs`. */
+  private attempt(
+    reused: Session | undefined,
+    envelope: { from: string; to: string[] },
+    raw: Buffer,
+    messageId: string,
+  ): Promise<Attempt> {
+    const { options } = this;
+    let phase: SmtpPhase = reused ? 'envelope' : 'connect';
+    const session = reused ?? this.openSession();
+    const { connection } = session;
+
+    let settleFinal!: (result: SendResult) => void;
+    const final = new Promise<SendResult>((resolve) => {
+      settleFinal = resolve;
+    });
+    let finished = false;
+    let stale = false;
+    const finish = (result: SendResult, keep: boolean) => {
+      if (finished) return;
+      finished = true;
+      clearTimeout(lateTimer);
+      if (keep) {
+        session.messages++;
+        this.release(session);
+      } else {
+        this.discard(session);
+      }
+      settleFinal(result);
+    };
+    const lateTimer = setTimeout(
+      () => finish({ kind: 'unknown', reason: 'smtp no reply to the final dot within the final-reply timeout' }, false),
+      Math.max(options.timeoutMs, options.finalReplyTimeoutMs),
+    );
+
+    const body = new Readable({
+      read() {
+        phase = 'body';
+        this.push(raw);
+        this.push(null);
+      },
+    });
+    const transmit = () => {
+      phase = 'envelope';
+      connection.send(envelope, body, (error, info) => {
+        if (error) {
+          // A pooled connection the server closed while idle fails at once, without a reply.
+          stale = reused !== undefined && phase === 'envelope' && typeof error.responseCode !== 'number';
+          finish(classify(error, phase), false);
+          return;
+        }
+        if ((info.rejected ?? []).length > 0) {
+          finish({ kind: 'rejected', reason: 'smtp recipient rejected at RCPT' }, true);
+          return;
+        }
+        finish({ kind: 'sent', providerMessageId: messageId }, true);
       });
-      if ((info.rejected ?? []).length > 0) return { kind: 'rejected', reason: `recipient rejected: ${info.response}` };
-      return { kind: 'sent', providerMessageId: info.messageId || messageId };
-    } catch (error) {
-      return classify(error);
+    };
+    if (reused) {
+      transmit();
+    } else {
+      connection.connect((error) => {
+        if (error) return finish(classify(error, 'connect'), false);
+        if (!options.user) return transmit();
+        connection.login({ user: options.user, pass: options.password ?? '' }, (loginError) => {
+          if (loginError) finish(classify(loginError, 'connect'), false);
+          else transmit();
+        });
+      });
     }
-  }
 
-  async close(): Promise<void> {
-    this.transport.close();
+    return new Promise<Attempt>((resolve) => {
+      const deadline = setTimeout(() => {
+        if (phase === 'body') {
+          resolve({
+            result: {
+              kind: 'unknown',
+              reason: `smtp no reply to the final dot within ${options.timeoutMs} ms`,
+              late: final,
+            },
+            stale: false,
+          });
+          return;
+        }
+        finish({ kind: 'not_sent', reason: `smtp timeout after ${options.timeoutMs} ms in the ${phase} phase` }, false);
+      }, options.timeoutMs);
+      void final.then((result) => {
+        clearTimeout(deadline);
+        resolve({ result, stale });
+      });
+    });
   }
 }
 
-export function classify(error: unknown): SendResult {
-  const { responseCode, command, code, message } = (error ?? {}) as {
-    responseCode?: number;
-    command?: string;
-    code?: string;
-    message?: string;
+/** The enhanced status code (RFC 3463) of a reply, e.g. `5.1.1`, when it has one. */
+function enhancedCode(response: unknown): string | undefined {
+  if (typeof response !== 'string') return undefined;
+  return /^\d{3}[ -]([245]\.\d{1,3}\.\d{1,3})\b/.exec(response)?.[1];
+}
+
+function codeOf(error: unknown): string {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && /^[A-Z_]{2,32}$/.test(code) ? code : 'error';
+}
+
+/**
+ * The verdict on a failed attempt, from the phase it failed in (see the module header) and the
+ * server's reply code if it sent one. The reason names codes only, never the reply's text.
+ */
+export function classify(error: unknown, phase: SmtpPhase): SendResult {
+  const { responseCode, response, command } = (error ?? {}) as {
+    responseCode?: unknown;
+    response?: unknown;
+    command?: unknown;
   };
-  const reason = `${code ?? 'error'}${command ? ` at ${command}` : ''}: ${message ?? String(error)}`.slice(0, 500);
-  if (typeof responseCode === 'number') {
-    // The server answered: its verdict is definitive either way.
-    if (responseCode >= 500) return { kind: 'rejected', reason };
-    return { kind: 'not_sent', reason };
+  const code = codeOf(error);
+  const where =
+    phase === 'body'
+      ? 'after the message was handed over'
+      : typeof command === 'string' && /^[A-Z ]{2,16}$/.test(command) && command !== 'CONN' && command !== 'API'
+        ? `at ${command}`
+        : `in the ${phase} phase`;
+  if (phase !== 'connect' && typeof responseCode === 'number' && responseCode >= 400 && responseCode < 600) {
+    const enhanced = enhancedCode(response);
+    const permanent = responseCode >= 500;
+    const reason = `smtp ${responseCode}${enhanced ? ` ${enhanced}` : ''} ${permanent ? 'permanent' : 'temporary'} ${where}`;
+    return permanent ? { kind: 'rejected', reason } : { kind: 'not_sent', reason };
   }
-  if (code === 'EENVELOPE' || code === 'EMESSAGE') return { kind: 'rejected', reason };
-  if (command && BEFORE_DATA.has(command)) return { kind: 'not_sent', reason };
-  if (code === 'ECONNECTION' || code === 'ECONNREFUSED' || code === 'EDNS') return { kind: 'not_sent', reason };
-  // Timeout or connection loss once the message may have been handed over.
-  return { kind: 'unknown', reason };
+  if (phase === 'body') return { kind: 'unknown', reason: `smtp ${code} ${where}, before a reply to the final dot` };
+  if (phase === 'envelope' && (code === 'EENVELOPE' || code === 'EMESSAGE') && typeof responseCode !== 'number') {
+    // Refused by the client library itself (an address or size it will not send): no retry helps.
+    return { kind: 'rejected', reason: `smtp ${code} ${where}` };
+  }
+  const reply = typeof responseCode === 'number' ? ` ${responseCode}` : '';
+  return { kind: 'not_sent', reason: `smtp ${code}${reply} ${where}` };
 }
