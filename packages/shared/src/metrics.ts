@@ -39,6 +39,28 @@ export function consumerMetrics(registry: Registry) {
           registers: [registry],
         }),
     ),
+    exhausted: metric(
+      registry,
+      'consumer_transient_exhausted_total',
+      () =>
+        new Counter({
+          name: 'consumer_transient_exhausted_total',
+          help: 'Events dead-lettered as TRANSIENT_EXHAUSTED: a transient failure outlasted the retry cap',
+          labelNames: ['group', 'topic'] as const,
+          registers: [registry],
+        }),
+    ),
+    dlqValueOmitted: metric(
+      registry,
+      'consumer_dlq_value_omitted_total',
+      () =>
+        new Counter({
+          name: 'consumer_dlq_value_omitted_total',
+          help: 'Dead-lettered messages too large for the DLQ topic, written without their value',
+          labelNames: ['group', 'topic'] as const,
+          registers: [registry],
+        }),
+    ),
     crashes: metric(
       registry,
       'consumer_crashes_total',

@@ -1,6 +1,7 @@
 /**
  * The consumer runner against the real broker: poison input goes to the DLQ and the partition keeps
- * flowing; transient failures are retried without skipping; a failing event is narrowed down.
+ * flowing; transient failures are retried without skipping, up to the cap; a failing event is
+ * narrowed down; DLQ writes fit the DLQ topic's max.message.bytes.
  */
 import { randomBytes } from 'node:crypto';
 import avro from 'avsc';
@@ -14,7 +15,14 @@ import { stepCompleted } from '../testing/fixtures/events.js';
 import { uniqueName } from '../testing/names.js';
 import { waitFor } from '../wait.js';
 import { createKafka } from './client.js';
-import { ConsumerRunner, TransientError, type ConsumedEvent, type EventBatchHandler } from './consumer.js';
+import {
+  ConsumerRunner,
+  TRANSIENT_EXHAUSTED,
+  TransientError,
+  type ConsumedEvent,
+  type ConsumerRunnerOptions,
+  type EventBatchHandler,
+} from './consumer.js';
 import { readTopic } from './read-topic.js';
 import { dlqTopicOf } from './topics.js';
 
@@ -49,7 +57,12 @@ async function topicWithDlq(prefix: string, partitions = 3): Promise<string> {
   return topic;
 }
 
-function start(topic: string, handler: EventBatchHandler, chunkSize = 200): ConsumerRunner {
+function start(
+  topic: string,
+  handler: EventBatchHandler,
+  chunkSize = 200,
+  retry: ConsumerRunnerOptions['retry'] = {},
+): ConsumerRunner {
   const runner = new ConsumerRunner({
     kafka,
     groupId: uniqueName('group'),
@@ -58,7 +71,7 @@ function start(topic: string, handler: EventBatchHandler, chunkSize = 200): Cons
     logger,
     metrics: createMetricsRegistry('test', false),
     chunkSize,
-    retry: { initialMs: 20, maxMs: 200 },
+    retry: { initialMs: 20, maxMs: 200, ...retry },
   });
   runners.push(runner);
   return runner;
@@ -124,7 +137,10 @@ describe('ConsumerRunner', () => {
       expect(message.headers['dlq-source-partition']).toBe(String(message.partition));
     }
     const codes = new Set(dlq.map((m) => m.headers['dlq-error-code']));
-    expect(codes).toEqual(new Set(['NOT_SINGLE_OBJECT', 'UNKNOWN_FINGERPRINT', 'TRUNCATED', 'INVALID_BODY']));
+    // INVALID_LENGTH: a random body often starts with a negative or huge length (ADR 005).
+    expect(codes).toEqual(
+      new Set(['NOT_SINGLE_OBJECT', 'UNKNOWN_FINGERPRINT', 'TRUNCATED', 'INVALID_LENGTH', 'INVALID_BODY']),
+    );
   });
 
   it('retries a transient failure without skipping or committing, then handles every event once more', async () => {
@@ -199,5 +215,128 @@ describe('ConsumerRunner', () => {
     expect(runner.stats.deadLettered).toBe(4);
     const dead = await readTopic(kafka, dlqTopicOf(topic), (m) => m.length >= 4);
     expect(dead.map((d) => d.headers['dlq-reason'])).toEqual(Array(4).fill('step divisible by three'));
+  });
+
+  it('caps transient retries: an event that always fails transiently goes to the DLQ as TRANSIENT_EXHAUSTED and the partition moves on', async () => {
+    const topic = await topicWithDlq('exhausted', 1);
+    const events = Array.from({ length: 10 }, (_, i) => stepCompleted(i, 'k'));
+    await producer.send({
+      topic,
+      acks: -1,
+      messages: events.map((e) => ({ key: e.candidateKey, value: eventCodec.encode(e) })),
+    });
+    const stuck = events[3] as StepCompleted;
+
+    const handled: string[] = [];
+    let attempts = 0;
+    const runner = start(
+      topic,
+      async (batch) => {
+        // A peer that answers 503 for this one event's experiment, forever.
+        if (batch.some((b) => b.event.eventId === stuck.eventId)) {
+          attempts++;
+          throw new TransientError('experiment service answered 503');
+        }
+        handled.push(...batch.map((b) => (b.event as StepCompleted).stepId));
+      },
+      200,
+      { maxAttempts: 4 },
+    );
+    await runner.start();
+    await waitFor(() => runner.stats.handled + runner.stats.deadLettered >= 10, {
+      timeoutMs: 30_000,
+      description: '10 events handled or dead-lettered',
+    });
+    // The chunk: 4 attempts; then each event alone once, so the other nine pass, in order.
+    expect(attempts).toBe(5);
+    expect(handled).toEqual(events.filter((e) => e !== stuck).map((e) => e.stepId));
+    expect(runner.stats.exhausted).toBe(1);
+    const [dead] = await readTopic(kafka, dlqTopicOf(topic), (m) => m.length >= 1);
+    expect(dead?.headers['dlq-error-code']).toBe(TRANSIENT_EXHAUSTED);
+    expect(dead?.headers['dlq-reason']).toMatch(
+      /after 4 attempts over \d+ ms with its chunk, then 1 alone: experiment service answered 503/,
+    );
+    expect(eventCodec.decode(dead?.value as Buffer)).toEqual(stuck);
+
+    // The partition moved on: later events are handled.
+    const later = Array.from({ length: 3 }, (_, i) => stepCompleted(100 + i, 'k'));
+    await producer.send({
+      topic,
+      acks: -1,
+      messages: later.map((e) => ({ key: e.candidateKey, value: eventCodec.encode(e) })),
+    });
+    await waitFor(() => handled.length >= 12, { timeoutMs: 30_000, description: 'the later events handled' });
+    expect(handled.slice(9)).toEqual(later.map((e) => e.stepId));
+    expect(runner.stats.crashes).toBe(0);
+  });
+
+  it('caps transient retries by time too', async () => {
+    const topic = await topicWithDlq('exhausted_time', 1);
+    const event = stepCompleted(0, 'k');
+    await producer.send({ topic, acks: -1, messages: [{ key: 'k', value: eventCodec.encode(event) }] });
+    const begun = Date.now();
+    const runner = start(
+      topic,
+      async () => {
+        throw Object.assign(new Error('canceling statement due to statement timeout'), { code: '57014' });
+      },
+      200,
+      { maxAttempts: 1_000, maxElapsedMs: 1_500 },
+    );
+    await runner.start();
+    const [dead] = await readTopic(kafka, dlqTopicOf(topic), (m) => m.length >= 1, 30_000);
+    expect(dead?.headers['dlq-error-code']).toBe(TRANSIENT_EXHAUSTED);
+    expect(dead?.headers['dlq-reason']).toMatch(/statement timeout/);
+    expect(runner.stats.retries).toBeGreaterThan(2);
+    expect(runner.stats.retries).toBeLessThan(1_000);
+    expect(Date.now() - begun).toBeLessThan(20_000);
+  });
+
+  it('dead-letters thirty 100 KB messages under a 1 MiB DLQ limit, and one too large for the DLQ without its value', async () => {
+    const topic = uniqueName('dlq_bytes');
+    await admin.createTopics({
+      waitForLeaders: true,
+      topics: [
+        { topic, numPartitions: 1 },
+        {
+          topic: dlqTopicOf(topic),
+          numPartitions: 1,
+          configEntries: [{ name: 'max.message.bytes', value: '1048576' }],
+        },
+      ],
+    });
+    // Not events at all (no single-object header): each is dead-lettered with its headers added.
+    const junk = Array.from({ length: 30 }, (_, i) => ({ key: `k${i}`, value: randomBytes(100_000) }));
+    // Fits the source topic (1 MiB + 12) but not its DLQ copy, whose headers add a few hundred bytes.
+    const huge = { key: 'huge', value: Buffer.alloc(1_048_400, 7) };
+    for (const message of [...junk.slice(0, 15), huge, ...junk.slice(15)]) {
+      await producer.send({ topic, acks: -1, messages: [message] });
+    }
+    const registry = createMetricsRegistry('test', false);
+    const runner = new ConsumerRunner({
+      kafka,
+      groupId: uniqueName('group'),
+      topics: [topic],
+      handler: async () => undefined,
+      logger,
+      metrics: registry,
+      retry: { initialMs: 20, maxMs: 200 },
+    });
+    runners.push(runner);
+    await runner.start();
+    await waitFor(() => runner.stats.deadLettered >= 31, {
+      timeoutMs: 60_000,
+      description: '31 messages dead-lettered',
+    });
+
+    const dlq = await readTopic(kafka, dlqTopicOf(topic), (m) => m.length >= 31, 60_000);
+    expect(dlq).toHaveLength(31);
+    expect(dlq.filter((m) => m.value !== null).map((m) => m.key)).toEqual(junk.map((j) => j.key));
+    const slim = dlq.find((m) => m.key === 'huge');
+    expect(slim?.value).toBeNull();
+    expect(slim?.headers['dlq-value-omitted']).toMatch(/exceed .* max\.message\.bytes 1048576/);
+    expect(slim?.headers['dlq-source-offset']).toBe('15');
+    expect(await registry.getSingleMetricAsString('consumer_dlq_value_omitted_total')).toMatch(/ 1$/m);
+    expect(runner.stats.crashes).toBe(0);
   });
 });

@@ -2,20 +2,27 @@
  * The one consumer runner. Per kafkajs batch (one partition), in chunks:
  *   decode each message; bytes that are not a valid event go to `<topic>.dlq` with the reason;
  *   hand the decoded events to the service's handler (which commits its own database work);
- *   a transient failure (database or broker down) is retried with backoff, heartbeating, without
- *   skipping or committing; any other failure is narrowed to the one event that causes it, which is
- *   dead-lettered, so a poison message never blocks its partition or crash-loops the consumer;
+ *   a transient failure (database or peer down) is retried with backoff, heartbeating, without
+ *   skipping or committing, up to a cap of attempts and time; then each event of the chunk gets one
+ *   more try alone, and those that still fail go to the DLQ as TRANSIENT_EXHAUSTED, so a peer that
+ *   answers 503 for one experiment forever holds its partition for minutes, never for good;
+ *   any other failure is narrowed to the one event that causes it, which is dead-lettered, so a
+ *   poison message never blocks its partition or crash-loops the consumer;
  *   only then are the chunk's offsets resolved and committed.
+ * DLQ writes are cut by bytes under the DLQ topic's max.message.bytes; a copy too large even alone
+ * goes without its value (header `dlq-value-omitted`), the source coordinates say where it is.
  * Work on a batch stops as soon as it goes stale (rebalance) or the consumer is stopping; the
  * uncommitted rest is redelivered, which handlers tolerate because they are idempotent.
  */
 import type { Consumer, EachBatchPayload, IHeaders, Kafka, KafkaMessage } from 'kafkajs';
 import type { Registry } from 'prom-client';
+import { CONSUMER_RETRY_DEFAULTS } from '../config.js';
 import { eventCodec } from '../contracts/codec.js';
 import type { OutreachEvent } from '../contracts/events.generated.js';
 import type { Logger } from '../logger.js';
 import { consumerMetrics } from '../metrics.js';
-import { EventProducer, HEADER, type RawRecord } from './producer.js';
+import { classifyPgError, PG_CLIENT_TRANSIENT_MESSAGE } from '../pg/errors.js';
+import { EventProducer, fitsAlone, HEADER, isMessageTooLarge, recordBytes, type RawRecord } from './producer.js';
 import { dlqTopicOf } from './topics.js';
 
 export interface ConsumedEvent<E extends OutreachEvent = OutreachEvent> {
@@ -54,31 +61,37 @@ export type EventBatchHandler = (
   context: BatchContext,
 ) => Promise<void | { rejected?: readonly Rejection[] }>;
 
-/** A failure worth retrying unchanged: the cause is outside the message. */
+/**
+ * A failure worth retrying unchanged: the cause is outside the message. `code` names the cause in
+ * logs (e.g. PEER_UNAUTHORIZED for a peer's 401/403 during a token rotation).
+ */
 export class TransientError extends Error {
   override readonly name = 'TransientError';
+  readonly code: string | undefined;
+  constructor(message: string, options: { code?: string; cause?: unknown } = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.code = options.code;
+  }
 }
+
+/** The DLQ code of events whose transient failure outlasted the retry cap. */
+export const TRANSIENT_EXHAUSTED = 'TRANSIENT_EXHAUSTED';
 
 const TRANSIENT_NODE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN']);
 
-/** Connection loss, Postgres unavailability or contention, kafkajs retriable errors. */
+/**
+ * Connection loss, Postgres failures whose SQLSTATE class is about the server rather than the
+ * statement (pg/errors.ts), kafkajs retriable errors, and TransientError.
+ */
 export function isTransientError(error: unknown): boolean {
   if (error instanceof TransientError) return true;
   if (typeof error !== 'object' || error === null) return false;
   const { code, retriable, message } = error as { code?: unknown; retriable?: unknown; message?: unknown };
   if (retriable === true) return true;
-  if (typeof code === 'string') {
-    if (TRANSIENT_NODE_CODES.has(code)) return true;
-    // Postgres: connection exceptions, admin shutdown / crash / cannot connect now, too many
-    // connections, serialization failure, deadlock.
-    if (/^08/.test(code) || /^57P0[1-3]$/.test(code) || ['53300', '40001', '40P01'].includes(code)) return true;
-  }
-  return (
-    typeof message === 'string' &&
-    /Connection terminated|connection timeout|Client has encountered a connection error|timeout exceeded when trying to connect/i.test(
-      message,
-    )
-  );
+  if (typeof code === 'string' && TRANSIENT_NODE_CODES.has(code)) return true;
+  const pg = classifyPgError(error);
+  if (pg !== undefined) return pg === 'transient';
+  return typeof message === 'string' && PG_CLIENT_TRANSIENT_MESSAGE.test(message);
 }
 
 const REBALANCE_ERRORS = new Set([
@@ -104,7 +117,17 @@ export interface ConsumerRunnerOptions {
   readonly metrics?: Registry;
   /** Events handed to the handler at once. */
   readonly chunkSize?: number;
-  readonly retry?: { readonly initialMs?: number; readonly maxMs?: number };
+  /**
+   * Backoff between attempts after a transient failure (`initialMs` doubling up to `maxMs`), and the
+   * cap: a chunk is tried at most `maxAttempts` times and for at most `maxElapsedMs` (whichever
+   * comes first; CONSUMER_RETRY_DEFAULTS: 100 and 15 minutes).
+   */
+  readonly retry?: {
+    readonly initialMs?: number;
+    readonly maxMs?: number;
+    readonly maxAttempts?: number;
+    readonly maxElapsedMs?: number;
+  };
   readonly isTransient?: (error: unknown) => boolean;
   readonly fromBeginning?: boolean;
   readonly sessionTimeoutMs?: number;
@@ -125,6 +148,25 @@ class StopWork extends Error {
   override readonly name = 'StopWork';
 }
 
+/** A message bound for the DLQ, with the code and reason its headers will carry. */
+interface DeadLetter {
+  readonly message: KafkaMessage;
+  readonly code: string;
+  readonly reason: string;
+}
+
+/** A handler's rejection, or the runner's own verdict on an event, with its DLQ code. */
+interface Verdict extends Rejection {
+  readonly code: string;
+}
+
+interface RetryBudget {
+  readonly attempts: number;
+  readonly ms: number;
+  /** What was spent before this budget (a chunk's attempts), for the DLQ reason. */
+  readonly spent?: string;
+}
+
 const headerText = (headers: IHeaders | undefined): Record<string, string> => {
   const out: Record<string, string> = {};
   for (const [name, value] of Object.entries(headers ?? {})) {
@@ -142,35 +184,61 @@ export class ConsumerRunner {
   private readonly initialBackoff: number;
   private readonly maxBackoff: number;
   private readonly isTransient: (error: unknown) => boolean;
+  private readonly budget: RetryBudget;
   private stopping = false;
-  /** True once the consumer has joined its group and has an assignment. */
+  /** Set when kafkajs crashed and said it will not restart: the consumer is dead until the process is. */
+  private deadReason: string | undefined;
+  /** True while the consumer is a member of its group: false before the join, during rebalances, after a crash. */
   joined = false;
   /** Observable counters, also exported as metrics. */
-  readonly stats = { handled: 0, deadLettered: 0, retries: 0, crashes: 0 };
+  readonly stats = { handled: 0, deadLettered: 0, retries: 0, crashes: 0, exhausted: 0 };
 
   constructor(private readonly options: ConsumerRunnerOptions) {
     this.consumer = options.kafka.consumer({
       groupId: options.groupId,
       sessionTimeout: options.sessionTimeoutMs ?? 30_000,
       metadataMaxAge: options.metadataMaxAgeMs ?? 30_000,
-      heartbeatInterval: 3_000,
+      // kafkajs refuses an interval not below the session timeout; a third of it is its advice.
+      heartbeatInterval: Math.min(3_000, Math.floor((options.sessionTimeoutMs ?? 30_000) / 3)),
       maxWaitTimeInMs: options.maxWaitTimeMs ?? 500,
       allowAutoTopicCreation: false,
     });
-    this.dlq = new EventProducer(options.kafka);
+    this.dlq = new EventProducer(options.kafka, { logger: options.logger });
     this.metrics = options.metrics ? consumerMetrics(options.metrics) : undefined;
     this.chunkSize = options.chunkSize ?? 200;
     this.initialBackoff = options.retry?.initialMs ?? 200;
     this.maxBackoff = options.retry?.maxMs ?? 10_000;
     this.isTransient = options.isTransient ?? isTransientError;
-    this.consumer.on(this.consumer.events.GROUP_JOIN, () => {
+    this.budget = {
+      attempts: Math.max(1, options.retry?.maxAttempts ?? CONSUMER_RETRY_DEFAULTS.maxAttempts),
+      ms: options.retry?.maxElapsedMs ?? CONSUMER_RETRY_DEFAULTS.maxElapsedMs,
+    };
+    const { events } = this.consumer;
+    this.consumer.on(events.GROUP_JOIN, () => {
       this.joined = true;
     });
-    this.consumer.on(this.consumer.events.CRASH, (event) => {
+    for (const left of [events.REBALANCING, events.STOP, events.DISCONNECT]) {
+      this.consumer.on(left, () => {
+        this.joined = false;
+      });
+    }
+    this.consumer.on(events.CRASH, (event) => {
+      this.joined = false;
       this.stats.crashes++;
       this.metrics?.crashes.inc({ group: options.groupId });
-      options.logger.error({ err: event.payload.error, restart: event.payload.restart }, 'consumer crashed');
+      const { error, restart } = event.payload;
+      if (!restart && !this.stopping) {
+        this.deadReason = `crashed and will not restart: ${error.message}`;
+        options.logger.fatal({ err: error, restart, alert: 'consumer_dead' }, 'consumer crashed for good');
+      } else {
+        options.logger.error({ err: error, restart }, 'consumer crashed');
+      }
     });
+  }
+
+  /** Why the consumer is dead (kafkajs gave up on it), or undefined while it runs or restarts. */
+  liveness(): string | undefined {
+    return this.stopping ? undefined : this.deadReason;
   }
 
   async start(): Promise<void> {
@@ -215,7 +283,7 @@ export class ConsumerRunner {
       for (let start = 0; start < batch.messages.length; start += this.chunkSize) {
         if (shouldStop()) return;
         const chunk = batch.messages.slice(start, start + this.chunkSize);
-        const dead: Array<{ message: KafkaMessage; code: string; reason: string }> = [];
+        const dead: DeadLetter[] = [];
         const events: ConsumedEvent[] = [];
         for (const message of chunk) {
           const decoded = message.value
@@ -235,10 +303,10 @@ export class ConsumerRunner {
             dead.push({ message, code: decoded.error.code, reason: decoded.error.message });
           }
         }
-        const rejected = events.length > 0 ? await this.handle(events, context) : [];
+        const rejected = events.length > 0 ? await this.handle(events, context, this.budget) : [];
         for (const rejection of rejected) {
           const message = chunk.find((m) => m.offset === rejection.offset);
-          if (message) dead.push({ message, code: 'REJECTED', reason: rejection.reason });
+          if (message) dead.push({ message, code: rejection.code, reason: String(rejection.reason) });
         }
         if (dead.length > 0) await this.deadLetter(batch.topic, batch.partition, dead, context);
         // The group moved on while the handler ran: leave this chunk uncommitted for its new owner.
@@ -270,24 +338,70 @@ export class ConsumerRunner {
     }
   }
 
-  /** Runs the handler; returns the events to dead-letter. Throws StopWork when the batch must stop. */
-  private async handle(events: readonly ConsumedEvent[], context: BatchContext): Promise<Rejection[]> {
-    for (let attempt = 0; ; attempt++) {
+  /**
+   * Runs the handler; returns the events to dead-letter. Throws StopWork when the batch must stop.
+   * A transient failure is retried within `budget`; once it is spent, each event is tried alone
+   * once more, so only the events that still fail are dead-lettered (TRANSIENT_EXHAUSTED).
+   */
+  private async handle(
+    events: readonly ConsumedEvent[],
+    context: BatchContext,
+    budget: RetryBudget,
+  ): Promise<Verdict[]> {
+    const started = Date.now();
+    for (let attempt = 1; ; attempt++) {
       if (context.shouldStop()) throw new StopWork();
       try {
         const result = await this.options.handler(events, context);
-        return [...(result?.rejected ?? [])];
+        return (result?.rejected ?? []).map((r) => ({ offset: r.offset, reason: String(r.reason), code: 'REJECTED' }));
       } catch (error) {
         // A rebalance is not the events' fault: give the batch up uncommitted and let kafkajs rejoin.
         if (isRebalanceError(error)) throw error;
         if (context.shouldStop()) throw new StopWork();
+        const message = error instanceof Error ? error.message : String(error);
         if (this.isTransient(error)) {
-          this.stats.retries++;
-          this.metrics?.retries.inc({ group: this.options.groupId, topic: events[0]?.topic ?? '' });
-          const delay = Math.min(this.maxBackoff, this.initialBackoff * 2 ** Math.min(attempt, 16));
-          context.logger.warn({ err: error, attempt, delayMs: delay }, 'transient failure; retrying the same events');
-          await this.pause(delay, context);
-          continue;
+          const elapsed = Date.now() - started;
+          const topic = events[0]?.topic ?? '';
+          if (attempt < budget.attempts && elapsed < budget.ms) {
+            this.stats.retries++;
+            this.metrics?.retries.inc({ group: this.options.groupId, topic });
+            const delay = Math.max(
+              1,
+              Math.min(this.maxBackoff, this.initialBackoff * 2 ** Math.min(attempt - 1, 16), budget.ms - elapsed),
+            );
+            context.logger.warn(
+              { err: error, attempt, maxAttempts: budget.attempts, delayMs: delay },
+              'transient failure; retrying the same events',
+            );
+            await this.pause(delay, context);
+            continue;
+          }
+          if (events.length === 1) {
+            const [only] = events as [ConsumedEvent];
+            this.stats.exhausted++;
+            this.metrics?.exhausted.inc({ group: this.options.groupId, topic });
+            context.logger.error(
+              { err: error, attempts: attempt, elapsedMs: elapsed, offset: only.offset, eventId: only.event.eventId },
+              'transient failure outlasted the retry cap; dead-lettering the event',
+            );
+            return [
+              {
+                offset: only.offset,
+                code: TRANSIENT_EXHAUSTED,
+                reason: `transient failure after ${budget.spent ?? `${attempt} attempts over ${elapsed} ms`}: ${message}`,
+              },
+            ];
+          }
+          // The chunk spent the budget: one more try each, alone, so the events that are fine pass.
+          context.logger.warn(
+            { err: error, attempts: attempt, elapsedMs: elapsed, events: events.length },
+            'transient failure outlasted the retry cap; trying each event once alone',
+          );
+          return this.oneByOne(events, context, {
+            attempts: 1,
+            ms: 0,
+            spent: `${attempt} attempts over ${elapsed} ms with its chunk, then 1 alone`,
+          });
         }
         if (events.length === 1) {
           const [only] = events as [ConsumedEvent];
@@ -295,20 +409,27 @@ export class ConsumerRunner {
             { err: error, offset: only.offset, eventId: only.event.eventId },
             'event failed; dead-lettering it',
           );
-          return [
-            {
-              offset: only.offset,
-              reason: `handler failed: ${error instanceof Error ? error.message : String(error)}`,
-            },
-          ];
+          return [{ offset: only.offset, code: 'REJECTED', reason: `handler failed: ${message}` }];
         }
         // Narrow a non-transient failure to the event causing it: one by one, in order.
         context.logger.warn({ err: error, events: events.length }, 'batch failed; retrying its events one by one');
-        const rejected: Rejection[] = [];
-        for (const event of events) rejected.push(...(await this.handle([event], context)));
-        return rejected;
+        return this.oneByOne(events, context, this.budget);
       }
     }
+  }
+
+  private async oneByOne(
+    events: readonly ConsumedEvent[],
+    context: BatchContext,
+    budget: RetryBudget,
+  ): Promise<Verdict[]> {
+    const verdicts: Verdict[] = [];
+    for (const event of events) {
+      verdicts.push(...(await this.handle([event], context, budget)));
+      // kafkajs heartbeats only when asked; a long walk through a chunk must not cost the membership.
+      await context.heartbeat();
+    }
+    return verdicts;
   }
 
   /** Waits out a backoff while keeping the membership alive; a rebalance error propagates. */
@@ -324,27 +445,53 @@ export class ConsumerRunner {
   private async deadLetter(
     topic: string,
     partition: number,
-    dead: ReadonlyArray<{ message: KafkaMessage; code: string; reason: string }>,
+    dead: readonly DeadLetter[],
     context: BatchContext,
   ): Promise<void> {
-    const records: RawRecord[] = dead.map(({ message, code, reason }) => ({
-      key: message.key,
-      value: message.value,
-      headers: {
-        ...message.headers,
-        'dlq-reason': reason.slice(0, 1_000),
-        'dlq-error-code': code,
-        'dlq-source-topic': topic,
-        'dlq-source-partition': String(partition),
-        'dlq-source-offset': message.offset,
-        'dlq-consumer-group': this.options.groupId,
-        'dlq-failed-at': new Date().toISOString(),
-      },
-    }));
+    const dlqTopic = dlqTopicOf(topic);
+    const failedAt = new Date().toISOString();
     // Nothing is lost: the offsets are committed only after the DLQ has the records.
     for (let attempt = 0; ; attempt++) {
       try {
-        await this.dlq.publishRaw([{ topic: dlqTopicOf(topic), records }]);
+        const limit = await this.dlq.maxMessageBytes(dlqTopic);
+        const omitted: string[] = [];
+        const records = dead.map(({ message, code, reason }) => {
+          const dlqHeaders = {
+            'dlq-reason': reason.slice(0, 1_000),
+            'dlq-error-code': code,
+            'dlq-source-topic': topic,
+            'dlq-source-partition': String(partition),
+            'dlq-source-offset': message.offset,
+            'dlq-consumer-group': this.options.groupId,
+            'dlq-failed-at': failedAt,
+          };
+          const record: RawRecord = {
+            key: message.key,
+            value: message.value,
+            headers: { ...message.headers, ...dlqHeaders },
+          };
+          if (fitsAlone(record, limit)) return record;
+          // Too large for the DLQ even alone: keep the verdict and where the original is; the
+          // source topic still has the bytes (until its retention ends).
+          omitted.push(message.offset);
+          const note = {
+            'dlq-value-omitted': `${recordBytes(record)} bytes exceed ${dlqTopic} max.message.bytes ${limit}`,
+          };
+          const slim: RawRecord = {
+            key: message.key,
+            value: null,
+            headers: { ...message.headers, ...dlqHeaders, ...note },
+          };
+          return fitsAlone(slim, limit) ? slim : { key: null, value: null, headers: { ...dlqHeaders, ...note } };
+        });
+        await this.dlq.publishRaw([{ topic: dlqTopic, records }]);
+        if (omitted.length > 0) {
+          this.metrics?.dlqValueOmitted.inc({ group: this.options.groupId, topic }, omitted.length);
+          context.logger.error(
+            { offsets: omitted, dlqTopic, limitBytes: limit, alert: 'dlq_value_omitted' },
+            'dead-lettered messages too large for the DLQ without their value; the source topic has them',
+          );
+        }
         context.logger.warn(
           {
             count: records.length,
@@ -356,7 +503,10 @@ export class ConsumerRunner {
         return;
       } catch (error) {
         const delay = Math.min(this.maxBackoff, this.initialBackoff * 2 ** Math.min(attempt, 16));
-        context.logger.warn({ err: error, attempt, delayMs: delay }, 'could not write to the DLQ; retrying');
+        context.logger.warn(
+          { err: error, attempt, delayMs: delay, tooLarge: isMessageTooLarge(error) },
+          'could not write to the DLQ; retrying',
+        );
         await this.pause(delay, context);
       }
     }

@@ -1,10 +1,11 @@
 /**
  * The outbox against the real database and broker: idempotent enqueue in the caller's transaction,
- * in-order publishing, relay processes killed with SIGKILL mid-batch, and hand-over between relays.
+ * in-order publishing, relay processes killed with SIGKILL mid-batch, hand-over between relays, and
+ * requests cut by bytes under the topic's max.message.bytes with oversized records parked.
  */
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import type { Admin, Kafka } from 'kafkajs';
+import { ConfigResourceTypes, type Admin, type Kafka } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { eventCodec } from '../contracts/codec.js';
 import type { StepCompleted } from '../contracts/events.generated.js';
@@ -26,6 +27,17 @@ const brokers = inject('kafkaBrokers');
 const root = join(import.meta.dirname, '..', '..', '..', '..');
 const relayEntry = join(import.meta.dirname, '..', 'testing', 'fixtures', 'outbox-relay-process.ts');
 const logger = createLogger({ name: 'outbox-test', level: 'silent' });
+const MiB = 1_048_576;
+
+/** A logger whose JSON lines the test can read. */
+function capturingLogger() {
+  const lines: Array<Record<string, unknown>> = [];
+  const log = createLogger(
+    { name: 'outbox-test', level: 'info' },
+    { write: (line: string) => lines.push(JSON.parse(line)) },
+  );
+  return { log, lines };
+}
 
 let kafka: Kafka;
 let admin: Admin;
@@ -54,7 +66,7 @@ async function topic(partitions = 3): Promise<string> {
   return name;
 }
 
-function step(key: string, seq: number): StepCompleted {
+function step(key: string, seq: number, padBytes = 0): StepCompleted {
   return {
     type: 'StepCompleted',
     eventId: randomUUID(),
@@ -63,11 +75,29 @@ function step(key: string, seq: number): StepCompleted {
     correlationId: randomUUID(),
     causationId: null,
     conversationId: `conv-${key}`,
-    campaignId: 'camp',
+    campaignId: `camp${'x'.repeat(padBytes)}`,
     candidateKey: key,
     stepId: String(seq),
   };
 }
+
+async function limitedTopic(maxMessageBytes: number): Promise<string> {
+  const name = uniqueName('outbox_limited');
+  await admin.createTopics({
+    waitForLeaders: true,
+    topics: [
+      {
+        topic: name,
+        numPartitions: 3,
+        configEntries: [{ name: 'max.message.bytes', value: String(maxMessageBytes) }],
+      },
+    ],
+  });
+  return name;
+}
+
+const unpublished = async (pool: IsolatedSchema['pool']) =>
+  (await pool.query('SELECT count(*)::int AS n FROM outbox WHERE published_at IS NULL')).rows[0].n as number;
 
 function relayProcess(schema: string): RunningProcess {
   const proc = startProcess(
@@ -293,5 +323,117 @@ describe('outbox', () => {
     const messages = await readTopic(kafka, name, (m) => new Set(m.map((x) => x.headers[HEADER.eventId])).size >= 400);
     checkDelivery(messages, [...first, ...second]);
     expect(logged(standby, 'publishing outbox batch')).toBeGreaterThan(0);
+  });
+
+  it('publishes 100 KB bodies in requests under a 1 MiB topic limit, parks the one 1.2 MB record, and goes on', async () => {
+    const { pool, schema } = await outboxSchema();
+    const name = await limitedTopic(MiB);
+    // 80 bodies of 100 KB (8 MB, so one fetch of rows needs several requests), the big one in the middle.
+    const bodies = Array.from({ length: 80 }, (_, i) => step(`k${i % 4}`, i, 100_000));
+    const big = step('k1', 1_000, 1_200_000);
+    await withTransaction(pool, async (client) => {
+      await enqueueEvents(
+        client,
+        bodies.slice(0, 40).map((event) => ({ topic: name, event })),
+      );
+      await enqueueEvents(client, [{ topic: name, event: big }]);
+      await enqueueEvents(
+        client,
+        bodies.slice(40).map((event) => ({ topic: name, event })),
+      );
+    });
+
+    const registry = createMetricsRegistry('outbox-test', false);
+    registerOutboxMetrics(registry, pool);
+    const { log, lines } = capturingLogger();
+    const producer = new EventProducer(kafka, { logger: log });
+    const relay = new OutboxRelay({
+      databaseUrl,
+      schema,
+      producer,
+      logger: log,
+      metrics: registry,
+      pollIntervalMs: 100,
+    });
+    relay.start();
+    cleanups.push(async () => {
+      await relay.stop();
+      await producer.disconnect();
+    });
+    await waitFor(async () => (await unpublished(pool)) === 0, {
+      timeoutMs: 60_000,
+      description: 'the outbox drained (published or parked)',
+    });
+
+    const messages = await readTopic(kafka, name, (m) => m.length >= bodies.length, 60_000);
+    expect(checkDelivery(messages, bodies).duplicates).toBe(0);
+    expect(messages.some((m) => m.headers[HEADER.eventId] === big.eventId)).toBe(false);
+
+    const parked = await pool.query('SELECT event_id, topic, size_bytes, limit_bytes, reason FROM outbox_parked');
+    expect(parked.rows).toEqual([
+      {
+        event_id: big.eventId,
+        topic: name,
+        size_bytes: expect.any(Number),
+        limit_bytes: MiB,
+        reason: expect.any(String),
+      },
+    ]);
+    expect(parked.rows[0].size_bytes).toBeGreaterThan(1_200_000);
+    expect(
+      (await pool.query('SELECT count(*)::int AS n FROM outbox WHERE event_id = $1', [big.eventId])).rows[0].n,
+    ).toBe(0);
+    expect(await registry.getSingleMetricAsString('outbox_parked_rows')).toMatch(/ 1$/m);
+    expect(await registry.getSingleMetricAsString('outbox_parked_total')).toMatch(/ 1$/m);
+    expect(await registry.getSingleMetricAsString('outbox_published_total')).toMatch(/ 80$/m);
+    expect(lines.filter((l) => l.alert === 'outbox_parked').map((l) => l.eventId)).toEqual([big.eventId]);
+    expect(relay.stats.batches).toBeGreaterThanOrEqual(1);
+
+    // The same event enqueued again (a redelivered handler) is parked once, not twice.
+    await enqueueEvents(pool, [{ topic: name, event: big }]);
+    await waitFor(async () => (await unpublished(pool)) === 0, {
+      timeoutMs: 20_000,
+      description: 'the copy taken off',
+    });
+    expect((await pool.query('SELECT count(*)::int AS n FROM outbox_parked')).rows[0].n).toBe(1);
+    expect(relay.liveness()).toBeUndefined();
+  });
+
+  it('when the broker refuses a request its stale limit allowed, sends one by one and parks only what it refuses alone', async () => {
+    const { pool, schema } = await outboxSchema();
+    const name = await limitedTopic(MiB);
+    const producer = new EventProducer(kafka, { logger });
+    // The producer reads 1 MiB and keeps it (5 minutes); then the topic's limit drops to 300 KB.
+    expect(await producer.maxMessageBytes(name)).toBe(MiB);
+    await admin.alterConfigs({
+      validateOnly: false,
+      resources: [
+        { type: ConfigResourceTypes.TOPIC, name, configEntries: [{ name: 'max.message.bytes', value: '307200' }] },
+      ],
+    });
+    const small = Array.from({ length: 12 }, (_, i) => step('same', i, 100_000));
+    const tooBig = step('same', 100, 400_000);
+    await withTransaction(pool, (client) =>
+      enqueueEvents(
+        client,
+        [...small.slice(0, 6), tooBig, ...small.slice(6)].map((event) => ({ topic: name, event })),
+      ),
+    );
+    const relay = new OutboxRelay({ databaseUrl, schema, producer, logger, pollIntervalMs: 100 });
+    relay.start();
+    cleanups.push(async () => {
+      await relay.stop();
+      await producer.disconnect();
+    });
+    await waitFor(async () => (await unpublished(pool)) === 0, {
+      timeoutMs: 60_000,
+      description: 'the outbox drained',
+    });
+    const messages = await readTopic(kafka, name, (m) => m.length >= small.length, 30_000);
+    checkDelivery(messages, small);
+    const parked = await pool.query('SELECT event_id, reason FROM outbox_parked');
+    expect(parked.rows.map((r) => r.event_id)).toEqual([tooBig.eventId]);
+    // Parked on the way one by one, which only a refused request leads to.
+    expect(parked.rows[0].reason).toMatch(/refused/);
   });
 });

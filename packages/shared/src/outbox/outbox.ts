@@ -6,13 +6,27 @@
  * deduplicate by eventId. Enqueuing the same eventId twice is a no-op (UNIQUE constraint).
  * One relay per service is active at a time (a session advisory lock); when its process dies, the
  * database releases the lock with the session and a standby takes over.
+ *
+ * Requests to Kafka are cut by bytes below each topic's max.message.bytes (EventProducer). A row
+ * too large for its topic even alone would block every row behind it forever; it is moved to
+ * `outbox_parked` (metric `outbox_parked_rows`, an `alert: outbox_parked` log line, runbook
+ * "Parked outbox records") and the relay goes on with the rest.
+ * The relay is alive while its loop turns: `liveness()` reports a loop that exited or made no
+ * progress for `stallAfterMs` (a hung connection), and `/health/live` turns that into a restart.
  */
 import pg, { type Pool } from 'pg';
 import type { Registry } from 'prom-client';
 import { eventCodec } from '../contracts/codec.js';
 import { crc64Avro } from '../contracts/fingerprint.js';
-import type { EventProducer, OutgoingEvent } from '../kafka/producer.js';
-import { eventHeaders, messageKey } from '../kafka/producer.js';
+import type { EventProducer, OutgoingEvent, RawRecord } from '../kafka/producer.js';
+import {
+  eventHeaders,
+  fitsAlone,
+  isMessageTooLarge,
+  messageKey,
+  planRequests,
+  recordBytes,
+} from '../kafka/producer.js';
 import type { Logger } from '../logger.js';
 import { Counter, Gauge, metric } from '../metrics.js';
 import { quoteIdent } from '../pg/pool.js';
@@ -59,14 +73,26 @@ export interface OutboxRelayOptions {
   readonly standbyRetryMs?: number;
   /** Published rows older than this are deleted. */
   readonly retentionMs?: number;
+  /** A query (or a connect) that takes longer fails, and the relay reconnects (default 30 s). */
+  readonly queryTimeoutMs?: number;
+  /** The loop counts as stalled, and `/health/live` fails, after this long without progress (5 min). */
+  readonly stallAfterMs?: number;
 }
 
 interface OutboxRow {
   id: string;
+  event_id: string;
   topic: string;
   key: string | null;
   headers: Record<string, string>;
   payload: Buffer;
+}
+
+interface Parking {
+  readonly row: OutboxRow;
+  readonly bytes: number;
+  readonly limitBytes: number;
+  readonly reason: string;
 }
 
 export class OutboxRelay {
@@ -79,11 +105,17 @@ export class OutboxRelay {
   private readonly pollIntervalMs: number;
   private readonly standbyRetryMs: number;
   private readonly retentionMs: number;
+  private readonly queryTimeoutMs: number;
+  private readonly stallAfterMs: number;
   private lastCleanup = 0;
+  /** When the loop last made progress (a query answered, a batch sent, a pause ended). */
+  private lastTick = Date.now();
+  private exited: string | undefined;
   /** True while this instance holds the lock and publishes. */
   active = false;
-  readonly stats = { published: 0, batches: 0 };
+  readonly stats = { published: 0, batches: 0, parked: 0 };
   private readonly publishedCounter?: Counter;
+  private readonly parkedCounter?: Counter;
   private readonly activeGauge?: Gauge;
 
   constructor(private readonly options: OutboxRelayOptions) {
@@ -93,6 +125,8 @@ export class OutboxRelay {
     this.pollIntervalMs = options.pollIntervalMs ?? 1_000;
     this.standbyRetryMs = options.standbyRetryMs ?? 1_000;
     this.retentionMs = options.retentionMs ?? 7 * 24 * 60 * 60 * 1000;
+    this.queryTimeoutMs = options.queryTimeoutMs ?? 30_000;
+    this.stallAfterMs = options.stallAfterMs ?? 5 * 60_000;
     const registry = options.metrics;
     if (registry) {
       this.publishedCounter = metric(
@@ -102,6 +136,16 @@ export class OutboxRelay {
           new Counter({
             name: 'outbox_published_total',
             help: 'Outbox rows published to Kafka',
+            registers: [registry],
+          }),
+      );
+      this.parkedCounter = metric(
+        registry,
+        'outbox_parked_total',
+        () =>
+          new Counter({
+            name: 'outbox_parked_total',
+            help: 'Outbox rows moved to outbox_parked: too large for their topic',
             registers: [registry],
           }),
       );
@@ -119,7 +163,29 @@ export class OutboxRelay {
   }
 
   start(): void {
-    this.running ??= this.loop();
+    this.lastTick = Date.now();
+    this.running ??= this.loop().then(
+      () => {
+        if (!this.stopped) this.exited = 'the loop returned';
+      },
+      (error: unknown) => {
+        this.exited = error instanceof Error ? error.message : String(error);
+        this.options.logger.fatal({ err: error, alert: 'outbox_relay_dead' }, 'outbox relay loop died');
+      },
+    );
+  }
+
+  /** Why the relay is dead (its loop exited, or stalled), or undefined while it turns. */
+  liveness(now = Date.now()): string | undefined {
+    if (!this.running || this.stopped) return undefined;
+    if (this.exited !== undefined) return `outbox relay loop exited: ${this.exited}`;
+    const idle = now - this.lastTick;
+    if (idle > this.stallAfterMs) return `outbox relay stalled: no progress for ${Math.round(idle / 1000)} s`;
+    return undefined;
+  }
+
+  private tick(): void {
+    this.lastTick = Date.now();
   }
 
   async stop(): Promise<void> {
@@ -131,11 +197,13 @@ export class OutboxRelay {
   private async loop(): Promise<void> {
     let failures = 0;
     while (!this.stopped) {
+      this.tick();
       try {
         await this.session();
         failures = 0;
       } catch (error) {
-        failures++;
+        // A session that got as far as publishing was healthy: its loss starts the backoff afresh.
+        failures = this.active ? 1 : failures + 1;
         this.options.logger.warn({ err: error }, 'outbox relay session failed; reconnecting');
       } finally {
         this.setActive(false);
@@ -151,7 +219,14 @@ export class OutboxRelay {
     const client = new pg.Client({
       connectionString: this.options.databaseUrl,
       application_name: `outbox-relay-${this.options.schema}`,
-      options: `-c search_path=${quoteIdent(this.options.schema)}`,
+      // The server side must notice a vanished relay too, or the dead session keeps the advisory
+      // lock (and every relay stays a standby) until the OS gives up on it, hours by default.
+      options: `-c search_path=${quoteIdent(this.options.schema)} -c tcp_keepalives_idle=30 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=3`,
+      // A connection that stops answering (a network partition leaves no RST) fails a query
+      // instead of hanging the loop; keepalive finds a dead peer while we idle in LISTEN.
+      connectionTimeoutMillis: this.queryTimeoutMs,
+      query_timeout: this.queryTimeoutMs,
+      keepAlive: true,
     });
     this.client = client;
     let lost: Error | undefined;
@@ -161,6 +236,7 @@ export class OutboxRelay {
     });
     await client.connect();
     while (!this.stopped) {
+      this.tick();
       const { rows } = await client.query<{ locked: boolean }>(
         'SELECT pg_try_advisory_lock($1, $2) AS locked',
         this.lockKeys,
@@ -176,6 +252,7 @@ export class OutboxRelay {
     await client.query(`LISTEN ${quoteIdent(outboxChannel(this.options.schema))}`);
 
     while (!this.stopped) {
+      this.tick();
       if (lost) throw lost;
       const published = await this.publishBatch(client);
       if (published < this.batchSize) {
@@ -186,34 +263,113 @@ export class OutboxRelay {
     await client.query('SELECT pg_advisory_unlock($1, $2)', this.lockKeys).catch(() => undefined);
   }
 
+  /** Publishes (or parks) the next rows in id order; returns how many rows it took off the queue. */
   private async publishBatch(client: pg.Client): Promise<number> {
     const { rows } = await client.query<OutboxRow>(
-      `SELECT id, topic, key, headers, payload FROM outbox WHERE published_at IS NULL ORDER BY id LIMIT $1`,
+      `SELECT id, event_id, topic, key, headers, payload FROM outbox WHERE published_at IS NULL ORDER BY id LIMIT $1`,
       [this.batchSize],
     );
     if (rows.length === 0) return 0;
-    // Consecutive rows of one topic go in one request, in id order; batches never overlap.
-    const batches: Array<{
-      topic: string;
-      records: Array<{ key: string | null; value: Buffer; headers: Record<string, string> }>;
-    }> = [];
+    const { producer } = this.options;
+    const limits = new Map<string, number>();
+    for (const topic of new Set(rows.map((r) => r.topic))) limits.set(topic, await producer.maxMessageBytes(topic));
+    const rowOf = new Map<RawRecord, OutboxRow>();
+    const batches: Array<{ topic: string; records: RawRecord[] }> = [];
+    const parking: Parking[] = [];
     for (const row of rows) {
+      const record: RawRecord = { key: row.key, value: row.payload, headers: row.headers };
+      const limitBytes = limits.get(row.topic) as number;
+      if (!fitsAlone(record, limitBytes)) {
+        parking.push({ row, bytes: recordBytes(record), limitBytes, reason: 'larger than the topic accepts' });
+        continue;
+      }
+      rowOf.set(record, row);
+      // Consecutive rows of one topic stay together, in id order.
       const current = batches.at(-1);
-      const record = { key: row.key, value: row.payload, headers: row.headers };
       if (current?.topic === row.topic) current.records.push(record);
       else batches.push({ topic: row.topic, records: [record] });
     }
+    if (parking.length > 0) await this.park(client, parking);
     this.options.logger.debug(
       { count: rows.length, firstId: rows[0]?.id, lastId: rows.at(-1)?.id },
       'publishing outbox batch',
     );
-    await this.options.producer.publishRaw(batches);
-    await client.query('UPDATE outbox SET published_at = now() WHERE id = ANY($1::bigint[])', [rows.map((r) => r.id)]);
-    this.options.logger.debug({ count: rows.length }, 'published outbox batch');
-    this.stats.published += rows.length;
+    // One request at a time, each marked published once Kafka has it, so a crash re-sends little.
+    for (const request of planRequests(batches, (topic) => limits.get(topic) as number)) {
+      const records = request.flatMap((b) => b.records);
+      try {
+        await producer.publishRaw(request);
+        await this.markPublished(
+          client,
+          records.map((r) => (rowOf.get(r) as OutboxRow).id),
+        );
+      } catch (error) {
+        // The broker's limit is below the one we read (lowered since, or unreadable): one by one,
+        // so only the records it refuses alone are parked.
+        if (!isMessageTooLarge(error)) throw error;
+        for (const record of records) await this.publishAlone(client, rowOf.get(record) as OutboxRow, record);
+      }
+      this.tick();
+    }
+    this.options.logger.debug({ count: rows.length, parked: parking.length }, 'published outbox batch');
     this.stats.batches++;
-    this.publishedCounter?.inc(rows.length);
     return rows.length;
+  }
+
+  private async publishAlone(client: pg.Client, row: OutboxRow, record: RawRecord): Promise<void> {
+    try {
+      await this.options.producer.publishRaw([{ topic: row.topic, records: [record] }]);
+      await this.markPublished(client, [row.id]);
+    } catch (error) {
+      if (!isMessageTooLarge(error)) throw error;
+      const limitBytes = await this.options.producer.maxMessageBytes(row.topic);
+      const reason = `the broker refused it: ${error instanceof Error ? error.message : String(error)}`;
+      await this.park(client, [{ row, bytes: recordBytes(record), limitBytes, reason }]);
+    }
+  }
+
+  private async markPublished(client: pg.Client, ids: readonly string[]): Promise<void> {
+    await client.query('UPDATE outbox SET published_at = now() WHERE id = ANY($1::bigint[])', [ids]);
+    this.stats.published += ids.length;
+    this.publishedCounter?.inc(ids.length);
+  }
+
+  /** Moves rows that cannot be published to outbox_parked, in one statement. */
+  private async park(client: pg.Client, parking: readonly Parking[]): Promise<void> {
+    await client.query(
+      `WITH moved AS (
+         DELETE FROM outbox WHERE id = ANY($1::bigint[])
+         RETURNING id, event_id, topic, key, headers, payload, created_at
+       )
+       INSERT INTO outbox_parked
+         (outbox_id, event_id, topic, key, headers, payload, created_at, size_bytes, limit_bytes, reason)
+       SELECT m.id, m.event_id, m.topic, m.key, m.headers, m.payload, m.created_at, p.bytes, p.limit_bytes, p.reason
+       FROM moved m JOIN unnest($1::bigint[], $2::int[], $3::int[], $4::text[]) AS p(id, bytes, limit_bytes, reason)
+         ON p.id = m.id
+       ON CONFLICT (event_id) DO NOTHING`,
+      [
+        parking.map((p) => p.row.id),
+        parking.map((p) => p.bytes),
+        parking.map((p) => p.limitBytes),
+        parking.map((p) => p.reason),
+      ],
+    );
+    this.stats.parked += parking.length;
+    this.parkedCounter?.inc(parking.length);
+    for (const { row, bytes, limitBytes, reason } of parking) {
+      this.options.logger.error(
+        {
+          alert: 'outbox_parked',
+          outboxId: row.id,
+          eventId: row.event_id,
+          topic: row.topic,
+          bytes,
+          limitBytes,
+          reason,
+        },
+        'outbox record too large for its topic: parked in outbox_parked (docs/operations.md, parked outbox records)',
+      );
+    }
   }
 
   private async cleanup(client: pg.Client): Promise<void> {
@@ -230,10 +386,14 @@ export class OutboxRelay {
   }
 
   private sleep(ms: number): Promise<void> {
+    // A pause the loop chose is progress until it ends: the watchdog counts from its end.
+    this.lastTick = Math.max(this.lastTick, Date.now() + ms);
     return new Promise((resolve) => {
       const timer = setTimeout(done, ms);
+      const tick = () => this.tick();
       function done() {
         clearTimeout(timer);
+        tick();
         resolve();
       }
       this.wake = done;
@@ -249,11 +409,16 @@ export function registerOutboxMetrics(registry: Registry, pool: Pool): void {
   // One small query per gauge and scrape (a partial index keeps it cheap); never a cached value.
   const read = () =>
     pool
-      .query<{ rows: string; age: number | null }>(
-        `SELECT count(*) AS rows, extract(epoch FROM now() - min(created_at))::float8 AS age
+      .query<{ rows: string; age: number | null; parked: string }>(
+        `SELECT count(*) AS rows, extract(epoch FROM now() - min(created_at))::float8 AS age,
+                (SELECT count(*) FROM outbox_parked) AS parked
          FROM outbox WHERE published_at IS NULL`,
       )
-      .then((r) => ({ rows: Number(r.rows[0]?.rows ?? 0), age: r.rows[0]?.age ?? 0 }));
+      .then((r) => ({
+        rows: Number(r.rows[0]?.rows ?? 0),
+        age: r.rows[0]?.age ?? 0,
+        parked: Number(r.rows[0]?.parked ?? 0),
+      }));
   metric(
     registry,
     'outbox_unpublished_rows',
@@ -264,6 +429,19 @@ export function registerOutboxMetrics(registry: Registry, pool: Pool): void {
         registers: [registry],
         async collect() {
           this.set((await read()).rows);
+        },
+      }),
+  );
+  metric(
+    registry,
+    'outbox_parked_rows',
+    () =>
+      new Gauge({
+        name: 'outbox_parked_rows',
+        help: 'Outbox records parked as too large for their topic, waiting for an operator',
+        registers: [registry],
+        async collect() {
+          this.set((await read()).parked);
         },
       }),
   );

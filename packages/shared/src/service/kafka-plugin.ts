@@ -23,7 +23,7 @@ export interface KafkaPluginOptions {
 export const kafkaPlugin = fp<KafkaPluginOptions>(
   async (app, options) => {
     const kafka = createKafka({ brokers: options.brokers, clientId: options.clientId, logger: app.log as Logger });
-    const producer = new EventProducer(kafka);
+    const producer = new EventProducer(kafka, { logger: app.log as Logger });
     let admin: Admin | undefined;
     app.decorate('kafka', kafka);
     app.decorate('producer', producer);

@@ -1,12 +1,24 @@
 import type { FastifyInstance } from 'fastify';
+import type { BaseConfig } from '../config.js';
 import { ConsumerRunner, type ConsumerRunnerOptions } from '../kafka/consumer.js';
 import type { Logger } from '../logger.js';
 import { OutboxRelay, registerOutboxMetrics, type OutboxRelayOptions } from '../outbox/outbox.js';
+import type { PeriodicTask } from './periodic.js';
+
+/** The retry cap of every consumer, from the base config (CONSUMER_RETRY_MAX_ATTEMPTS, _MS). */
+export function retryCap(config: Pick<BaseConfig, 'CONSUMER_RETRY_MAX_ATTEMPTS' | 'CONSUMER_RETRY_MAX_MS'>): {
+  maxAttempts: number;
+  maxElapsedMs: number;
+} {
+  return { maxAttempts: config.CONSUMER_RETRY_MAX_ATTEMPTS, maxElapsedMs: config.CONSUMER_RETRY_MAX_MS };
+}
 
 /**
  * Runs a consumer inside a service: started when the app is ready, stopped when it closes (before
  * the Kafka client and the pool, which were registered earlier and so close later). On SIGTERM the
  * current chunk finishes or is abandoned uncommitted; it is redelivered to the next owner.
+ * Readiness fails while the consumer is not a member of its group; liveness fails once kafkajs has
+ * crashed it for good (a CRASH with `restart: false`), so the orchestrator restarts the process.
  */
 export function registerConsumer(
   app: FastifyInstance,
@@ -33,15 +45,21 @@ export function registerConsumer(
   });
   app.readiness.set(`consumer:${options.groupId}`, async () => {
     if (startError) throw new Error(`failed to start: ${(startError as Error).message}`);
-    if (!runner.joined) throw new Error('joining its group');
+    const dead = runner.liveness();
+    if (dead) throw new Error(dead);
+    if (!runner.joined) throw new Error('not a member of its group (joining or rebalancing)');
   });
+  app.liveness.set(`consumer:${options.groupId}`, () => runner.liveness());
   app.addHook('onClose', async () => {
     await runner.stop();
   });
   return runner;
 }
 
-/** Runs the outbox relay of `schema` inside a service, with its backlog metrics. */
+/**
+ * Runs the outbox relay of `schema` inside a service, with its backlog metrics; liveness fails when
+ * its loop exited or stalled.
+ */
 export function registerOutboxRelay(
   app: FastifyInstance,
   options: Omit<OutboxRelayOptions, 'producer' | 'logger' | 'metrics'>,
@@ -53,6 +71,7 @@ export function registerOutboxRelay(
     metrics: app.metrics,
   });
   registerOutboxMetrics(app.metrics, app.pg);
+  app.liveness.set('outbox-relay', () => relay.liveness());
   app.addHook('onReady', async () => {
     relay.start();
   });
@@ -60,4 +79,20 @@ export function registerOutboxRelay(
     await relay.stop();
   });
   return relay;
+}
+
+/**
+ * Runs a periodic task inside a service: started when the app is ready, stopped (its run in
+ * progress awaited) when it closes; liveness fails when it stops turning.
+ */
+export function registerPeriodicTask(app: FastifyInstance, task: PeriodicTask): PeriodicTask {
+  app.addHook('onReady', async () => task.start());
+  app.addHook('onClose', async () => task.stop());
+  watchPeriodicTask(app, task);
+  return task;
+}
+
+/** Adds the liveness of a task its owner starts and stops (a reconciler, a sweeper). */
+export function watchPeriodicTask(app: FastifyInstance, task: Pick<PeriodicTask, 'name' | 'liveness'>): void {
+  app.liveness.set(`task:${task.name}`, () => task.liveness());
 }

@@ -6,7 +6,8 @@ import type { ConversationsRepository } from '../adapters/conversations-reposito
  * repository's SKIP LOCKED + guard makes each flag happen once. One log line per flag, for alerts.
  */
 export class Sweeper {
-  private readonly loop: PeriodicTask;
+  /** Its periodic sweep (whose liveness the plugin watches). */
+  readonly loop: PeriodicTask;
   private readonly sweeps: Counter;
   private readonly flags: Counter;
 

@@ -1,21 +1,60 @@
 /**
  * The experiment service, over HTTP, batched: one round trip per experiment per chunk. The planner
  * never randomizes: no answer means the request waits (a TransientError, retried with backoff by
- * the consumer runner, never dropped and never sent without its variant).
+ * the consumer runner up to its cap, then dead-lettered as TRANSIENT_EXHAUSTED and replayable;
+ * never sent without its variant).
+ * A 401/403 means our token and theirs disagree, which a token rotation causes and fixes: it is
+ * transient too (not the request's fault), with an alert, `planner_peer_auth_failures_total` and an
+ * `alert: peer_auth_failed` log line, since it will not heal by itself if the rotation is stuck.
  */
-import { TransientError } from '@outreach/shared';
+import { Counter, metric, TransientError, type Logger, type Registry } from '@outreach/shared';
 import type { VariantDecision } from '../domain/request.js';
 
 export type ExperimentAnswer =
   | { readonly kind: 'unknown_experiment' }
   | { readonly kind: 'decisions'; readonly byCandidate: ReadonlyMap<string, VariantDecision> };
 
+export interface ExperimentClientObservers {
+  readonly logger?: Logger;
+  readonly metrics?: Registry;
+}
+
 export class ExperimentClient {
+  private readonly authFailures: Counter | undefined;
+
   constructor(
     private readonly baseUrl: string,
     private readonly token: string,
     private readonly timeoutMs: number,
-  ) {}
+    private readonly observers: ExperimentClientObservers = {},
+  ) {
+    const registry = observers.metrics;
+    this.authFailures = registry
+      ? metric(
+          registry,
+          'planner_peer_auth_failures_total',
+          () =>
+            new Counter({
+              name: 'planner_peer_auth_failures_total',
+              help: 'Calls a peer service refused with 401/403 (a token rotation in progress, or stuck)',
+              labelNames: ['peer', 'status'] as const,
+              registers: [registry],
+            }),
+        )
+      : undefined;
+  }
+
+  /** A 401/403: retried like an outage, and reported so someone finishes the rotation. */
+  private refused(status: number, text: string): TransientError {
+    this.authFailures?.inc({ peer: 'experiment', status: String(status) });
+    this.observers.logger?.error(
+      { alert: 'peer_auth_failed', peer: 'experiment', status },
+      'the experiment service refused our token; check EXPERIMENT_TOKEN against its API tokens (rotation)',
+    );
+    return new TransientError(`experiment service refused our token (${status}): ${text.slice(0, 200)}`, {
+      code: 'PEER_UNAUTHORIZED',
+    });
+  }
 
   async assign(experimentId: string, candidateIds: readonly string[]): Promise<ExperimentAnswer> {
     let response: Response;
@@ -35,10 +74,11 @@ export class ExperimentClient {
     if (response.status === 404) return { kind: 'unknown_experiment' };
     if (!response.ok) {
       const text = await response.text().catch(() => '');
+      if (response.status === 401 || response.status === 403) throw this.refused(response.status, text);
       // 5xx and 429 are the service's trouble; anything else is a bug worth a loud failure.
       if (response.status >= 500 || response.status === 429)
-        throw new TransientError(`experiment service answered ${response.status}: ${text}`);
-      throw new Error(`experiment service refused the batch (${response.status}): ${text}`);
+        throw new TransientError(`experiment service answered ${response.status}: ${text.slice(0, 200)}`);
+      throw new Error(`experiment service refused the batch (${response.status}): ${text.slice(0, 200)}`);
     }
     const body = (await response.json()) as {
       assignments: Array<{ candidateKey: string; enrolled: boolean; variant?: string; reason?: string }>;
@@ -60,12 +100,17 @@ export class ExperimentClient {
     let response: Response;
     try {
       response = await fetch(`${this.baseUrl.replace(/\/$/, '')}/v1/experiments/${encodeURIComponent(experimentId)}`, {
+        // The experiment service's reads need its read scope (docs/operations.md, scopes).
+        headers: { authorization: `Bearer ${this.token}` },
         signal: AbortSignal.timeout(this.timeoutMs),
       });
     } catch (error) {
       throw new TransientError(`experiment service unreachable: ${(error as Error).message}`);
     }
     if (response.status === 404) return undefined;
+    if (response.status === 401 || response.status === 403) {
+      throw this.refused(response.status, await response.text().catch(() => ''));
+    }
     if (!response.ok) throw new TransientError(`experiment service answered ${response.status}`);
     const body = (await response.json()) as { variants: Array<{ name: string; weight: number }> };
     return body.variants.filter((v) => v.weight > 0).map((v) => v.name);

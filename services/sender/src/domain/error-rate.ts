@@ -1,7 +1,9 @@
 /**
  * Provider error rate per campaign over a sliding window, for auto-pause. Pure: time comes in.
  * Each campaign keeps its attempts in arrival order with running counts, so recording one is
- * amortized O(1) however many sends the window holds.
+ * amortized O(1) however many sends the window holds. A campaign with no attempt inside the window
+ * is forgotten (swept at most once per window), so a long-lived process holds only the campaigns
+ * that sent in the last window, not every campaign it ever saw.
  */
 export interface ErrorRatePolicy {
   /** Pause when failures / attempts reaches this (0..1). */
@@ -21,11 +23,18 @@ interface Window {
 
 export class ErrorRateWindow {
   private readonly windows = new Map<string, Window>();
+  private lastSweep = Number.NEGATIVE_INFINITY;
 
   constructor(private readonly policy: ErrorRatePolicy) {}
 
+  /** Campaigns currently tracked. */
+  get size(): number {
+    return this.windows.size;
+  }
+
   /** Records one provider attempt; returns a pause reason when the campaign crossed the threshold. */
   record(campaignId: string, failed: boolean, now: number): string | undefined {
+    this.evictIdle(now);
     let window = this.windows.get(campaignId);
     if (!window) {
       window = { at: [], failed: [], head: 0, failures: 0 };
@@ -49,5 +58,15 @@ export class ErrorRateWindow {
       return `auto-paused: provider errors on ${window.failures} of the last ${attempts} sends (threshold ${Math.round(this.policy.threshold * 100)}%)`;
     }
     return undefined;
+  }
+
+  /** Drops campaigns whose newest attempt has left the window; O(campaigns) once per window. */
+  private evictIdle(now: number): void {
+    if (now - this.lastSweep < this.policy.windowMs) return;
+    this.lastSweep = now;
+    for (const [campaignId, window] of this.windows) {
+      const newest = window.at.at(-1);
+      if (newest === undefined || now - newest >= this.policy.windowMs) this.windows.delete(campaignId);
+    }
   }
 }

@@ -33,6 +33,27 @@ describe('ErrorRateWindow', () => {
     // At time 4,999 + k the window holds successes from 4,000 + k .. 4,999 (1,000 - k) and k failures.
     expect(pausedAfter).toBe(500);
   });
+
+  it('forgets campaigns that stopped sending: 10,000 one-off campaigns leave only the last window behind', () => {
+    const window = new ErrorRateWindow(policy);
+    for (let i = 0; i < 10_000; i++) window.record(`campaign-${i}`, false, i * 10);
+    // 1,000 ms window, one campaign per 10 ms: at most the last ~100 (plus one sweep's lag) remain.
+    expect(window.size).toBeLessThanOrEqual(200);
+    window.record('later', false, 1_000_000);
+    expect(window.size).toBe(1);
+  });
+
+  it('keeps a campaign that is still sending, with its counts, while idle ones go', () => {
+    const window = new ErrorRateWindow(policy);
+    window.record('busy', true, 0);
+    for (let i = 0; i < 50; i++) window.record(`idle-${i}`, false, 500);
+    window.record('busy', true, 900);
+    window.record('busy', true, 900);
+    // The sweep at 1,600 drops the campaigns whose newest attempt is 1,000 ms old or more.
+    expect(window.record('busy', true, 1_600)).toBeUndefined();
+    expect(window.size).toBe(1);
+    expect(window.record('busy', true, 1_700)).toMatch(/provider errors on 4 of the last 4 sends/);
+  });
 });
 
 describe('TokenBucket', () => {
@@ -52,6 +73,7 @@ describe('sendRecorded', () => {
     campaignId: 'c',
     candidateKey: 'k',
     emailHash: 'h',
+    emailHashKeyId: 'k1',
     step: 's',
     experimentId: null,
     variant: null,
@@ -63,5 +85,8 @@ describe('sendRecorded', () => {
     const b = sendRecorded(send, 'sent', { recordedAt: 2 });
     expect(a.eventId).toBe(b.eventId);
     expect(sendRecorded(send, 'held', { recordedAt: 1 }).eventId).not.toBe(a.eventId);
+  });
+  it('carries the id of the key its emailHash was made with', () => {
+    expect(sendRecorded(send, 'sent', { recordedAt: 1 })).toMatchObject({ emailHash: 'h', emailHashKeyId: 'k1' });
   });
 });

@@ -14,7 +14,8 @@ import type { SendsRepository } from '../adapters/sends-repository.js';
 import { alwaysRun, type SendPipeline } from './send-pipeline.js';
 
 export class Reconciler {
-  private readonly loop: PeriodicTask;
+  /** Its periodic sweep (whose liveness the plugin watches). */
+  readonly loop: PeriodicTask;
   private stopped = false;
   private readonly ambiguous: Counter;
   private readonly takeovers: Counter;

@@ -1,0 +1,330 @@
+/**
+ * `/health/live` and `/health/ready` tell the truth, each failure made to happen for real against
+ * the real broker and database: a consumer kafkajs crashes for good (the broker refuses its join),
+ * a periodic task whose run waits on a lock forever, an outbox relay whose connection stops
+ * answering mid-session (a TCP proxy that stops forwarding, as a network partition does), and a
+ * relay whose connection is killed (it reconnects: alive, and says so).
+ */
+import { createServer, connect, type Server, type Socket } from 'node:net';
+import type { FastifyInstance } from 'fastify';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { createKafka } from '../kafka/client.js';
+import { dlqTopicOf } from '../kafka/topics.js';
+import { createLogger } from '../logger.js';
+import { enqueueEvents } from '../outbox/outbox.js';
+import { migrate, sharedMigrationsDir } from '../pg/migrate.js';
+import { stepCompleted } from '../testing/fixtures/events.js';
+import { isolatedSchema, type IsolatedSchema } from '../testing/index.js';
+import { uniqueName } from '../testing/names.js';
+import { waitFor } from '../wait.js';
+import { buildHttpApp } from './http.js';
+import { PeriodicTask } from './periodic.js';
+import { registerConsumer, registerOutboxRelay, registerPeriodicTask } from './workers.js';
+
+const brokers = inject('kafkaBrokers');
+const databaseUrl = inject('databaseUrl');
+const logger = createLogger({ name: 'health-test', level: 'silent' });
+const kafka = createKafka({ brokers: brokers.split(','), clientId: 'health-test' });
+const admin = kafka.admin();
+const cleanups: Array<() => Promise<unknown>> = [];
+
+beforeAll(async () => {
+  await admin.connect();
+});
+afterAll(async () => {
+  for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
+  await admin.disconnect();
+});
+
+async function app(options: { postgres?: IsolatedSchema; kafka?: boolean }): Promise<FastifyInstance> {
+  const built = await buildHttpApp({
+    name: 'health-test',
+    logger,
+    ...(options.postgres
+      ? {
+          postgres: { connectionString: databaseUrl, applicationName: 'health-test', schema: options.postgres.schema },
+        }
+      : {}),
+    ...(options.kafka ? { kafka: { brokers: brokers.split(','), clientId: 'health-test' } } : {}),
+  });
+  cleanups.push(() => built.close());
+  return built;
+}
+
+async function outboxSchema(): Promise<IsolatedSchema> {
+  const isolated = await isolatedSchema(databaseUrl, 'health');
+  await migrate({ databaseUrl, schema: isolated.schema, dir: sharedMigrationsDir });
+  cleanups.push(() => isolated.drop());
+  return isolated;
+}
+
+const probe = async (target: FastifyInstance, path: '/health/live' | '/health/ready') => {
+  const response = await target.inject({ method: 'GET', url: path });
+  return { status: response.statusCode, body: response.json() as { checks?: Record<string, string> } };
+};
+
+/**
+ * A TCP proxy that can stop forwarding while keeping the connections open, as a partition does:
+ * `freeze` holds every byte until `thaw`; `blackholeExisting` drops the open connections' bytes
+ * for good while new connections work (a stateful firewall or NAT that lost its entries).
+ */
+async function tcpProxy(targetPort: number, targetHost = '127.0.0.1') {
+  let frozen = false;
+  const held: Array<() => void> = [];
+  const sockets = new Set<Socket>();
+  const blackholed = new WeakSet<Socket>();
+  const forward = (from: Socket, to: Socket) =>
+    from.on('data', (chunk) => {
+      if (blackholed.has(from)) return;
+      if (frozen) held.push(() => to.write(chunk));
+      else to.write(chunk);
+    });
+  const server: Server = createServer((client) => {
+    const upstream = connect(targetPort, targetHost);
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on('error', () => undefined);
+      socket.on('close', () => {
+        client.destroy();
+        upstream.destroy();
+        sockets.delete(socket);
+      });
+    }
+    forward(client, upstream);
+    forward(upstream, client);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as { port: number }).port;
+  return {
+    port,
+    freeze: () => {
+      frozen = true;
+    },
+    thaw: () => {
+      frozen = false;
+      for (const send of held.splice(0)) send();
+    },
+    blackholeExisting: () => {
+      for (const socket of sockets) blackholed.add(socket);
+    },
+    close: async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
+describe('health', () => {
+  it('liveness and readiness fail when kafkajs crashes a consumer and will not restart it', async () => {
+    const topic = uniqueName('health_crash');
+    await admin.createTopics({
+      waitForLeaders: true,
+      topics: [topic, dlqTopicOf(topic)].map((name) => ({ topic: name, numPartitions: 1 })),
+    });
+    const target = await app({ kafka: true });
+    const groupId = uniqueName('health_group');
+    // The broker refuses a session timeout under its group.min.session.timeout.ms (6 s by default):
+    // INVALID_SESSION_TIMEOUT is not retriable, so kafkajs emits CRASH with restart: false.
+    const runner = registerConsumer(target, {
+      groupId,
+      topics: [topic],
+      sessionTimeoutMs: 1_000,
+      handler: async () => undefined,
+    });
+    await target.ready();
+    const live = await waitFor(
+      async () => {
+        const result = await probe(target, '/health/live');
+        return result.status === 503 ? result : undefined;
+      },
+      { timeoutMs: 30_000, description: '/health/live to answer 503' },
+    );
+    expect(live.body.checks?.[`consumer:${groupId}`]).toMatch(/crashed and will not restart: .*session timeout/i);
+    expect(runner.stats.crashes).toBeGreaterThanOrEqual(1);
+    const ready = await probe(target, '/health/ready');
+    expect(ready.status).toBe(503);
+    expect(ready.body.checks?.[`consumer:${groupId}`]).toMatch(/crashed and will not restart/);
+  });
+
+  it('readiness waits for the group join; liveness holds while a healthy consumer runs', async () => {
+    const topic = uniqueName('health_join');
+    await admin.createTopics({
+      waitForLeaders: true,
+      topics: [topic, dlqTopicOf(topic)].map((name) => ({ topic: name, numPartitions: 1 })),
+    });
+    const target = await app({ kafka: true });
+    const groupId = uniqueName('health_group');
+    const runner = registerConsumer(target, { groupId, topics: [topic], handler: async () => undefined });
+    expect((await probe(target, '/health/ready')).body.checks?.[`consumer:${groupId}`]).toMatch(/not a member/);
+    await target.ready();
+    await waitFor(async () => (await probe(target, '/health/ready')).status === 200, {
+      timeoutMs: 30_000,
+      description: 'ready once the consumer joined',
+    });
+    expect(runner.joined).toBe(true);
+    expect((await probe(target, '/health/live')).status).toBe(200);
+  });
+
+  it('liveness fails while a periodic task is stuck in a run (waiting on a lock), and recovers when the run ends', async () => {
+    const schema = await outboxSchema();
+    const target = await app({ postgres: schema });
+    const key = Math.floor(Math.random() * 1e9);
+    const holder = new pg.Client({ connectionString: databaseUrl });
+    await holder.connect();
+    cleanups.push(() => holder.end());
+    await holder.query('SELECT pg_advisory_lock($1)', [key]);
+    let runs = 0;
+    registerPeriodicTask(
+      target,
+      new PeriodicTask(
+        'locked sweep',
+        async () => {
+          runs++;
+          // Waits as long as the holder keeps the lock: no statement timeout is set.
+          await target.pg.query('SELECT pg_advisory_xact_lock($1)', [key]);
+        },
+        50,
+        logger,
+        { stallAfterMs: 1_000 },
+      ),
+    );
+    await target.ready();
+    expect((await probe(target, '/health/live')).status).toBe(200);
+    const live = await waitFor(
+      async () => {
+        const result = await probe(target, '/health/live');
+        return result.status === 503 ? result : undefined;
+      },
+      { timeoutMs: 10_000, description: '/health/live to answer 503' },
+    );
+    expect(live.body.checks?.['task:locked sweep']).toMatch(/a run has been going for \d+ s/);
+    expect(runs).toBe(1);
+
+    await holder.query('SELECT pg_advisory_unlock($1)', [key]);
+    await waitFor(async () => (await probe(target, '/health/live')).status === 200 && runs >= 3, {
+      timeoutMs: 10_000,
+      description: 'alive again, and running',
+    });
+  });
+
+  it('liveness fails while the outbox relay is stuck on a connection that stopped answering, and recovers when it answers', async () => {
+    const schema = await outboxSchema();
+    const topic = uniqueName('health_relay');
+    await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: 1 }] });
+    const pgPort = Number(new URL(databaseUrl).port || 5432);
+    const proxy = await tcpProxy(pgPort, new URL(databaseUrl).hostname);
+    cleanups.push(() => proxy.close());
+    const viaProxy = new URL(databaseUrl);
+    viaProxy.port = String(proxy.port);
+
+    const target = await app({ postgres: schema, kafka: true });
+    const relay = registerOutboxRelay(target, {
+      databaseUrl: viaProxy.toString(),
+      schema: schema.schema,
+      pollIntervalMs: 50,
+      // The query timeout (the relay's own cure) is longer than the watchdog here, to see the watchdog.
+      queryTimeoutMs: 60_000,
+      stallAfterMs: 1_500,
+    });
+    await target.ready();
+    await waitFor(() => relay.active, { timeoutMs: 10_000, description: 'the relay active' });
+    await enqueueEvents(schema.pool, [{ topic, event: stepCompleted(1) }]);
+    await waitFor(() => relay.stats.published >= 1, { timeoutMs: 10_000, description: 'the first event published' });
+    expect((await probe(target, '/health/live')).status).toBe(200);
+
+    proxy.freeze();
+    const live = await waitFor(
+      async () => {
+        const result = await probe(target, '/health/live');
+        return result.status === 503 ? result : undefined;
+      },
+      { timeoutMs: 10_000, description: '/health/live to answer 503' },
+    );
+    expect(live.body.checks?.['outbox-relay']).toMatch(/outbox relay stalled: no progress for \d+ s/);
+
+    proxy.thaw();
+    await enqueueEvents(schema.pool, [{ topic, event: stepCompleted(2) }]);
+    await waitFor(async () => (await probe(target, '/health/live')).status === 200 && relay.stats.published >= 2, {
+      timeoutMs: 10_000,
+      description: 'alive again, and publishing',
+    });
+  });
+
+  it('a relay whose connection goes silent gives it up after its query timeout and reconnects on its own', async () => {
+    const schema = await outboxSchema();
+    const topic = uniqueName('health_silent');
+    await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: 1 }] });
+    const proxy = await tcpProxy(Number(new URL(databaseUrl).port || 5432), new URL(databaseUrl).hostname);
+    cleanups.push(() => proxy.close());
+    const viaProxy = new URL(databaseUrl);
+    viaProxy.port = String(proxy.port);
+    const target = await app({ postgres: schema, kafka: true });
+    const relay = registerOutboxRelay(target, {
+      databaseUrl: viaProxy.toString(),
+      schema: schema.schema,
+      pollIntervalMs: 50,
+      queryTimeoutMs: 1_000,
+    });
+    await target.ready();
+    await waitFor(() => relay.active, { timeoutMs: 10_000, description: 'the relay active' });
+
+    // The open connection never answers again (no RST, no FIN); new ones work.
+    proxy.blackholeExisting();
+    await enqueueEvents(schema.pool, [{ topic, event: stepCompleted(1) }]);
+    await waitFor(() => relay.stats.published >= 1, {
+      timeoutMs: 15_000,
+      description: 'the event published over a new connection',
+    });
+    expect((await probe(target, '/health/live')).status).toBe(200);
+  });
+
+  it('a relay whose connection is killed reconnects and keeps publishing, and stays alive throughout', async () => {
+    const schema = await outboxSchema();
+    const topic = uniqueName('health_kill');
+    await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: 1 }] });
+    const target = await app({ postgres: schema, kafka: true });
+    const relay = registerOutboxRelay(target, {
+      databaseUrl,
+      schema: schema.schema,
+      pollIntervalMs: 50,
+      stallAfterMs: 1_500,
+    });
+    await target.ready();
+    await waitFor(() => relay.active, { timeoutMs: 10_000, description: 'the relay active' });
+    const backend = async () =>
+      (
+        await schema.pool.query<{ pid: number }>(
+          `SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND state IS NOT NULL`,
+          [`outbox-relay-${schema.schema}`],
+        )
+      ).rows.map((r) => r.pid);
+    const [first] = await backend();
+    expect(first).toBeGreaterThan(0);
+
+    const statuses: number[] = [];
+    for (let kill = 0; kill < 3; kill++) {
+      const [pid] = await waitFor(
+        async () => {
+          const pids = await backend();
+          return pids.length === 1 && pids[0] !== undefined ? pids : undefined;
+        },
+        { timeoutMs: 10_000, description: 'one relay session' },
+      );
+      await schema.pool.query('SELECT pg_terminate_backend($1)', [pid]);
+      await enqueueEvents(schema.pool, [{ topic, event: stepCompleted(kill) }]);
+      await waitFor(
+        async () => {
+          statuses.push((await probe(target, '/health/live')).status);
+          return relay.stats.published >= kill + 1;
+        },
+        { timeoutMs: 15_000, description: `event ${kill} published after the kill` },
+      );
+    }
+    expect(statuses.length).toBeGreaterThan(3);
+    expect(new Set(statuses)).toEqual(new Set([200]));
+    const [last] = await backend();
+    expect(last).not.toBe(first);
+    expect(relay.liveness()).toBeUndefined();
+  });
+});
