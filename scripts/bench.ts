@@ -599,6 +599,8 @@ async function checkEndpoint(infra: { kafkaBrokers: string; databaseUrl: string 
     requests: [
       {
         method: 'GET',
+        // The check reveals send details: it needs the read scope.
+        headers: { authorization: 'Bearer bench-token' },
         setupRequest: (request: autocannon.Request) => ({
           ...request,
           path: `/v1/sends/check?campaignId=bench&candidateId=cand-${(i++ * 7919) % (rows * 2)}&step=intro&email=cand-${i}@example.com`,

@@ -299,7 +299,7 @@ async function main(): Promise<number> {
       return violations.length > 0 ? 1 : 0;
     }
     say(
-      `the stack keeps running: sender ${url('sender', '/v1/campaigns/backend-engineers')}, experiment ${url('experiment', '/v1/experiments/subject-line/report')}, liveness ${url('liveness', '/v1/conversations/stalled')}, metrics at /metrics. Ctrl-C stops the services; \`npm run infra:down\` stops Kafka.`,
+      `the stack keeps running: sender ${url('sender', '/v1/campaigns/backend-engineers')}, experiment ${url('experiment', '/v1/experiments/subject-line/report')}, liveness ${url('liveness', '/v1/conversations/stalled')} (with \`Authorization: Bearer demo-token\`), metrics at /metrics. Ctrl-C stops the services; \`npm run infra:down\` stops Kafka.`,
     );
     await new Promise<void>((resolve) => {
       process.once('SIGINT', resolve);

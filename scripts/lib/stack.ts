@@ -3,7 +3,7 @@
  * built `dist/server.js` with its own HTTP port, its own schema and consumer group under one run id,
  * so runs never see each other's data. Several instances of one service share its schema and group.
  */
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { createKafka, ensureTopics, type OutreachRequested } from '@outreach/shared';
 import { startProcess, waitFor, type RunningProcess } from '@outreach/shared/testing';
@@ -38,6 +38,11 @@ const root = join(import.meta.dirname, '..', '..');
 export class Stack {
   readonly prefix: string;
   readonly processes = new Map<string, RunningProcess>();
+  /** The run's own emailHash key: nothing outside the run can recompute its hashes. */
+  readonly emailHashKey = {
+    EMAIL_HASH_KEY: randomBytes(32).toString('hex'),
+    EMAIL_HASH_KEY_ID: `run-${randomUUID().slice(0, 8)}`,
+  };
   /** Whatever happens to the runner (a crash, Ctrl-C), its services do not outlive it. */
   private readonly exitGuard = () => this.killAll();
 
@@ -93,9 +98,15 @@ export class Stack {
       CONSUMER_GROUP: `${options.run}-${service}`,
       HTTP_HOST: '127.0.0.1',
       HTTP_PORT: String(this.port(service, instance)),
-      API_TOKENS: options.token,
+      // One token in every scope: the runner publishes, operates and reads. Its budget is generous,
+      // since a benchmark is one very busy client.
+      API_TOKENS_PUBLISH: options.token,
+      API_TOKENS_OPERATE: options.token,
+      API_TOKENS_READ: options.token,
+      RATE_LIMIT_MAX: '100000000',
       LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
       // sender
+      ...this.emailHashKey,
       SMTP_PORT: String(options.smtpPort),
       SEND_CONCURRENCY: '16',
       SEND_RATE_PER_SECOND: '1000',

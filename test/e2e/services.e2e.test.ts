@@ -3,7 +3,7 @@
  * health routes, and a clean exit on SIGTERM.
  */
 import { join } from 'node:path';
-import { freePort, startProcess, waitFor, type RunningProcess } from '@outreach/shared/testing';
+import { freePort, startProcess, TEST_EMAIL_HASH_ENV, waitFor, type RunningProcess } from '@outreach/shared/testing';
 import { createKafka, ensureTopics } from '@outreach/shared';
 import { afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 
@@ -33,6 +33,7 @@ describe.each(services)('%s process', (service) => {
       HTTP_HOST: '127.0.0.1',
       // Each run gets its own group, so a previous run's members never delay the join.
       CONSUMER_GROUP: `e2e-${service}-${Date.now()}`,
+      ...TEST_EMAIL_HASH_ENV,
     });
     running.push(proc);
 

@@ -1,6 +1,9 @@
 import { Type, type Static, type TObject, type TProperties } from '@sinclair/typebox';
 import { envSchema } from 'env-schema';
 
+/** The consumer retry cap when nothing configures it (ConsumerRunner falls back to it too). */
+export const CONSUMER_RETRY_DEFAULTS = { maxAttempts: 100, maxElapsedMs: 15 * 60_000 } as const;
+
 /** Settings every service reads. Services extend this with their own. */
 export const BaseConfigSchema = Type.Object({
   NODE_ENV: Type.String({ default: 'production' }),
@@ -15,8 +18,20 @@ export const BaseConfigSchema = Type.Object({
   DATABASE_URL: Type.String({ pattern: '^postgres(ql)?://' }),
   /** Prefix for every topic name (parallel environments, tests); empty in production. */
   TOPIC_PREFIX: Type.String({ default: '', pattern: '^[a-zA-Z0-9._-]*$' }),
-  /** Comma-separated bearer tokens accepted on mutating /v1 routes. None = those routes answer 401. */
-  API_TOKENS: Type.String({ default: '' }),
+  /**
+   * Bearer tokens per scope (service/auth.ts), comma-separated, several at once during a rotation;
+   * each `_FILE` names a file with one token per line (a mounted Secret), added to the inline ones.
+   * A scope without tokens answers 401 on every route that needs it.
+   */
+  API_TOKENS_PUBLISH: Type.String({ default: '' }),
+  API_TOKENS_PUBLISH_FILE: Type.String({ default: '' }),
+  API_TOKENS_OPERATE: Type.String({ default: '' }),
+  API_TOKENS_OPERATE_FILE: Type.String({ default: '' }),
+  API_TOKENS_READ: Type.String({ default: '' }),
+  API_TOKENS_READ_FILE: Type.String({ default: '' }),
+  /** Requests per RATE_LIMIT_WINDOW_MS per token (per client address without a valid token), per replica. */
+  RATE_LIMIT_MAX: Type.Integer({ minimum: 1, maximum: 100_000_000, default: 6_000 }),
+  RATE_LIMIT_WINDOW_MS: Type.Integer({ minimum: 1_000, maximum: 3_600_000, default: 60_000 }),
   /** Apply pending migrations when the service starts (the `migrate` command always does). */
   MIGRATE_ON_START: Type.Boolean({ default: true }),
   /**
@@ -24,6 +39,12 @@ export const BaseConfigSchema = Type.Object({
    * events stay in order; more at once cuts the latency that per-partition transactions add up to.
    */
   CONSUMER_PARTITION_CONCURRENCY: Type.Integer({ minimum: 1, maximum: 64, default: 4 }),
+  /**
+   * The cap on retrying a transient failure (database, broker or peer unavailable) before the events
+   * go to the DLQ as TRANSIENT_EXHAUSTED (replayable): attempts, and milliseconds since the first.
+   */
+  CONSUMER_RETRY_MAX_ATTEMPTS: Type.Integer({ minimum: 1, default: CONSUMER_RETRY_DEFAULTS.maxAttempts }),
+  CONSUMER_RETRY_MAX_MS: Type.Integer({ minimum: 1_000, default: CONSUMER_RETRY_DEFAULTS.maxElapsedMs }),
   /** Milliseconds a shutdown may take before the process exits anyway (keep below the pod's grace period). */
   SHUTDOWN_TIMEOUT_MS: Type.Integer({ minimum: 100, default: 25_000 }),
 });
@@ -42,19 +63,19 @@ export function loadConfig<P extends TProperties>(
   env: NodeJS.ProcessEnv = process.env,
 ): BaseConfig & Static<TObject<P>> {
   const schema = Type.Composite([BaseConfigSchema, extra]);
+  // The one shared list was replaced by scoped ones; starting with it set would silently lock
+  // every caller out (or, worse, look configured), so it stops the start instead.
+  if (env.API_TOKENS !== undefined && env.API_TOKENS.trim() !== '') {
+    throw new ConfigError(
+      'invalid configuration: API_TOKENS was replaced by API_TOKENS_PUBLISH, API_TOKENS_OPERATE and API_TOKENS_READ (see docs/operations.md, "API scopes and token rotation")',
+    );
+  }
   try {
     return envSchema<BaseConfig & Static<TObject<P>>>({ schema, data: { ...env }, dotenv: false });
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
     throw new ConfigError(`invalid configuration: ${message.replace(/\benv\b/g, 'environment')}`);
   }
-}
-
-export function tokenList(tokens: string): string[] {
-  return tokens
-    .split(',')
-    .map((t) => t.trim())
-    .filter((t) => t.length > 0);
 }
 
 export function brokerList(brokers: string): string[] {

@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { describe, expect, it } from 'vitest';
-import { brokerList, ConfigError, loadConfig } from './config.js';
+import { brokerList, ConfigError, CONSUMER_RETRY_DEFAULTS, loadConfig } from './config.js';
 
 const valid = { KAFKA_BROKERS: '127.0.0.1:9092', DATABASE_URL: 'postgres://u@h:5432/db' };
 const Extra = Type.Object({ BATCH_SIZE: Type.Integer({ minimum: 1, default: 100 }) });
@@ -23,6 +23,17 @@ describe('loadConfig', () => {
     );
     expect(() => loadConfig(Extra, { ...valid, KAFKA_BROKERS: 'no-port' })).toThrowError(/KAFKA_BROKERS/);
     expect(() => loadConfig(Extra, { ...valid, BATCH_SIZE: '0' })).toThrowError(ConfigError);
+  });
+
+  it('caps consumer retries by default, and refuses a cap that would never retry in time', () => {
+    const config = loadConfig(Extra, valid);
+    expect(config.CONSUMER_RETRY_MAX_ATTEMPTS).toBe(CONSUMER_RETRY_DEFAULTS.maxAttempts);
+    expect(config.CONSUMER_RETRY_MAX_MS).toBe(CONSUMER_RETRY_DEFAULTS.maxElapsedMs);
+    expect(loadConfig(Extra, { ...valid, CONSUMER_RETRY_MAX_ATTEMPTS: '5' }).CONSUMER_RETRY_MAX_ATTEMPTS).toBe(5);
+    expect(() => loadConfig(Extra, { ...valid, CONSUMER_RETRY_MAX_ATTEMPTS: '0' })).toThrowError(
+      /CONSUMER_RETRY_MAX_ATTEMPTS/,
+    );
+    expect(() => loadConfig(Extra, { ...valid, CONSUMER_RETRY_MAX_MS: '10' })).toThrowError(/CONSUMER_RETRY_MAX_MS/);
   });
 
   it('splits a broker list', () => {

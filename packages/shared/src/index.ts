@@ -1,17 +1,61 @@
 export { waitFor, WaitTimeoutError, type WaitOptions } from './wait.js';
 export { createLogger, type Logger, type LoggerConfig } from './logger.js';
-export { BaseConfigSchema, loadConfig, brokerList, tokenList, ConfigError, type BaseConfig } from './config.js';
+export {
+  BaseConfigSchema,
+  CONSUMER_RETRY_DEFAULTS,
+  loadConfig,
+  brokerList,
+  ConfigError,
+  type BaseConfig,
+} from './config.js';
 export { createKafka, waitForKafka, type KafkaClientOptions } from './kafka/client.js';
 export { createPool, waitForPostgres, quoteIdent, redactUrl, type PoolOptions } from './pg/pool.js';
 export { AppError, errorStatus, type ErrorCode } from './service/errors.js';
-export { buildHttpApp, buildServiceApp, type HttpAppOptions, type ReadinessCheck } from './service/http.js';
+export {
+  buildHttpApp,
+  buildServiceApp,
+  MAX_BODY_BYTES,
+  MAX_PARAM_CHARS,
+  type HttpAppOptions,
+  type LivenessCheck,
+  type ReadinessCheck,
+} from './service/http.js';
 export { postgresPlugin, type PostgresPluginOptions } from './service/postgres-plugin.js';
 export { kafkaPlugin, type KafkaPluginOptions } from './service/kafka-plugin.js';
-export { bearerAuth } from './service/auth.js';
+export {
+  accessControl,
+  authenticate,
+  authorize,
+  parseTokens,
+  scopedTokensFrom,
+  scopes,
+  TokenVerifier,
+  type AccessControlOptions,
+  type Authentication,
+  type Principal,
+  type RegisteredRoute,
+  type RouteAccess,
+  type Scope,
+  type ScopedTokens,
+} from './service/auth.js';
 export { runService, type ServiceDefinition } from './service/run.js';
-export { registerConsumer, registerOutboxRelay } from './service/workers.js';
+export {
+  registerConsumer,
+  registerOutboxRelay,
+  registerPeriodicTask,
+  retryCap,
+  watchPeriodicTask,
+} from './service/workers.js';
 export * from './contracts/events.generated.js';
-export { EventCodec, eventCodec, DecodeError, EncodeError, type DecodeErrorCode } from './contracts/codec.js';
+export {
+  EventCodec,
+  eventCodec,
+  DecodeError,
+  EncodeError,
+  defaultDecodeLimits,
+  type DecodeErrorCode,
+  type DecodeLimits,
+} from './contracts/codec.js';
 export { crc64Avro, fingerprintBytes } from './contracts/fingerprint.js';
 export {
   loadSchemaSet,
@@ -25,6 +69,10 @@ export {
   type CompatibilityProblem,
 } from './contracts/schema-tools.js';
 export {
+  canonicalCampaignId,
+  canonicalStep,
+  canonicalAddress,
+  canonicalSendKeys,
   normalizeCandidateKey,
   normalizeEmail,
   emailHash,
@@ -32,7 +80,16 @@ export {
   sendIdFor,
   isDeliverableAddress,
   hasControlCharacters,
+  type CanonicalAddress,
+  type EmailHashKey,
+  type SendKeys,
 } from './domain/keys.js';
+export {
+  EmailHashKeyConfigSchema,
+  loadEmailHashKey,
+  MIN_EMAIL_HASH_KEY_BYTES,
+  type EmailHashKeyConfig,
+} from './email-hash-key.js';
 export {
   topics,
   topicName,
@@ -46,6 +103,11 @@ export {
 } from './kafka/topics.js';
 export {
   EventProducer,
+  FALLBACK_MAX_MESSAGE_BYTES,
+  RecordTooLargeError,
+  fitsAlone,
+  isMessageTooLarge,
+  recordBytes,
   HEADER,
   messageKey,
   childTraceparent,
@@ -56,6 +118,7 @@ export {
 export {
   ConsumerRunner,
   TransientError,
+  TRANSIENT_EXHAUSTED,
   isTransientError,
   isRebalanceError,
   type ConsumedEvent,
@@ -67,10 +130,11 @@ export {
 export { replayFromBeginning } from './kafka/replay.js';
 export { replayDeadLetters, type DlqReplayOptions, type DlqReplayResult } from './kafka/dlq-replay.js';
 export { withTransaction, type Queryable } from './pg/transaction.js';
+export { classifyPgError, sqlState, type PgErrorKind } from './pg/errors.js';
 export { GroupCommit } from './pg/group-commit.js';
 export { migrate, sharedMigrationsDir, type MigrateOptions } from './pg/migrate.js';
 export { withScratchSchema } from './pg/scratch.js';
-export { PeriodicTask } from './service/periodic.js';
+export { PeriodicTask, type PeriodicTaskOptions } from './service/periodic.js';
 export {
   enqueueEvents,
   OutboxRelay,

@@ -7,9 +7,82 @@ export interface LoggerConfig {
   readonly level?: string;
 }
 
+/** What stands in for an address wherever one is removed from a log line. */
+export const ADDRESS_MASK = '[address]';
+
+// An at-sign however it arrives: plain, percent-encoded, full-width or small.
+const AT_SIGN = /@|%40|\uff20|\ufe6b/i;
+// Something shaped like an address: a local part, an at-sign, and a dotted domain whose last label
+// starts with a letter (so `postgres@127.0.0.1` in a connection error stays readable). Bounded
+// repetitions keep the cost linear on long lines.
+const ADDRESS_LIKE =
+  /[\p{L}\p{N}\p{M}.!#$%&'*+/=?^_`{|}~-]{1,64}(?:@|%40|\uff20|\ufe6b)(?:[\p{L}\p{N}\p{M}_-]{1,63}(?:\.|%2e|\uff0e|\u3002))+[\p{L}\p{M}][\p{L}\p{N}\p{M}-]{0,62}/giu;
+
+/** Replaces everything address-shaped in `text` with ADDRESS_MASK. */
+export function maskAddresses(text: string): string {
+  return AT_SIGN.test(text) ? text.replace(ADDRESS_LIKE, ADDRESS_MASK) : text;
+}
+
+/**
+ * A request as the logs show it: the path without its query string (`/v1/sends/check?email=...`),
+ * and every path segment that holds an address (`/v1/suppressions/:email`) masked.
+ */
+export function requestPath(url: string): string {
+  const path = url.split(/[?#]/, 1)[0] ?? '';
+  return path
+    .split('/')
+    .map((segment) => {
+      let decoded = segment;
+      try {
+        decoded = decodeURIComponent(segment);
+      } catch {
+        // A malformed escape: judge the raw segment.
+      }
+      return AT_SIGN.test(decoded) ? ADDRESS_MASK : segment;
+    })
+    .join('/');
+}
+
+interface LoggedRequest {
+  readonly method?: string;
+  readonly url?: string;
+  readonly routeOptions?: { readonly url?: string };
+  readonly ip?: string;
+  readonly socket?: { readonly remotePort?: number };
+}
+
+/** Replaces fastify's request serializer, which logs the raw URL. */
+function serializeRequest(request: LoggedRequest) {
+  return {
+    method: request.method,
+    url: requestPath(request.url ?? ''),
+    route: request.routeOptions?.url,
+    remoteAddress: request.ip,
+    remotePort: request.socket?.remotePort,
+  };
+}
+
+/**
+ * Fields that carry an address or message content wherever they appear (one level deep), and
+ * PostgreSQL's error `detail`, which quotes the row values behind a constraint violation.
+ */
+const REDACTED_FIELDS = ['email', 'emailNorm', 'address', 'recipient', 'to', 'subject', 'body'];
+const REDACT_PATHS = [
+  ...REDACTED_FIELDS,
+  ...REDACTED_FIELDS.map((field) => `*.${field}`),
+  'err.detail',
+  '*.err.detail',
+  'req.headers.authorization',
+  'req.headers.cookie',
+  'headers.authorization',
+];
+
 /**
  * JSON logs on stdout, one line per event, with the service name on every line.
  * Correlation ids are added by child loggers (`logger.child({ correlationId })`).
+ * No line carries an address: requests are logged by path (query dropped, address segments
+ * masked), known fields are redacted, and a last pass masks anything address-shaped that an
+ * error message or a reason brought along.
  */
 export function createLogger(config: LoggerConfig, destination?: pino.DestinationStream): Logger {
   const options: LoggerOptions = {
@@ -18,7 +91,9 @@ export function createLogger(config: LoggerConfig, destination?: pino.Destinatio
     base: { service: config.name },
     timestamp: pino.stdTimeFunctions.isoTime,
     formatters: { level: (label) => ({ level: label }) },
-    redact: { paths: ['email', '*.email', 'req.headers.authorization'], censor: '[redacted]' },
+    serializers: { req: serializeRequest },
+    redact: { paths: REDACT_PATHS, censor: '[redacted]' },
+    hooks: { streamWrite: maskAddresses },
   };
   return destination ? pino(options, destination) : pino(options);
 }

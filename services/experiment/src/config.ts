@@ -5,10 +5,10 @@ import { Type, type Static } from '@sinclair/typebox';
 export const ConfigSchema = Type.Object({
   DATABASE_SCHEMA: Type.String({ default: 'experiment', pattern: '^[a-z_][a-z0-9_]*$' }),
   CONSUMER_GROUP: Type.String({ default: 'experiment' }),
-  /** Largest batch the planner may assign in one request. */
-  MAX_BATCH_ASSIGNMENTS: Type.Integer({ minimum: 1, default: 1_000 }),
-  /** Largest dry run. */
-  MAX_DRY_RUN: Type.Integer({ minimum: 1, default: 100_000 }),
+  /** Largest batch the planner may assign in one request (the route's schema caps it at 10 000). */
+  MAX_BATCH_ASSIGNMENTS: Type.Integer({ minimum: 1, maximum: 10_000, default: 1_000 }),
+  /** Largest dry run (the route's schema caps it at 1 000 000). */
+  MAX_DRY_RUN: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 100_000 }),
 });
 
 export type Config = BaseConfig & Static<typeof ConfigSchema>;

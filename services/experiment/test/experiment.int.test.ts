@@ -53,6 +53,7 @@ function sendRecorded(fields: {
     campaignId: 'camp',
     candidateKey: fields.candidateKey,
     emailHash: 'hash',
+    emailHashKeyId: 'test-1',
     step: fields.step,
     experimentId: fields.experimentId,
     variant: fields.variant,
@@ -106,14 +107,14 @@ describe('experiment service', () => {
       payload: { variants: [{ name: 'A', weight: 1 }] },
     });
     expect(removal.statusCode).toBe(409);
-    expect((await app.inject({ url: '/v1/experiments/ok' })).json()).not.toHaveProperty('salt');
+    expect((await app.inject({ url: '/v1/experiments/ok', headers: auth })).json()).not.toHaveProperty('salt');
   });
 
   it('assigns stickily: idempotent PUT, GET that never creates, normalized keys, weight changes that flip nobody', async () => {
     t = await env();
     const app = await t.startApp();
     await createExperiment(app, { experimentId: 'sticky', ...fiftyFifty });
-    expect((await app.inject({ url: '/v1/experiments/sticky/assignments/c1' })).statusCode).toBe(404);
+    expect((await app.inject({ url: '/v1/experiments/sticky/assignments/c1', headers: auth })).statusCode).toBe(404);
     const first = (
       await app.inject({ method: 'PUT', url: '/v1/experiments/sticky/assignments/c1', headers: auth })
     ).json();
@@ -213,7 +214,9 @@ describe('experiment service', () => {
     expect(await t.query('SELECT * FROM assignments')).toEqual([]);
     expect(await t.query('SELECT * FROM group_memberships')).toEqual([]);
     expect(await t.query('SELECT * FROM outbox')).toEqual([]);
-    expect((await app.inject({ url: '/v1/experiments/dry' })).json().variants).toEqual(fiftyFifty.variants);
+    expect((await app.inject({ url: '/v1/experiments/dry', headers: auth })).json().variants).toEqual(
+      fiftyFifty.variants,
+    );
 
     const cli = spawnSync(
       process.execPath,
@@ -251,7 +254,7 @@ describe('experiment service', () => {
         ).statusCode,
       ).toBe(200);
     }
-    const report = (await app.inject({ url: '/v1/experiments/balance/report' })).json();
+    const report = (await app.inject({ url: '/v1/experiments/balance/report', headers: auth })).json();
     expect(report.assignedTotal).toBe(10_000);
     expect(report.sampleRatioMismatch.mismatch).toBe(false);
     expect(report.sampleRatioMismatch.pValue).toBeGreaterThanOrEqual(0.001);
@@ -340,7 +343,7 @@ describe('experiment service', () => {
         description: 'exposures recorded and the contamination detected',
       },
     );
-    const report = (await app.inject({ url: '/v1/experiments/contam/report' })).json();
+    const report = (await app.inject({ url: '/v1/experiments/contam/report', headers: auth })).json();
     expect(report.contaminated).toEqual([expect.objectContaining({ candidateKey: 'c1', exposedVariants: ['A', 'B'] })]);
     expect(report.variants.reduce((sum: number, v: { assigned: number }) => sum + v.assigned, 0)).toBe(2);
     expect(report.variants.reduce((sum: number, v: { exposures: number }) => sum + v.exposures, 0)).toBe(3);

@@ -26,6 +26,7 @@ import { ConfigSchema } from '../src/config.js';
 import { rebuildConversations } from '../src/workflow/rebuild.js';
 
 const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
+const auth = { authorization: 'Bearer test-token' };
 const entry = join(import.meta.dirname, '..', 'src', 'server.ts');
 const GRACE_INBOUND_MS = 2_000;
 const GRACE_OVERDUE_MS = 1_000;
@@ -93,7 +94,7 @@ describe('liveness projector', () => {
     });
     await afterSweeps(app, 3);
     expect(await stalledRows()).toEqual([{ conversationId: 'camp:quiet', reason: 'no_next_step', count: 1 }]);
-    const conversation = (await app.inject({ url: '/v1/conversations/camp:quiet' })).json();
+    const conversation = (await app.inject({ url: '/v1/conversations/camp:quiet', headers: auth })).json();
     expect(conversation).toMatchObject({
       stalledReason: 'no_next_step',
       obligationKind: 'inbound',
@@ -146,10 +147,10 @@ describe('liveness projector', () => {
     expect(flags).toHaveLength(50);
     expect(flags.every((f) => f.conversationId.startsWith('camp:planted-') && f.count === 1)).toBe(true);
     const page1 = (
-      await app.inject({ url: '/v1/conversations/stalled?campaignId=camp&reason=no_next_step&limit=30' })
+      await app.inject({ url: '/v1/conversations/stalled?campaignId=camp&reason=no_next_step&limit=30', headers: auth })
     ).json();
     const page2 = (
-      await app.inject({ url: `/v1/conversations/stalled?campaignId=camp&limit=30&after=${page1.next}` })
+      await app.inject({ url: `/v1/conversations/stalled?campaignId=camp&limit=30&after=${page1.next}`, headers: auth })
     ).json();
     expect(page1.conversations).toHaveLength(30);
     expect(page2.conversations).toHaveLength(20);
@@ -158,7 +159,7 @@ describe('liveness projector', () => {
         .size,
     ).toBe(50);
     expect(page2.next).toBeNull();
-    expect((await app.inject({ url: '/v1/conversations/stalled?after=garbage' })).statusCode).toBe(400);
+    expect((await app.inject({ url: '/v1/conversations/stalled?after=garbage', headers: auth })).statusCode).toBe(400);
   });
 
   it('emits ConversationRecovered when a stalled conversation heals, and flags a later stall again', async () => {

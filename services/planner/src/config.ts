@@ -6,7 +6,7 @@ export const ConfigSchema = Type.Object({
   DATABASE_SCHEMA: Type.String({ default: 'planner', pattern: '^[a-z_][a-z0-9_]*$' }),
   CONSUMER_GROUP: Type.String({ default: 'planner' }),
   EXPERIMENT_URL: Type.String({ default: 'http://127.0.0.1:8083', pattern: '^https?://' }),
-  /** Bearer token the experiment service accepts (its API_TOKENS). */
+  /** Bearer token the experiment service lists under its publish and read scopes (API_TOKENS_PUBLISH, _READ). */
   EXPERIMENT_TOKEN: Type.String({ default: '' }),
   EXPERIMENT_TIMEOUT_MS: Type.Integer({ minimum: 100, default: 5_000 }),
   SCHEDULER_INTERVAL_MS: Type.Integer({ minimum: 50, default: 500 }),

@@ -121,6 +121,7 @@ function sentRecord(candidateKey: string, step: string, recordedAt = Date.now())
     campaignId: 'camp',
     candidateKey,
     emailHash: 'h',
+    emailHashKeyId: 'test-1',
     step,
     experimentId: null,
     variant: null,
@@ -213,7 +214,7 @@ describe('planner', () => {
     expect(new Set(sends.map((s) => s.candidateKey)).size).toBe(20);
     for (const send of sends) {
       const stored = (await (
-        await fetch(`${service.url}/v1/experiments/subject/assignments/${send.candidateKey}`)
+        await fetch(`${service.url}/v1/experiments/subject/assignments/${send.candidateKey}`, { headers: auth })
       ).json()) as { variant: string };
       expect(send.variant).toBe(stored.variant);
       expect(send.subject).toBe(`Subject ${stored.variant}`);
@@ -384,7 +385,7 @@ describe('planner', () => {
       { step: 'follow-up', status: 'cancelled' },
       { step: 'later', status: 'cancelled' },
     ]);
-    expect((await app.inject({ url: '/v1/conversations/camp:replier/steps' })).json().steps).toEqual([
+    expect((await app.inject({ url: '/v1/conversations/camp:replier/steps', headers: auth })).json().steps).toEqual([
       expect.objectContaining({ step: 'follow-up', status: 'cancelled' }),
     ]);
   });

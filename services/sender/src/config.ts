@@ -1,8 +1,10 @@
-import { ConfigError, type BaseConfig } from '@outreach/shared';
+import { ConfigError, EmailHashKeyConfigSchema, type BaseConfig } from '@outreach/shared';
 import { Type, type Static } from '@sinclair/typebox';
 
 /** The sender's settings, on top of BaseConfigSchema (KAFKA_BROKERS, DATABASE_URL, HTTP_PORT, ...). */
 export const ConfigSchema = Type.Object({
+  /** The emailHash HMAC key (EMAIL_HASH_KEY_FILE, or EMAIL_HASH_KEY in development) and its EMAIL_HASH_KEY_ID. */
+  ...EmailHashKeyConfigSchema.properties,
   DATABASE_SCHEMA: Type.String({ default: 'sender', pattern: '^[a-z_][a-z0-9_]*$' }),
   CONSUMER_GROUP: Type.String({ default: 'sender' }),
   MAIL_PROVIDER: Type.Union([Type.Literal('smtp'), Type.Literal('null')], { default: 'smtp' }),
@@ -25,6 +27,11 @@ export const ConfigSchema = Type.Object({
   SEND_RATE_PER_SECOND: Type.Number({ exclusiveMinimum: 0, default: 50 }),
   LEASE_MS: Type.Integer({ minimum: 1000, default: 60_000 }),
   PROVIDER_TIMEOUT_MS: Type.Integer({ minimum: 100, default: 20_000 }),
+  /**
+   * How long an SMTP connection keeps waiting for the reply to the final dot after the call timed
+   * out (the send is `ambiguous` meanwhile; a late 250 makes it `sent`). RFC 5321 suggests 10 min.
+   */
+  SMTP_FINAL_REPLY_TIMEOUT_MS: Type.Integer({ minimum: 100, default: 600_000 }),
   MAX_ATTEMPTS: Type.Integer({ minimum: 1, default: 5 }),
   RETRY_BACKOFF_MS: Type.Integer({ minimum: 0, default: 5_000 }),
   RECONCILE_INTERVAL_MS: Type.Integer({ minimum: 100, default: 5_000 }),

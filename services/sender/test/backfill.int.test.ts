@@ -6,9 +6,11 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { waitFor } from '@outreach/shared/testing';
+import { TEST_EMAIL_HASH_ENV, waitFor } from '@outreach/shared/testing';
 import { afterEach, expect, inject, it } from 'vitest';
-import { senderTestEnv, sendRequested, type SenderTestEnv } from './harness.js';
+import { API_TOKEN, senderTestEnv, sendRequested, type SenderTestEnv } from './harness.js';
+
+const auth = { authorization: `Bearer ${API_TOKEN}` };
 
 const root = join(import.meta.dirname, '..', '..', '..');
 let t: SenderTestEnv;
@@ -40,7 +42,10 @@ it('imports provider history with progress, reports its duplicates, never sends,
       '--step',
       'intro',
     ],
-    { env: { PATH: process.env.PATH, DATABASE_URL: t.databaseUrl, DATABASE_SCHEMA: t.schema }, encoding: 'utf8' },
+    {
+      env: { PATH: process.env.PATH, DATABASE_URL: t.databaseUrl, DATABASE_SCHEMA: t.schema, ...TEST_EMAIL_HASH_ENV },
+      encoding: 'utf8',
+    },
   );
   expect(run.status, run.stderr).toBe(0);
   expect(run.stderr).toMatch(/backfill: 5 rows read, 2 new sent-log entries, 2 invalid/);
@@ -54,7 +59,7 @@ it('imports provider history with progress, reports its duplicates, never sends,
   ]);
 
   const app = await t.startApp();
-  const report = (await app.inject({ url: '/v1/reports/duplicates?campaignId=camp-b' })).json();
+  const report = (await app.inject({ url: '/v1/reports/duplicates?campaignId=camp-b', headers: auth })).json();
   expect(report).toMatchObject({
     total: 1,
     duplicates: [{ campaignId: 'camp-b', step: 'intro', kind: 'address', count: 2, sources: ['provider_history'] }],
@@ -76,6 +81,7 @@ it('imports provider history with progress, reports its duplicates, never sends,
   const check = (
     await app.inject({
       url: '/v1/sends/check?campaignId=camp-b&candidateId=whoever&step=intro&email=grace@EXAMPLE.com',
+      headers: auth,
     })
   ).json();
   expect(check).toMatchObject({ alreadySent: true, existing: { source: 'backfill' } });

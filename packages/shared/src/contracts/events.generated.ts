@@ -17,7 +17,7 @@ export interface ConversationClosed {
   readonly conversationId: string;
   /** Campaign id as given by the requester. */
   readonly campaignId: string;
-  /** Candidate id, trimmed and Unicode-NFC normalized (case-sensitive). The Kafka message key. */
+  /** Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key. */
   readonly candidateKey: string;
   /** Why it closed, if given. */
   readonly reason: null | string;
@@ -40,7 +40,7 @@ export interface ConversationRecovered {
   readonly conversationId: string;
   /** Campaign id as given by the requester. */
   readonly campaignId: string;
-  /** Candidate id, trimmed and Unicode-NFC normalized (case-sensitive). The Kafka message key. */
+  /** Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key. */
   readonly candidateKey: string;
   /** The stall that healed. */
   readonly reason: 'no_next_step' | 'next_step_overdue';
@@ -65,7 +65,7 @@ export interface ConversationStalled {
   readonly conversationId: string;
   /** Campaign id as given by the requester. */
   readonly campaignId: string;
-  /** Candidate id, trimmed and Unicode-NFC normalized (case-sensitive). The Kafka message key. */
+  /** Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key. */
   readonly candidateKey: string;
   /** Which rule flagged it. */
   readonly reason: 'no_next_step' | 'next_step_overdue';
@@ -92,7 +92,7 @@ export interface ConversationStarted {
   readonly conversationId: string;
   /** Campaign id as given by the requester. */
   readonly campaignId: string;
-  /** Candidate id, trimmed and Unicode-NFC normalized (case-sensitive). The Kafka message key. */
+  /** Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key. */
   readonly candidateKey: string;
 }
 
@@ -113,7 +113,7 @@ export interface MessageReceived {
   readonly conversationId: string;
   /** Campaign id as given by the requester. */
   readonly campaignId: string;
-  /** Candidate id, trimmed and Unicode-NFC normalized (case-sensitive). The Kafka message key. */
+  /** Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key. */
   readonly candidateKey: string;
   /** The inbound message's id, if known. */
   readonly messageId: null | string;
@@ -136,7 +136,7 @@ export interface NextStepScheduled {
   readonly conversationId: string;
   /** Campaign id as given by the requester. */
   readonly campaignId: string;
-  /** Candidate id, trimmed and Unicode-NFC normalized (case-sensitive). The Kafka message key. */
+  /** Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key. */
   readonly candidateKey: string;
   /** The scheduled step (for planner steps: the step name). */
   readonly stepId: string;
@@ -215,13 +215,15 @@ export interface SendRecorded {
   readonly causationId: null | string;
   /** The send this outcome belongs to. */
   readonly sendId: string;
-  /** Campaign id as given by the requester. */
+  /** Canonical campaign id: NFKC, invisible characters removed, trimmed, case-folded (schemas/README.md, Keys). */
   readonly campaignId: string;
-  /** Candidate id, trimmed and Unicode-NFC normalized (case-sensitive). The Kafka message key. */
+  /** Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key. */
   readonly candidateKey: string;
-  /** Hex SHA-256 of the normalized address: joinable, not reversible. */
+  /** Hex HMAC-SHA256, under the platform's secret key emailHashKeyId, of the canonical address (schemas/README.md, Keys): joinable while the key is the same; not recomputable from a list of addresses without the key. */
   readonly emailHash: string;
-  /** Step of the sequence (e.g. 'intro', 'follow-up-1'); distinct steps are distinct sends. */
+  /** Id of the key emailHash was computed with; a new key gets a new id. null only on events written before keyed hashes: their emailHash is an unsalted SHA-256, which anyone can recompute from an address. */
+  readonly emailHashKeyId: null | string;
+  /** Canonical step of the sequence (e.g. 'intro', 'follow-up-1'; folded like campaignId); distinct steps are distinct sends. */
   readonly step: string;
   /** A/B experiment this send belongs to, if any. */
   readonly experimentId: null | string;
@@ -250,21 +252,21 @@ export interface SendRequested {
   readonly correlationId: string;
   /** eventId of the event that caused this one; null for an original request. */
   readonly causationId: null | string;
-  /** Deterministic from (campaignId, candidateKey, step): the same on every re-run. */
+  /** Deterministic from the canonical (campaignId, candidateKey, step): the same on every re-run. */
   readonly sendId: string;
   /** The originating request's id. */
   readonly requestId: string;
-  /** Campaign id as given by the requester. */
+  /** Canonical campaign id: NFKC, invisible characters removed, trimmed, case-folded (schemas/README.md, Keys). */
   readonly campaignId: string;
   /** Candidate id as the caller sent it. */
   readonly candidateId: string;
-  /** Candidate id, trimmed and Unicode-NFC normalized (case-sensitive). The Kafka message key. */
+  /** Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key. */
   readonly candidateKey: string;
-  /** Recipient address as the caller sent it (PII). */
+  /** The address to mail, canonical: invisible characters removed, NFC, trimmed, domain as lower-case IDNA ASCII, local part as given (PII). */
   readonly email: string;
-  /** Recipient address trimmed and lower-cased (PII). */
+  /** The address's identity: email with the local part lower-cased (PII). Dedupe, suppressions and emailHash use it. */
   readonly emailNorm: string;
-  /** Step of the sequence (e.g. 'intro', 'follow-up-1'); distinct steps are distinct sends. */
+  /** Canonical step of the sequence (e.g. 'intro', 'follow-up-1'; folded like campaignId); distinct steps are distinct sends. */
   readonly step: string;
   /** A/B experiment this send belongs to, if any. */
   readonly experimentId: null | string;
@@ -295,7 +297,7 @@ export interface StepCancelled {
   readonly conversationId: string;
   /** Campaign id as given by the requester. */
   readonly campaignId: string;
-  /** Candidate id, trimmed and Unicode-NFC normalized (case-sensitive). The Kafka message key. */
+  /** Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key. */
   readonly candidateKey: string;
   /** The cancelled step. */
   readonly stepId: string;
@@ -320,7 +322,7 @@ export interface StepCompleted {
   readonly conversationId: string;
   /** Campaign id as given by the requester. */
   readonly campaignId: string;
-  /** Candidate id, trimmed and Unicode-NFC normalized (case-sensitive). The Kafka message key. */
+  /** Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key. */
   readonly candidateKey: string;
   /** The completed step. */
   readonly stepId: string;
@@ -341,7 +343,7 @@ export interface VariantAssigned {
   readonly causationId: null | string;
   /** The experiment. */
   readonly experimentId: string;
-  /** Candidate id, trimmed and Unicode-NFC normalized (case-sensitive). The Kafka message key. */
+  /** Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key. */
   readonly candidateKey: string;
   /** The assigned variant. */
   readonly variant: string;
@@ -364,7 +366,7 @@ export interface VariantContaminated {
   readonly causationId: null | string;
   /** The experiment. */
   readonly experimentId: string;
-  /** Candidate id, trimmed and Unicode-NFC normalized (case-sensitive). The Kafka message key. */
+  /** Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key. */
   readonly candidateKey: string;
   /** The variant the candidate is assigned to. */
   readonly assignedVariant: string;
@@ -452,7 +454,7 @@ export const schemaDefinitions: Record<EventType, { readonly current: object; re
         {
           "name": "candidateKey",
           "type": "string",
-          "doc": "Candidate id, trimmed and Unicode-NFC normalized (case-sensitive). The Kafka message key."
+          "doc": "Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key."
         },
         {
           "name": "reason",
@@ -522,7 +524,7 @@ export const schemaDefinitions: Record<EventType, { readonly current: object; re
         {
           "name": "candidateKey",
           "type": "string",
-          "doc": "Candidate id, trimmed and Unicode-NFC normalized (case-sensitive). The Kafka message key."
+          "doc": "Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key."
         },
         {
           "name": "reason",
@@ -603,7 +605,7 @@ export const schemaDefinitions: Record<EventType, { readonly current: object; re
         {
           "name": "candidateKey",
           "type": "string",
-          "doc": "Candidate id, trimmed and Unicode-NFC normalized (case-sensitive). The Kafka message key."
+          "doc": "Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key."
         },
         {
           "name": "reason",
@@ -692,7 +694,7 @@ export const schemaDefinitions: Record<EventType, { readonly current: object; re
         {
           "name": "candidateKey",
           "type": "string",
-          "doc": "Candidate id, trimmed and Unicode-NFC normalized (case-sensitive). The Kafka message key."
+          "doc": "Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key."
         }
       ]
     },
@@ -753,7 +755,7 @@ export const schemaDefinitions: Record<EventType, { readonly current: object; re
         {
           "name": "candidateKey",
           "type": "string",
-          "doc": "Candidate id, trimmed and Unicode-NFC normalized (case-sensitive). The Kafka message key."
+          "doc": "Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key."
         },
         {
           "name": "messageId",
@@ -823,7 +825,7 @@ export const schemaDefinitions: Record<EventType, { readonly current: object; re
         {
           "name": "candidateKey",
           "type": "string",
-          "doc": "Candidate id, trimmed and Unicode-NFC normalized (case-sensitive). The Kafka message key."
+          "doc": "Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key."
         },
         {
           "name": "stepId",
@@ -1182,22 +1184,31 @@ export const schemaDefinitions: Record<EventType, { readonly current: object; re
         {
           "name": "campaignId",
           "type": "string",
-          "doc": "Campaign id as given by the requester."
+          "doc": "Canonical campaign id: NFKC, invisible characters removed, trimmed, case-folded (schemas/README.md, Keys)."
         },
         {
           "name": "candidateKey",
           "type": "string",
-          "doc": "Candidate id, trimmed and Unicode-NFC normalized (case-sensitive). The Kafka message key."
+          "doc": "Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key."
         },
         {
           "name": "emailHash",
           "type": "string",
-          "doc": "Hex SHA-256 of the normalized address: joinable, not reversible."
+          "doc": "Hex HMAC-SHA256, under the platform's secret key emailHashKeyId, of the canonical address (schemas/README.md, Keys): joinable while the key is the same; not recomputable from a list of addresses without the key."
+        },
+        {
+          "name": "emailHashKeyId",
+          "type": [
+            "null",
+            "string"
+          ],
+          "default": null,
+          "doc": "Id of the key emailHash was computed with; a new key gets a new id. null only on events written before keyed hashes: their emailHash is an unsalted SHA-256, which anyone can recompute from an address."
         },
         {
           "name": "step",
           "type": "string",
-          "doc": "Step of the sequence (e.g. 'intro', 'follow-up-1'); distinct steps are distinct sends."
+          "doc": "Canonical step of the sequence (e.g. 'intro', 'follow-up-1'; folded like campaignId); distinct steps are distinct sends."
         },
         {
           "name": "experimentId",
@@ -1261,7 +1272,139 @@ export const schemaDefinitions: Record<EventType, { readonly current: object; re
         }
       ]
     },
-    "history": []
+    "history": [
+      {
+        "type": "record",
+        "name": "SendRecorded",
+        "namespace": "outreach.events",
+        "doc": "The terminal outcome of one SendRequested, recorded by the sender. Topic: outreach.send-recorded.v1.",
+        "fields": [
+          {
+            "name": "eventId",
+            "type": {
+              "type": "string",
+              "logicalType": "uuid"
+            },
+            "doc": "Unique id of this event; consumers deduplicate by it."
+          },
+          {
+            "name": "occurredAt",
+            "type": {
+              "type": "long",
+              "logicalType": "timestamp-millis"
+            },
+            "doc": "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters."
+          },
+          {
+            "name": "producer",
+            "type": "string",
+            "doc": "The service (or external system) that produced the event."
+          },
+          {
+            "name": "correlationId",
+            "type": "string",
+            "doc": "Shared by every event caused, directly or not, by one original request."
+          },
+          {
+            "name": "causationId",
+            "type": [
+              "null",
+              "string"
+            ],
+            "default": null,
+            "doc": "eventId of the event that caused this one; null for an original request."
+          },
+          {
+            "name": "sendId",
+            "type": {
+              "type": "string",
+              "logicalType": "uuid"
+            },
+            "doc": "The send this outcome belongs to."
+          },
+          {
+            "name": "campaignId",
+            "type": "string",
+            "doc": "Campaign id as given by the requester."
+          },
+          {
+            "name": "candidateKey",
+            "type": "string",
+            "doc": "Candidate id, trimmed and Unicode-NFC normalized (case-sensitive). The Kafka message key."
+          },
+          {
+            "name": "emailHash",
+            "type": "string",
+            "doc": "Hex SHA-256 of the normalized address: joinable, not reversible."
+          },
+          {
+            "name": "step",
+            "type": "string",
+            "doc": "Step of the sequence (e.g. 'intro', 'follow-up-1'); distinct steps are distinct sends."
+          },
+          {
+            "name": "experimentId",
+            "type": [
+              "null",
+              "string"
+            ],
+            "doc": "A/B experiment this send belongs to, if any.",
+            "default": null
+          },
+          {
+            "name": "variant",
+            "type": [
+              "null",
+              "string"
+            ],
+            "doc": "Experiment variant assigned to the candidate, if any.",
+            "default": null
+          },
+          {
+            "name": "outcome",
+            "type": {
+              "type": "enum",
+              "name": "SendOutcome",
+              "symbols": [
+                "sent",
+                "skipped_duplicate",
+                "suppressed",
+                "failed",
+                "ambiguous",
+                "held"
+              ]
+            },
+            "doc": "Terminal outcome."
+          },
+          {
+            "name": "reason",
+            "type": [
+              "null",
+              "string"
+            ],
+            "doc": "Why, for any outcome other than sent.",
+            "default": null
+          },
+          {
+            "name": "providerMessageId",
+            "type": [
+              "null",
+              "string"
+            ],
+            "doc": "The provider's id (SMTP Message-ID) when sent.",
+            "default": null
+          },
+          {
+            "name": "recordedAt",
+            "type": {
+              "type": "long",
+              "logicalType": "timestamp-millis"
+            },
+            "doc": "Database time at which the outcome was recorded."
+          }
+        ]
+      }
+    ]
   },
   "SendRequested": {
     "current": {
@@ -1311,7 +1454,7 @@ export const schemaDefinitions: Record<EventType, { readonly current: object; re
             "type": "string",
             "logicalType": "uuid"
           },
-          "doc": "Deterministic from (campaignId, candidateKey, step): the same on every re-run."
+          "doc": "Deterministic from the canonical (campaignId, candidateKey, step): the same on every re-run."
         },
         {
           "name": "requestId",
@@ -1321,7 +1464,7 @@ export const schemaDefinitions: Record<EventType, { readonly current: object; re
         {
           "name": "campaignId",
           "type": "string",
-          "doc": "Campaign id as given by the requester."
+          "doc": "Canonical campaign id: NFKC, invisible characters removed, trimmed, case-folded (schemas/README.md, Keys)."
         },
         {
           "name": "candidateId",
@@ -1331,22 +1474,22 @@ export const schemaDefinitions: Record<EventType, { readonly current: object; re
         {
           "name": "candidateKey",
           "type": "string",
-          "doc": "Candidate id, trimmed and Unicode-NFC normalized (case-sensitive). The Kafka message key."
+          "doc": "Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key."
         },
         {
           "name": "email",
           "type": "string",
-          "doc": "Recipient address as the caller sent it (PII)."
+          "doc": "The address to mail, canonical: invisible characters removed, NFC, trimmed, domain as lower-case IDNA ASCII, local part as given (PII)."
         },
         {
           "name": "emailNorm",
           "type": "string",
-          "doc": "Recipient address trimmed and lower-cased (PII)."
+          "doc": "The address's identity: email with the local part lower-cased (PII). Dedupe, suppressions and emailHash use it."
         },
         {
           "name": "step",
           "type": "string",
-          "doc": "Step of the sequence (e.g. 'intro', 'follow-up-1'); distinct steps are distinct sends."
+          "doc": "Canonical step of the sequence (e.g. 'intro', 'follow-up-1'; folded like campaignId); distinct steps are distinct sends."
         },
         {
           "name": "experimentId",
@@ -1447,7 +1590,7 @@ export const schemaDefinitions: Record<EventType, { readonly current: object; re
         {
           "name": "candidateKey",
           "type": "string",
-          "doc": "Candidate id, trimmed and Unicode-NFC normalized (case-sensitive). The Kafka message key."
+          "doc": "Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key."
         },
         {
           "name": "stepId",
@@ -1518,7 +1661,7 @@ export const schemaDefinitions: Record<EventType, { readonly current: object; re
         {
           "name": "candidateKey",
           "type": "string",
-          "doc": "Candidate id, trimmed and Unicode-NFC normalized (case-sensitive). The Kafka message key."
+          "doc": "Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key."
         },
         {
           "name": "stepId",
@@ -1579,7 +1722,7 @@ export const schemaDefinitions: Record<EventType, { readonly current: object; re
         {
           "name": "candidateKey",
           "type": "string",
-          "doc": "Candidate id, trimmed and Unicode-NFC normalized (case-sensitive). The Kafka message key."
+          "doc": "Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key."
         },
         {
           "name": "variant",
@@ -1648,7 +1791,7 @@ export const schemaDefinitions: Record<EventType, { readonly current: object; re
         {
           "name": "candidateKey",
           "type": "string",
-          "doc": "Candidate id, trimmed and Unicode-NFC normalized (case-sensitive). The Kafka message key."
+          "doc": "Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key."
         },
         {
           "name": "assignedVariant",

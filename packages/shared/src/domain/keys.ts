@@ -1,25 +1,186 @@
 /**
- * Keys and normalization, done once at the edge (the planner) and carried in both forms.
- * Pure functions: the same input gives the same key on every machine and every re-run.
+ * Keys and their canonical forms: every ingress (Kafka, HTTP, the backfill, suppressions) runs the
+ * raw values through these functions before anything is compared, stored or hashed, so spellings
+ * that a person would call "the same" can never pass a unique constraint twice. Pure: the same
+ * input gives the same key on every machine and every re-run; the hash key comes in as a value.
+ *
+ * The forms (schemas/README.md "Keys" is the contract; keep the two in step):
+ *   campaign id, step  NFKC, invisible characters removed, trimmed, case-folded (`Intro` = `intro`)
+ *   candidate key      NFKC, invisible characters removed, trimmed; case kept (external ids)
+ *   address            invisible characters removed, NFC, trimmed; domain through IDNA (UTS #46)
+ *                      to lower-case ASCII; identity (emailNorm) also lower-cases the local part;
+ *                      plus-tags and dots are kept (no provider-specific folding)
  */
-import { createHash } from 'node:crypto';
+import { createHash, createHmac, type KeyObject } from 'node:crypto';
+import { domainToASCII } from 'node:url';
 
-/** Candidate ids are trimmed and Unicode-NFC normalized; they stay case-sensitive. */
-export function normalizeCandidateKey(candidateId: string): string {
-  return candidateId.trim().normalize('NFC');
+/**
+ * Unicode's Default_Ignorable_Code_Point: zero-width space/joiners (U+200B-U+200D), word joiner
+ * (U+2060), BOM (U+FEFF), soft hyphen, bidi marks, variation selectors, ... They render as nothing,
+ * so a key that differs only by them is one nobody could tell apart; they arrive by copy and paste.
+ */
+const INVISIBLE = /\p{Default_Ignorable_Code_Point}/gu;
+
+function stripInvisible(value: string): string {
+  return value.replace(INVISIBLE, '');
 }
 
 /**
- * Addresses are trimmed and lower-cased, nothing more: no provider-specific folding (dots, plus
- * tags), because two such addresses may really be two people.
+ * NFKC folds compatibility forms (full-width `１`, ligatures, ideographic space) into what they
+ * stand for. NFKC and case mapping can each produce input for the other (or an invisible
+ * character; `ẞ` lower-cases to `ß`, which upper-cases to `SS`), so the steps repeat until nothing
+ * changes: the result is a fixed point (property-tested), whatever spelling came in.
  */
-export function normalizeEmail(email: string): string {
-  return email.trim().normalize('NFC').toLowerCase();
+function foldIdentifier(value: string, caseFold: boolean): string {
+  let current = value;
+  for (let round = 0; round < 4; round++) {
+    let next = stripInvisible(current.normalize('NFKC'));
+    // Upper then lower: a locale-independent approximation of Unicode case folding (ß -> ss, ς -> σ).
+    if (caseFold) next = next.toUpperCase().toLowerCase();
+    next = stripInvisible(next.normalize('NFKC')).trim();
+    if (next === current) break;
+    current = next;
+  }
+  return current;
 }
 
-/** Hex SHA-256 of the normalized address: joinable across topics, never the address itself. */
-export function emailHash(emailNorm: string): string {
-  return createHash('sha256').update(emailNorm, 'utf8').digest('hex');
+/** The canonical campaign id: `"Camp-1 "`, `"camp-1"` and `"camp‐１\u200B"`-style variants are one campaign. */
+export function canonicalCampaignId(campaignId: string): string {
+  return foldIdentifier(campaignId, true);
+}
+
+/** The canonical step name: `Intro`, `intro` and ` intro\u200B` are one step. */
+export function canonicalStep(step: string): string {
+  return foldIdentifier(step, true);
+}
+
+/**
+ * The canonical candidate key. Case is kept: candidate ids come from other systems (ATS ids,
+ * base64 tokens) where `aB3` and `ab3` can be two people.
+ */
+export function normalizeCandidateKey(candidateId: string): string {
+  return foldIdentifier(candidateId, false);
+}
+
+/** An address in its two canonical forms. */
+export interface CanonicalAddress {
+  /** What the sender mails: local part as given (it may be case-sensitive), domain as IDNA ASCII. */
+  readonly address: string;
+  /** The address's identity (dedupe, suppressions, hash): `address` with the local part lower-cased. */
+  readonly norm: string;
+}
+
+// Deliberately strict and simple: one @, a dotted ASCII (after IDNA) domain; no spaces, quotes,
+// angle brackets or controls. The local part must be ASCII: see canonicalAddress.
+const ADDRESS =
+  /^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]{1,64}@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+$/;
+// eslint-disable-next-line no-control-regex -- matching control characters is the point
+const CONTROL = /[\u0000-\u001f\u007f]/;
+
+/**
+ * The canonical address, or null if it is not one the platform will deliver to.
+ *
+ * The domain goes through IDNA (UTS #46, `domainToASCII`): DNS defines that mapping, so `Bücher.DE`,
+ * `xn--bcher-kva.de` and a full-width `ｂüｃｈｅｒ．ｄｅ` are one domain. The local part gets NFC only
+ * (RFC 6530): there is no standard mapping for mailbox names, and NFKC could turn a name nobody
+ * can receive at (full-width `ａｄａ`) into a stranger's real mailbox, so a local part that is not
+ * ASCII after NFC is refused, not rewritten. Plus-tags and dots stay: whether `ada+x` reaches
+ * `ada` depends on the provider, and two such addresses may really be two people.
+ */
+export function canonicalAddress(email: string): CanonicalAddress | null {
+  const cleaned = stripInvisible(email).normalize('NFC').trim();
+  const at = cleaned.lastIndexOf('@');
+  if (at <= 0 || at === cleaned.length - 1) return null;
+  const local = cleaned.slice(0, at);
+  const domain = domainToASCII(cleaned.slice(at + 1));
+  if (domain === '') return null;
+  const address = `${local}@${domain}`;
+  if (address.length > 254 || !ADDRESS.test(address)) return null;
+  return { address, norm: `${local.toLowerCase()}@${domain}` };
+}
+
+/**
+ * The address's identity (see canonicalAddress). For a string that is no deliverable address it
+ * still returns a stable folded form, so a lookup by it finds nothing rather than failing.
+ */
+export function normalizeEmail(email: string): string {
+  return canonicalAddress(email)?.norm ?? stripInvisible(email).normalize('NFC').trim().toLowerCase().normalize('NFC');
+}
+
+/** An address the platform will try to deliver to (in its canonical form). */
+export function isDeliverableAddress(email: string): boolean {
+  return canonicalAddress(email) !== null;
+}
+
+/** The secret behind emailHash, and the id events carry so consumers know which key made a hash. */
+export interface EmailHashKey {
+  readonly id: string;
+  /** A KeyObject, not bytes: logging or serializing it by mistake prints nothing of the secret. */
+  readonly secret: KeyObject;
+}
+
+/**
+ * Hex HMAC-SHA256 of the canonical address (`emailNorm`) under the platform's secret key: joinable
+ * across topics while the key is the same, and not recomputable from a list of addresses by anyone
+ * who lacks the key (an unkeyed SHA-256 is: hashing every known address reverses it).
+ */
+export function emailHash(emailNorm: string, key: EmailHashKey): string {
+  return createHmac('sha256', key.secret).update(emailNorm, 'utf8').digest('hex');
+}
+
+/** A send's keys, each in its canonical form, and the send id derived from them. */
+export interface SendKeys {
+  readonly campaignId: string;
+  readonly candidateKey: string;
+  readonly step: string;
+  /** The address to mail (canonicalAddress().address). */
+  readonly email: string;
+  /** The address's identity (canonicalAddress().norm). */
+  readonly emailNorm: string;
+  readonly sendId: string;
+}
+
+const MAX_ID_CHARS = 256;
+
+function idProblem(name: string, canonical: string): string | undefined {
+  if (canonical === '') return `${name} is missing or empty`;
+  if (hasControlCharacters(canonical)) return `${name} contains line breaks or control characters`;
+  if (canonical.length > MAX_ID_CHARS) return `${name} is longer than ${MAX_ID_CHARS} characters`;
+  return undefined;
+}
+
+/**
+ * The one function every ingress runs a send's raw keys through. The problems name fields, never
+ * values: a reason ends up in logs and DLQ headers, and the address must not.
+ */
+export function canonicalSendKeys(raw: {
+  readonly campaignId: string;
+  readonly candidateId: string;
+  readonly step: string;
+  readonly email: string;
+}): { readonly ok: true; readonly keys: SendKeys } | { readonly ok: false; readonly problems: string[] } {
+  const campaignId = canonicalCampaignId(raw.campaignId);
+  const candidateKey = normalizeCandidateKey(raw.candidateId);
+  const step = canonicalStep(raw.step);
+  const address = canonicalAddress(raw.email);
+  const problems = [
+    idProblem('campaignId', campaignId),
+    idProblem('candidateId', candidateKey),
+    idProblem('step', step),
+    address ? undefined : 'email is not a deliverable address',
+  ].filter((p): p is string => p !== undefined);
+  if (problems.length > 0 || !address) return { ok: false, problems };
+  return {
+    ok: true,
+    keys: {
+      campaignId,
+      candidateKey,
+      step,
+      email: address.address,
+      emailNorm: address.norm,
+      sendId: sendIdFor(campaignId, candidateKey, step),
+    },
+  };
 }
 
 const NAMESPACE = Buffer.from('6f9e3c1e4b2a4f0e9d7c5a3b1e0f2d4c', 'hex');
@@ -35,21 +196,13 @@ export function uuidV5(...parts: readonly string[]): string {
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20, 32)}`;
 }
 
-/** The send's identity: identical for every re-run of the same (campaign, candidate, step). */
+/**
+ * The send's identity: identical for every re-run of the same (campaign, candidate, step). It
+ * canonicalizes its inputs itself (the forms are fixed points), so no caller can derive an id from
+ * a raw spelling.
+ */
 export function sendIdFor(campaignId: string, candidateKey: string, step: string): string {
-  return uuidV5('send', campaignId, candidateKey, step);
-}
-
-// Deliberately strict and simple: one @, a dotted domain; no spaces, quotes, angle brackets or controls.
-const ADDRESS =
-  /^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+$/;
-// eslint-disable-next-line no-control-regex -- matching control characters is the point
-const CONTROL = /[\u0000-\u001f\u007f]/;
-
-/** An address the platform will try to deliver to (after trimming). */
-export function isDeliverableAddress(email: string): boolean {
-  const trimmed = email.trim();
-  return trimmed.length <= 254 && ADDRESS.test(trimmed);
+  return uuidV5('send', canonicalCampaignId(campaignId), normalizeCandidateKey(candidateKey), canonicalStep(step));
 }
 
 /** Line breaks and other controls: in a header they are an injection; in an id, a mistake. */

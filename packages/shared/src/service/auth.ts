@@ -1,31 +1,257 @@
-import { timingSafeEqual } from 'node:crypto';
-import type { FastifyRequest } from 'fastify';
+/**
+ * Who may call what. Every route declares its access in its config (`config: { scope: 'operate' }`)
+ * and the decision is made on the route fastify matched, never on the URL string: the router decodes
+ * `%76` to `v` and accepts absolute-form targets, so a check on `request.url` can be walked around,
+ * while whatever spelling reaches a handler has also reached that handler's declared scope. A route
+ * that declares nothing refuses to register, so a new route cannot be forgotten; a request no route
+ * matches falls through to the 404 handler, which runs nothing.
+ *
+ * Scopes: `publish` (ingress: systems that feed work in), `operate` (pause, resume, resolve,
+ * suppress, graces, experiments), `read` (every GET: they reveal candidates, addresses' hashes,
+ * suppressions, send details). A token may hold several scopes; each scope may list several tokens,
+ * so a rotation adds the new token before it removes the old one.
+ */
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import rateLimit from '@fastify/rate-limit';
+import type { FastifyInstance, FastifyRequest, FastifySchema } from 'fastify';
+import fp from 'fastify-plugin';
+import { ConfigError, type BaseConfig } from '../config.js';
 import { AppError } from './errors.js';
 
-const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+export const scopes = ['publish', 'operate', 'read'] as const;
+export type Scope = (typeof scopes)[number];
+/** `public` needs no token (health, metrics); every other value is the scope a token must hold. */
+export type RouteAccess = Scope | 'public';
 
-function matches(presented: string, tokens: readonly Buffer[]): boolean {
-  const candidate = Buffer.from(presented);
-  // Compare against every token, always, so timing reveals neither which nor whether one matched.
-  let ok = false;
-  for (const token of tokens) {
-    if (token.length === candidate.length && timingSafeEqual(token, candidate)) ok = true;
+export type ScopedTokens = Readonly<Record<Scope, readonly string[]>>;
+
+export interface Principal {
+  /** Stable within this process only (an HMAC under a per-process key): a rate-limit key, never the token. */
+  readonly id: string;
+  readonly scopes: ReadonlySet<Scope>;
+}
+
+export type Authentication =
+  | { readonly kind: 'principal'; readonly principal: Principal }
+  | { readonly kind: 'anonymous'; readonly reason: string };
+
+export interface RegisteredRoute {
+  readonly method: string;
+  /** The pattern as registered, prefix included (`/v1/suppressions/:email`). */
+  readonly url: string;
+  readonly scope: RouteAccess;
+  readonly schema: FastifySchema | undefined;
+}
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** Required on every route: who may call it (see service/auth.ts). */
+    scope?: RouteAccess;
   }
-  return ok;
+  interface FastifyRequest {
+    authentication: Authentication;
+  }
+  interface FastifyInstance {
+    /** Every route registered so far with its access: what the route tests walk. */
+    readonly registeredRoutes: readonly RegisteredRoute[];
+  }
+}
+
+const envName = (scope: Scope) => `API_TOKENS_${scope.toUpperCase()}`;
+
+function isRouteAccess(value: unknown): value is RouteAccess {
+  return value === 'public' || (scopes as readonly unknown[]).includes(value);
+}
+
+/** Comma- or newline-separated tokens; blank entries and `#` comment lines are ignored. */
+export function parseTokens(text: string): string[] {
+  return text
+    .split(/[,\r\n]/)
+    .map((t) => t.trim())
+    .filter((t) => t.length > 0 && !t.startsWith('#'));
 }
 
 /**
- * Mutating `/v1` routes need `Authorization: Bearer <token>` with a token from API_TOKENS.
- * With no tokens configured they are refused: an open write API is never the default.
+ * The tokens of each scope: `API_TOKENS_<SCOPE>` (comma-separated) plus the lines of the file named by
+ * `API_TOKENS_<SCOPE>_FILE` (a mounted Secret). An unreadable file is a ConfigError naming the variable.
  */
-export function bearerAuth(apiTokens: readonly string[]): (request: FastifyRequest) => Promise<void> {
-  const tokens = apiTokens.filter((t) => t.length > 0).map((t) => Buffer.from(t));
-  return async (request) => {
-    if (SAFE_METHODS.has(request.method) || !request.url.startsWith('/v1/')) return;
-    if (tokens.length === 0) throw new AppError('UNAUTHORIZED', 'no API tokens are configured (set API_TOKENS)');
-    const header = request.headers.authorization ?? '';
-    const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
-    if (!match?.[1]) throw new AppError('UNAUTHORIZED', 'missing bearer token (Authorization: Bearer <token>)');
-    if (!matches(match[1], tokens)) throw new AppError('UNAUTHORIZED', 'invalid bearer token');
+export function scopedTokensFrom(
+  config: BaseConfig,
+  readFile: (path: string) => string = (path) => readFileSync(path, 'utf8'),
+): ScopedTokens {
+  const read = (scope: Scope): string[] => {
+    const inline = parseTokens(config[envName(scope) as keyof BaseConfig] as string);
+    const file = config[`${envName(scope)}_FILE` as keyof BaseConfig] as string;
+    if (file === '') return inline;
+    let text: string;
+    try {
+      text = readFile(file);
+    } catch (error) {
+      throw new ConfigError(
+        `${envName(scope)}_FILE: cannot read ${file}: ${error instanceof Error ? error.message : String(error)}`,
+      );
+    }
+    return [...inline, ...parseTokens(text)];
   };
+  return { publish: read('publish'), operate: read('operate'), read: read('read') };
 }
+
+/**
+ * Constant-time token checks that leak neither which token matched nor any token's length: both
+ * sides are HMACed under a random per-process key, and the fixed-size digests are compared with
+ * timingSafeEqual against every configured token, always.
+ */
+export class TokenVerifier {
+  private readonly entries: ReadonlyArray<{ readonly digest: Buffer; readonly scope: Scope }>;
+  private readonly configuredScopes: ReadonlySet<Scope>;
+
+  /** `key`: kept across reloads, so a token's id (its rate-limit bucket) survives a rotation. */
+  constructor(
+    tokens: ScopedTokens,
+    private readonly key: Buffer = randomBytes(32),
+  ) {
+    this.entries = scopes.flatMap((scope) => tokens[scope].map((token) => ({ digest: this.digest(token), scope })));
+    this.configuredScopes = new Set(this.entries.map((e) => e.scope));
+  }
+
+  isConfigured(scope: Scope): boolean {
+    return this.configuredScopes.has(scope);
+  }
+
+  verify(presented: string): Principal | null {
+    const digest = this.digest(presented);
+    const granted = new Set<Scope>();
+    for (const entry of this.entries) {
+      if (timingSafeEqual(entry.digest, digest)) granted.add(entry.scope);
+    }
+    return granted.size > 0 ? { id: digest.subarray(0, 12).toString('base64url'), scopes: granted } : null;
+  }
+
+  private digest(token: string): Buffer {
+    return createHmac('sha256', this.key).update(token, 'utf8').digest();
+  }
+}
+
+const BEARER = /^Bearer +([^\s,]+)$/i;
+
+/** Reads the Authorization header; never throws (the route decides whether anonymity is fine). */
+export function authenticate(header: string | undefined, verifier: TokenVerifier): Authentication {
+  if (header === undefined || header.trim() === '') {
+    return { kind: 'anonymous', reason: 'missing bearer token (Authorization: Bearer <token>)' };
+  }
+  const scheme = /^\S+/.exec(header)?.[0] ?? '';
+  if (scheme.toLowerCase() !== 'bearer') {
+    return { kind: 'anonymous', reason: 'unsupported authorization scheme: use Authorization: Bearer <token>' };
+  }
+  const match = BEARER.exec(header.trim());
+  if (!match?.[1]) {
+    return { kind: 'anonymous', reason: 'malformed Authorization header: expected exactly one bearer token' };
+  }
+  const principal = verifier.verify(match[1]);
+  return principal ? { kind: 'principal', principal } : { kind: 'anonymous', reason: 'invalid bearer token' };
+}
+
+/** 401 without a valid token, 403 with a valid token that lacks the route's scope. */
+export function authorize(access: RouteAccess | undefined, authentication: Authentication, verifier: TokenVerifier) {
+  if (access === 'public') return;
+  if (!isRouteAccess(access)) {
+    // Unreachable while the onRoute check holds; kept so a mistake fails closed, not open.
+    throw new AppError('FORBIDDEN', 'this route declares no scope');
+  }
+  if (authentication.kind === 'anonymous') {
+    const hint = verifier.isConfigured(access)
+      ? ''
+      : ` (no tokens are configured for scope ${access}: set ${envName(access)} or ${envName(access)}_FILE)`;
+    throw new AppError('UNAUTHORIZED', `${authentication.reason}${hint}`, { scope: access });
+  }
+  if (!authentication.principal.scopes.has(access)) {
+    throw new AppError('FORBIDDEN', `this token does not hold scope ${access}, which this route requires`, {
+      scope: access,
+    });
+  }
+}
+
+export interface AccessControlOptions {
+  /** The tokens, or how to read them again: files named by `*_FILE` change when a Secret is rotated. */
+  readonly tokens: ScopedTokens | (() => ScopedTokens);
+  /** With `tokens` a function: how often to read them again (a revoked token stops working then). */
+  readonly reloadMs?: number;
+  /** Requests per window per token (per client address without a valid one). */
+  readonly rateLimit: { readonly max: number; readonly windowMs: number };
+}
+
+/**
+ * Registers the route check, the route catalogue, and three onRequest hooks in order: authenticate
+ * (never throws), rate limit (keyed by the token when it is valid, else by the client address, so
+ * made-up tokens do not buy fresh buckets), authorize. All of it runs before the body is read.
+ */
+export const accessControl = fp(
+  async (app: FastifyInstance, options: AccessControlOptions) => {
+    const key = randomBytes(32);
+    const read = typeof options.tokens === 'function' ? options.tokens : () => options.tokens as ScopedTokens;
+    let current = read();
+    let verifier = new TokenVerifier(current, key);
+    if (typeof options.tokens === 'function' && options.reloadMs !== undefined) {
+      const timer = setInterval(() => {
+        try {
+          const next = read();
+          if (scopes.every((s) => next[s].join('\n') === current[s].join('\n'))) return;
+          current = next;
+          verifier = new TokenVerifier(next, key);
+          app.log.info({ tokens: Object.fromEntries(scopes.map((s) => [s, next[s].length])) }, 'API tokens reloaded');
+        } catch (error) {
+          // A Secret mid-update or a file gone: the tokens in hand stay valid rather than none.
+          app.log.warn({ err: error }, 'API tokens could not be read again; keeping the previous ones');
+        }
+      }, options.reloadMs);
+      timer.unref();
+      app.addHook('onClose', async () => clearInterval(timer));
+    }
+    const routes: RegisteredRoute[] = [];
+    app.decorate('registeredRoutes', routes);
+    // Set by the first onRequest hook on every request; null only before it runs.
+    app.decorateRequest('authentication', null as never);
+
+    app.addHook('onRoute', (route) => {
+      const access = route.config?.scope;
+      const methods = Array.isArray(route.method) ? route.method : [route.method];
+      if (!isRouteAccess(access)) {
+        throw new Error(
+          `${methods.join(',')} ${route.url} declares no access: add config: { scope: 'publish' | 'operate' | 'read' | 'public' }`,
+        );
+      }
+      for (const method of methods) routes.push({ method, url: route.url, scope: access, schema: route.schema });
+    });
+
+    app.addHook('onRequest', async (request) => {
+      request.authentication = authenticate(request.headers.authorization, verifier);
+    });
+
+    const windowSeconds = Math.round(options.rateLimit.windowMs / 1000);
+    await app.register(rateLimit, {
+      global: false,
+      max: options.rateLimit.max,
+      timeWindow: options.rateLimit.windowMs,
+      // Probes and scrapers are not clients; they must never be throttled into a restart.
+      allowList: (request: FastifyRequest) => request.routeOptions.config.scope === 'public',
+      keyGenerator: (request: FastifyRequest) =>
+        request.authentication.kind === 'principal'
+          ? `token:${request.authentication.principal.id}`
+          : `ip:${request.ip}`,
+      errorResponseBuilder: (_request, context) =>
+        new AppError(
+          'RATE_LIMITED',
+          `rate limit exceeded: at most ${context.max} requests per ${windowSeconds} s per token; retry in ${context.after}`,
+        ),
+    });
+    app.addHook('onRequest', app.rateLimit());
+
+    app.addHook('onRequest', async (request) => {
+      // No route matched: the not-found handler answers, and it runs nothing.
+      if (request.is404) return;
+      authorize(request.routeOptions.config.scope, request.authentication, verifier);
+    });
+  },
+  { name: 'access-control' },
+);

@@ -8,7 +8,9 @@ export const errorStatus = {
   FORBIDDEN: 403,
   NOT_FOUND: 404,
   CONFLICT: 409,
+  PAYLOAD_TOO_LARGE: 413,
   UNPROCESSABLE: 422,
+  RATE_LIMITED: 429,
   UNAVAILABLE: 503,
 } as const;
 export type ErrorCode = keyof typeof errorStatus;

@@ -2,23 +2,45 @@ import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import autoload from '@fastify/autoload';
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
-import { brokerList, tokenList, type BaseConfig } from '../config.js';
+import Fastify, {
+  LogController,
+  type FastifyBaseLogger,
+  type FastifyError,
+  type FastifyInstance,
+  type FastifyReply,
+} from 'fastify';
+import { brokerList, type BaseConfig } from '../config.js';
 import type { Logger } from '../logger.js';
 import fp from 'fastify-plugin';
 import type { Registry } from 'prom-client';
 import { createMetricsRegistry } from '../metrics.js';
-import { bearerAuth } from './auth.js';
+import { accessControl, scopedTokensFrom, type ScopedTokens } from './auth.js';
 import { AppError } from './errors.js';
 import { kafkaPlugin, type KafkaPluginOptions } from './kafka-plugin.js';
 import { postgresPlugin, type PostgresPluginOptions } from './postgres-plugin.js';
 
 export type ReadinessCheck = () => Promise<void>;
+/** Why a part of the process is dead for good (undefined while it works); in-memory state, no IO. */
+export type LivenessCheck = () => string | undefined;
+
+/**
+ * A request body becomes at most one event, and an event must fit in one Kafka message: the topics
+ * keep the broker's default message.max.bytes (1 MiB + 12). 64 KiB stay free for the envelope, the
+ * record headers (trace, DLQ reasons) and the batch overhead; Avro encodes no value in more bytes than
+ * its JSON text takes.
+ */
+export const MAX_BODY_BYTES = 1024 * 1024 - 64 * 1024;
+/** Longer than any route's parameter schema allows, so the schema (with a reason) decides, not the router. */
+export const MAX_PARAM_CHARS = 4096;
+// No `@`: correlation ids travel on topics labelled free of addresses, so none may look like one.
+const CORRELATION_ID = /^[A-Za-z0-9._:/+=-]{1,128}$/;
 
 declare module 'fastify' {
   interface FastifyInstance {
     /** Named checks that `/health/ready` runs; plugins add theirs (postgres, kafka, ...). */
     readonly readiness: Map<string, ReadinessCheck>;
+    /** Named checks that `/health/live` runs: consumers, the outbox relay, periodic tasks (service/workers.ts). */
+    readonly liveness: Map<string, LivenessCheck>;
     /** The service's Prometheus registry, served at /metrics. */
     readonly metrics: Registry;
   }
@@ -31,8 +53,12 @@ export interface HttpAppOptions {
   readonly postgres?: PostgresPluginOptions;
   /** When given, `app.kafka` and `app.producer` exist, checked by `/health/ready`. */
   readonly kafka?: KafkaPluginOptions;
-  /** Bearer tokens accepted on mutating `/v1` routes; none configured = those routes answer 401. */
-  readonly apiTokens?: readonly string[];
+  /** Bearer tokens per scope (or how to read them again); a scope without tokens answers 401. */
+  readonly apiTokens?: ScopedTokens | (() => ScopedTokens);
+  /** With `apiTokens` a function: how often to read the tokens again. */
+  readonly apiTokensReloadMs?: number;
+  /** Per token (per client address without one), per replica. Defaults to 6000 per minute. */
+  readonly rateLimit?: { readonly max: number; readonly windowMs: number };
   /** Defaults to a new registry with Node's default metrics. */
   readonly metrics?: Registry;
   /** Autoloaded first: external connections (pg, kafka), then app plugins (repositories, relays). */
@@ -50,26 +76,61 @@ export interface HttpAppOptions {
 export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: options.logger as FastifyBaseLogger,
-    requestIdHeader: 'x-correlation-id',
-    genReqId: () => randomUUID(),
+    // A caller's correlation id is kept when it is a sane token; anything else (16 KiB of it, say)
+    // would travel into every log line and event, so it is replaced.
+    requestIdHeader: false,
+    genReqId: (req) => {
+      const given = req.headers['x-correlation-id'];
+      return typeof given === 'string' && CORRELATION_ID.test(given) ? given : randomUUID();
+    },
     logController: new LogController({ requestIdLogLabel: 'correlationId' }),
     forceCloseConnections: true,
     // Unknown fields in a schema that forbids them are an error with a reason, not silently dropped.
     ajv: { customOptions: { removeAdditional: false } },
+    bodyLimit: MAX_BODY_BYTES,
+    routerOptions: { maxParamLength: MAX_PARAM_CHARS },
+    // Errors the router raises before any route or hook: their default messages echo the path,
+    // which may hold an address, to a caller who has not authenticated.
+    frameworkErrors: (error, _request, reply) => {
+      const tooLong = error.code === 'FST_ERR_MAX_PARAM_LENGTH';
+      const message = tooLong
+        ? `a path segment is longer than ${MAX_PARAM_CHARS} characters`
+        : error.code === 'FST_ERR_BAD_URL'
+          ? 'the path is not valid percent-encoding'
+          : 'the request cannot be routed';
+      return (reply as FastifyReply).code(tooLong ? 414 : 400).send({ error: 'BAD_REQUEST', message });
+    },
+  });
+
+  await app.register(accessControl, {
+    tokens: options.apiTokens ?? { publish: [], operate: [], read: [] },
+    ...(options.apiTokensReloadMs !== undefined ? { reloadMs: options.apiTokensReloadMs } : {}),
+    rateLimit: options.rateLimit ?? { max: 6_000, windowMs: 60_000 },
   });
 
   await app.register(
     fp(
       async (instance) => {
         instance.decorate('readiness', new Map<string, ReadinessCheck>());
+        instance.decorate('liveness', new Map<string, LivenessCheck>());
         instance.decorate('metrics', options.metrics ?? createMetricsRegistry(options.name));
       },
       { name: 'health' },
     ),
   );
 
-  app.get('/health/live', { logLevel: 'warn' }, async () => ({ status: 'ok', service: options.name }));
-  app.get('/health/ready', { logLevel: 'warn' }, async (_request, reply) => {
+  // A restart is the cure for what fails here (a consumer kafkajs gave up on, a stalled relay).
+  app.get('/health/live', { logLevel: 'warn', config: { scope: 'public' } }, async (_request, reply) => {
+    const dead = Object.fromEntries(
+      [...app.liveness].flatMap(([name, check]) => {
+        const reason = check();
+        return reason === undefined ? [] : [[name, reason]];
+      }),
+    );
+    if (Object.keys(dead).length === 0) return { status: 'ok', service: options.name };
+    return reply.code(503).send({ status: 'dead', service: options.name, checks: dead });
+  });
+  app.get('/health/ready', { logLevel: 'warn', config: { scope: 'public' } }, async (_request, reply) => {
     const checks: Record<string, string> = {};
     let ready = true;
     await Promise.all(
@@ -85,11 +146,17 @@ export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInst
     );
     return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not_ready', service: options.name, checks });
   });
-  app.get('/metrics', { logLevel: 'warn' }, async (_request, reply) =>
+  app.get('/metrics', { logLevel: 'warn', config: { scope: 'public' } }, async (_request, reply) =>
     reply.type(app.metrics.contentType).send(await app.metrics.metrics()),
   );
 
-  app.addHook('onRequest', bearerAuth(options.apiTokens ?? []));
+  // Values no schema keyword catches but every store refuses: a 400 here, not a 500 from the database
+  // (or a dead letter later, for what goes to Kafka). After validation, which coerces `?limit=1e400`
+  // to Infinity and lets it past `maximum`.
+  app.addHook('preHandler', async (request) => {
+    const problem = unstorableValue({ params: request.params, querystring: request.query, body: request.body });
+    if (problem !== undefined) throw new AppError('BAD_REQUEST', problem);
+  });
 
   app.setErrorHandler((error: FastifyError | AppError, request, reply) => {
     if (error instanceof AppError) {
@@ -108,8 +175,9 @@ export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInst
     return reply.code(500).send({ error: 'INTERNAL', message: 'internal error', correlationId: request.id });
   });
 
+  // The path is not echoed: it may hold an address, and this answer goes to callers without a token.
   app.setNotFoundHandler((request, reply) =>
-    reply.code(404).send({ error: 'NOT_FOUND', message: `no route ${request.method} ${request.url}` }),
+    reply.code(404).send({ error: 'NOT_FOUND', message: `no route for ${request.method} on this path` }),
   );
 
   if (options.postgres) {
@@ -126,6 +194,29 @@ export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInst
     await app.register(autoload, { dir: options.routesDir, options: options.options ?? {} });
   }
   return app;
+}
+
+/**
+ * The first value PostgreSQL, Avro or JSON cannot hold, as a reason: a string or key with U+0000
+ * (text columns refuse it), a number that is not finite (JSON's `1e400`). Iterative, so deeply
+ * nested JSON cannot overflow the stack.
+ */
+export function unstorableValue(root: Record<string, unknown>): string | undefined {
+  const stack: Array<[string, unknown]> = Object.entries(root);
+  while (stack.length > 0) {
+    const [path, value] = stack.pop() as [string, unknown];
+    if (typeof value === 'string') {
+      if (value.includes('\u0000')) return `${path} contains a NUL character (U+0000)`;
+    } else if (typeof value === 'number') {
+      if (!Number.isFinite(value)) return `${path} is not a finite number`;
+    } else if (typeof value === 'object' && value !== null) {
+      for (const [key, child] of Object.entries(value)) {
+        if (key.includes('\u0000')) return `${path} has a key with a NUL character (U+0000)`;
+        stack.push([`${path}/${key}`, child]);
+      }
+    }
+  }
+  return undefined;
 }
 
 function withTimeout<T>(promise: Promise<T>, ms: number, message: string): Promise<T> {
@@ -154,7 +245,11 @@ export async function buildServiceApp(options: {
     logger,
     postgres: { connectionString: config.DATABASE_URL, applicationName: name, schema: config.DATABASE_SCHEMA },
     kafka: { brokers: brokerList(config.KAFKA_BROKERS), clientId: name },
-    apiTokens: tokenList(config.API_TOKENS),
+    // Read at start (an unreadable file stops it: a ConfigError, exit 78), then every 30 s: a rotated
+    // Secret takes effect without a restart, and a revoked token stops working.
+    apiTokens: () => scopedTokensFrom(config),
+    apiTokensReloadMs: 30_000,
+    rateLimit: { max: config.RATE_LIMIT_MAX, windowMs: config.RATE_LIMIT_WINDOW_MS },
     pluginsDir: join(dir, 'plugins'),
     routesDir: join(dir, 'routes'),
     options: { config },

@@ -43,6 +43,41 @@ export async function isolatedSchema(databaseUrl: string, prefix: string): Promi
 }
 
 export { freePort, startProcess, type RunningProcess } from './process.js';
-export { SmtpSink, type DeliveredMessage, type SmtpSinkOptions } from './smtp-sink.js';
+export { SmtpSink, type DeliveredMessage, type SmtpHostility, type SmtpSinkOptions } from './smtp-sink.js';
 export { deciderSpec, type Decider } from './given.js';
-export { serviceTestEnv, type ServiceTestEnv, type ServiceUnderTest } from './service-env.js';
+export {
+  serviceTestEnv,
+  testEmailHashKey,
+  TEST_EMAIL_HASH_ENV,
+  type ServiceTestEnv,
+  type ServiceUnderTest,
+} from './service-env.js';
+export {
+  eventBombs,
+  fieldsBefore,
+  headerOf,
+  measureDecode,
+  probeSchema,
+  probeValue,
+  zigzagVarint,
+  type AvroBomb,
+  type MeasuredDecode,
+} from './avro-bombs.js';
+export {
+  examplePath,
+  fuzzRoutes,
+  pathSpellings,
+  probeRouteGuards,
+  protectedRoutes,
+  rawRequest,
+  ROUTE_TEST_ALL_SCOPES,
+  ROUTE_TEST_ENV,
+  ROUTE_TEST_TOKENS,
+  schemaArbitrary,
+  scopeTable,
+  type FuzzExample,
+  type FuzzOptions,
+  type GuardProbeOptions,
+  type Spelling,
+  type Violation,
+} from './http-attacks.js';

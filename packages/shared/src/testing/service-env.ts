@@ -8,6 +8,8 @@ import type { Static, TObject, TProperties } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import pg from 'pg';
 import { loadConfig, type BaseConfig } from '../config.js';
+import type { EmailHashKey } from '../domain/keys.js';
+import { loadEmailHashKey } from '../email-hash-key.js';
 import type { OutreachEvent } from '../contracts/events.generated.js';
 import { createKafka } from '../kafka/client.js';
 import { EventProducer } from '../kafka/producer.js';
@@ -20,6 +22,19 @@ import { uniqueName } from './names.js';
 import { startProcess, type RunningProcess } from './process.js';
 
 const root = join(import.meta.dirname, '..', '..', '..', '..');
+
+/**
+ * The emailHash key every test service gets: a fixed development key, so a test can compute the
+ * hash it expects (testEmailHashKey). Production reads EMAIL_HASH_KEY_FILE.
+ */
+export const TEST_EMAIL_HASH_ENV = {
+  EMAIL_HASH_KEY: 'test-only-email-hash-key-not-a-secret-0123456789abcdef',
+  EMAIL_HASH_KEY_ID: 'test-1',
+} as const;
+
+export function testEmailHashKey(): EmailHashKey {
+  return loadEmailHashKey({ ...TEST_EMAIL_HASH_ENV, EMAIL_HASH_KEY_FILE: '' });
+}
 
 export interface ServiceUnderTest<P extends TProperties> {
   readonly name: string;
@@ -77,7 +92,11 @@ export async function serviceTestEnv<P extends TProperties>(
     DATABASE_SCHEMA: schema,
     TOPIC_PREFIX: prefix,
     CONSUMER_GROUP: uniqueName(`${service.name}_group`),
-    API_TOKENS: 'test-token',
+    ...TEST_EMAIL_HASH_ENV,
+    // One token holding every scope, for the behaviour tests; the route tests set scoped ones.
+    API_TOKENS_PUBLISH: 'test-token',
+    API_TOKENS_OPERATE: 'test-token',
+    API_TOKENS_READ: 'test-token',
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
     HTTP_HOST: '127.0.0.1',
     HTTP_PORT: '0',

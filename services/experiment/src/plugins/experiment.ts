@@ -1,4 +1,4 @@
-import { registerConsumer, registerOutboxRelay, topicName, type Logger } from '@outreach/shared';
+import { registerConsumer, registerOutboxRelay, retryCap, topicName, type Logger } from '@outreach/shared';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { ExperimentsRepository } from '../adapters/experiments-repository.js';
@@ -22,6 +22,7 @@ export default fp(
       partitionsConsumedConcurrently: config.CONSUMER_PARTITION_CONCURRENCY,
       groupId: config.CONSUMER_GROUP,
       topics: [topicName('sendRecorded', config.TOPIC_PREFIX)],
+      retry: retryCap(config),
       handler: exposureHandler(repository, app.log.child({ component: 'exposures' }) as Logger),
     });
     registerOutboxRelay(app, { databaseUrl: config.DATABASE_URL, schema: config.DATABASE_SCHEMA, pollIntervalMs: 500 });

@@ -1,4 +1,11 @@
-import { registerConsumer, registerOutboxRelay, topicName, type Logger } from '@outreach/shared';
+import {
+  registerConsumer,
+  registerOutboxRelay,
+  retryCap,
+  topicName,
+  watchPeriodicTask,
+  type Logger,
+} from '@outreach/shared';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { ConversationsRepository } from '../adapters/conversations-repository.js';
@@ -38,11 +45,13 @@ export default fp(
     );
     app.decorate('conversations', repository);
     app.decorate('sweeper', sweeper);
+    watchPeriodicTask(app, sweeper.loop);
     registerLivenessGauges(app.metrics, repository);
     registerConsumer(app, {
       partitionsConsumedConcurrently: config.CONSUMER_PARTITION_CONCURRENCY,
       groupId: config.CONSUMER_GROUP,
       topics: [topicName('conversationEvents', config.TOPIC_PREFIX), topicName('sendRecorded', config.TOPIC_PREFIX)],
+      retry: retryCap(config),
       handler: projectorHandler(repository, app.log.child({ component: 'projector' }) as Logger),
     });
     registerOutboxRelay(app, { databaseUrl: config.DATABASE_URL, schema: config.DATABASE_SCHEMA, pollIntervalMs: 500 });

@@ -1,16 +1,10 @@
 /**
- * What an outreach request must satisfy, normalized once, here at the edge: candidate key
- * (trim + NFC, case kept), address (trim + lower case), content per variant, follow-up steps.
+ * What an outreach request must satisfy, normalized once, here at the edge: campaign, step,
+ * candidate and address keys in their canonical forms (canonicalSendKeys in @outreach/shared, the
+ * same function every ingress uses), content per variant, follow-up steps.
  * Pure: the experiment's answer comes in as a value (see chooseContent).
  */
-import {
-  hasControlCharacters,
-  isDeliverableAddress,
-  normalizeCandidateKey,
-  normalizeEmail,
-  sendIdFor,
-  type OutreachRequested,
-} from '@outreach/shared';
+import { canonicalSendKeys, canonicalStep, hasControlCharacters, type OutreachRequested } from '@outreach/shared';
 
 export const MAX_BODY_BYTES = 100_000;
 export const MAX_SUBJECT_CHARS = 998;
@@ -66,6 +60,8 @@ function contentProblems(contents: readonly Content[], where: string, experiment
 }
 
 const ID = (value: string) => value.trim() !== '' && !hasControlCharacters(value) && value.length <= 256;
+// A step is an ID in its canonical form (case-folded, invisible characters removed).
+const STEP = (value: string) => ID(canonicalStep(value));
 
 export type Validation =
   { readonly ok: true; readonly request: PlannedRequest } | { readonly ok: false; readonly reason: string };
@@ -73,41 +69,41 @@ export type Validation =
 export function validateRequest(event: Omit<OutreachRequested, 'type'>): Validation {
   const problems: string[] = [];
   if (!ID(event.requestId)) problems.push('requestId is missing or malformed');
-  if (!ID(event.campaignId)) problems.push('campaignId is missing or malformed');
-  if (!ID(event.candidateId)) problems.push('candidateId is missing or malformed');
-  if (!ID(event.step)) problems.push('step is missing or malformed');
-  if (!isDeliverableAddress(event.email)) problems.push('email is not a deliverable address');
+  const keys = canonicalSendKeys(event);
+  if (!keys.ok) problems.push(...keys.problems);
   if (event.experimentId !== null && !ID(event.experimentId)) problems.push('experimentId is malformed');
   const experiment = event.experimentId !== null;
   problems.push(...contentProblems(event.contents, 'request', experiment));
-  const steps = [event.step, ...event.followUps.map((f) => f.step)];
+  // Distinct after canonicalization: `Follow-Up` and `follow-up` would be one send slot.
+  const steps = [event.step, ...event.followUps.map((f) => f.step)].map(canonicalStep);
   if (new Set(steps).size !== steps.length)
     problems.push('follow-up steps must differ from each other and from the step');
   event.followUps.forEach((followUp, i) => {
-    if (!ID(followUp.step)) problems.push(`followUps[${i}].step is missing or malformed`);
+    if (!STEP(followUp.step)) problems.push(`followUps[${i}].step is missing or malformed`);
     if (!(followUp.delayMs > 0)) problems.push(`followUps[${i}].delayMs must be positive`);
     problems.push(...contentProblems(followUp.contents, `followUps[${i}]`, experiment));
   });
-  if (problems.length > 0) return { ok: false, reason: `invalid OutreachRequested: ${problems.join('; ')}` };
-  const candidateKey = normalizeCandidateKey(event.candidateId);
+  if (problems.length > 0 || !keys.ok)
+    return { ok: false, reason: `invalid OutreachRequested: ${problems.join('; ')}` };
+  const { campaignId, candidateKey, step, email, emailNorm, sendId } = keys.keys;
   return {
     ok: true,
     request: {
       requestId: event.requestId,
       requestEventId: event.eventId,
       correlationId: event.correlationId,
-      campaignId: event.campaignId,
+      campaignId,
       candidateId: event.candidateId,
       candidateKey,
-      conversationId: event.conversationId ?? `${event.campaignId}:${candidateKey}`,
-      email: event.email.trim(),
-      emailNorm: normalizeEmail(event.email),
-      step: event.step,
-      sendId: sendIdFor(event.campaignId, candidateKey, event.step),
+      conversationId: event.conversationId ?? `${campaignId}:${candidateKey}`,
+      email,
+      emailNorm,
+      step,
+      sendId,
       experimentId: event.experimentId,
       contents: event.contents,
       sendAt: event.sendAt,
-      followUps: event.followUps,
+      followUps: event.followUps.map((followUp) => ({ ...followUp, step: canonicalStep(followUp.step) })),
     },
   };
 }

@@ -31,7 +31,7 @@ describe('validateRequest', () => {
       ok: true,
       request: {
         candidateKey: 'Jos\u00e9',
-        email: 'Jose@Example.COM',
+        email: 'Jose@example.com',
         emailNorm: 'jose@example.com',
         conversationId: 'camp:Jos\u00e9',
         sendId: sendIdFor('camp', 'Jos\u00e9', 'intro'),
@@ -39,8 +39,31 @@ describe('validateRequest', () => {
     });
   });
 
+  it('collapses spellings of campaign, step, candidate and address to the same keys', () => {
+    const plain = validateRequest(
+      request({ campaignId: 'camp-1', candidateId: 'Jos\u00e9', email: 'jose@example.com' }),
+    );
+    const variant = validateRequest(
+      request({
+        campaignId: ' Camp-\uff11\u200b',
+        step: 'INTRO',
+        email: ' JOSE@EXAMPLE.COM\ufeff',
+        followUps: [{ step: ' Follow-Up', delayMs: 10, contents: [{ variant: null, subject: 's', body: 'b' }] }],
+      }),
+    );
+    expect(plain.ok && variant.ok).toBe(true);
+    if (!plain.ok || !variant.ok) return;
+    for (const field of ['campaignId', 'candidateKey', 'step', 'emailNorm', 'sendId', 'conversationId'] as const)
+      expect(variant.request[field]).toBe(plain.request[field]);
+    expect(variant.request.followUps.map((f) => f.step)).toEqual(['follow-up']);
+  });
+
   it.each([
     [{ campaignId: '' }, /campaignId is missing/],
+    [
+      { followUps: [{ step: 'INTRO', delayMs: 10, contents: [{ variant: null, subject: 's', body: 'b' }] }] },
+      /follow-up steps must differ/,
+    ],
     [{ email: 'not an address' }, /email is not a deliverable address/],
     [{ contents: [] }, /contents are empty/],
     [{ contents: [{ variant: null, subject: 'a\r\nBcc: x@y.z', body: 'b' }] }, /header injection/],

@@ -1,4 +1,12 @@
-import { PeriodicTask, registerConsumer, registerOutboxRelay, topicName, type Logger } from '@outreach/shared';
+import {
+  PeriodicTask,
+  registerConsumer,
+  registerOutboxRelay,
+  registerPeriodicTask,
+  retryCap,
+  topicName,
+  type Logger,
+} from '@outreach/shared';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { ExperimentClient } from '../adapters/experiment-client.js';
@@ -27,6 +35,7 @@ export default fp(
       config.EXPERIMENT_URL,
       config.EXPERIMENT_TOKEN,
       config.EXPERIMENT_TIMEOUT_MS,
+      { logger: log('experiment-client'), metrics: app.metrics },
     );
     app.decorate('planner', repository);
     app.decorate('experimentClient', experiments);
@@ -37,29 +46,32 @@ export default fp(
       groupId: config.CONSUMER_GROUP,
       topics: [topicName('outreachRequested', config.TOPIC_PREFIX)],
       chunkSize: config.REQUEST_BATCH_SIZE,
-      // An unavailable experiment service is waited out, backing off up to 30 s between attempts.
-      retry: { initialMs: 250, maxMs: 30_000 },
+      // An unavailable experiment service is waited out, backing off up to 30 s between attempts,
+      // until the retry cap (CONSUMER_RETRY_MAX_ATTEMPTS / _MS) sends the requests to the DLQ.
+      retry: { initialMs: 250, maxMs: 30_000, ...retryCap(config) },
       handler: ingressHandler({ pool: app.pg, repository, experiments, logger: log('ingress') }),
     });
     registerConsumer(app, {
       partitionsConsumedConcurrently: config.CONSUMER_PARTITION_CONCURRENCY,
       groupId: `${config.CONSUMER_GROUP}-conversations`,
       topics: [topicName('conversationEvents', config.TOPIC_PREFIX), topicName('sendRecorded', config.TOPIC_PREFIX)],
+      retry: retryCap(config),
       handler: conversationHandler(repository, log('conversations')),
     });
-    const scheduler = new PeriodicTask(
-      'scheduler',
-      async () => {
-        while ((await repository.emitDue(200)) === 200) {
-          // a full batch: more may be due
-        }
-      },
-      config.SCHEDULER_INTERVAL_MS,
-      log('scheduler'),
+    registerPeriodicTask(
+      app,
+      new PeriodicTask(
+        'scheduler',
+        async () => {
+          while ((await repository.emitDue(200)) === 200) {
+            // a full batch: more may be due
+          }
+        },
+        config.SCHEDULER_INTERVAL_MS,
+        log('scheduler'),
+      ),
     );
     registerOutboxRelay(app, { databaseUrl: config.DATABASE_URL, schema: config.DATABASE_SCHEMA, pollIntervalMs: 200 });
-    app.addHook('onReady', async () => scheduler.start());
-    app.addHook('onClose', async () => scheduler.stop());
   },
   { name: 'planner', dependencies: ['postgres', 'kafka'] },
 );

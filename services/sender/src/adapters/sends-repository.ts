@@ -3,7 +3,14 @@
  * conditional on the claim token and the current status, so a worker that lost its claim changes
  * nothing. Multi-row statements (unnest) on the hot path.
  */
-import { enqueueEvents, withTransaction, type OutgoingEvent, type Queryable } from '@outreach/shared';
+import {
+  emailHash,
+  enqueueEvents,
+  withTransaction,
+  type EmailHashKey,
+  type OutgoingEvent,
+  type Queryable,
+} from '@outreach/shared';
 import type { Pool } from 'pg';
 import type { ValidSend } from '../domain/request.js';
 import { sendRecorded, type Outcome, type RecordedSend } from '../domain/outcomes.js';
@@ -65,7 +72,8 @@ export type Conflict =
 
 function sendColumns(p = ''): string {
   return `${p}send_id AS "sendId", ${p}campaign_id AS "campaignId", ${p}candidate_id AS "candidateId",
-  ${p}candidate_key AS "candidateKey", ${p}email, ${p}email_norm AS "emailNorm", ${p}email_hash AS "emailHash", ${p}step,
+  ${p}candidate_key AS "candidateKey", ${p}email, ${p}email_norm AS "emailNorm", ${p}email_hash AS "emailHash",
+  ${p}email_hash_key_id AS "emailHashKeyId", ${p}step,
   ${p}experiment_id AS "experimentId", ${p}variant, ${p}subject, ${p}body, ${p}request_id AS "requestId",
   ${p}correlation_id AS "correlationId", ${p}request_event_id::text AS "causationId", ${p}source, ${p}status, ${p}attempts, ${p}reason,
   ${p}provider_message_id AS "providerMessageId", ${p}claimed_at AS "claimedAt", ${p}sent_at AS "sentAt",
@@ -78,17 +86,25 @@ export class SendsRepository {
     private readonly pool: Pool,
     private readonly sendRecordedTopic: string,
     private readonly leaseMs: number,
+    /** The emailHash key: re-hashes rows from before keyed hashes, and hashes report keys. */
+    private readonly hashKey: EmailHashKey,
   ) {}
 
   private recordEvent(
-    row: SendRow | RecordedSend,
+    row: RecordedSend & { readonly emailNorm: string },
     outcome: Outcome,
     recordedAt: Date,
     extra: { reason?: string | null; providerMessageId?: string | null; generation?: number } = {},
   ): OutgoingEvent {
+    // A row claimed before keyed hashes holds an unsalted SHA-256, which a list of addresses
+    // reverses: its event gets the keyed hash instead.
+    const send =
+      row.emailHashKeyId === null
+        ? { ...row, emailHash: emailHash(row.emailNorm, this.hashKey), emailHashKeyId: this.hashKey.id }
+        : row;
     return {
       topic: this.sendRecordedTopic,
-      event: sendRecorded(row, outcome, { recordedAt: recordedAt.getTime(), ...extra }),
+      event: sendRecorded(send, outcome, { recordedAt: recordedAt.getTime(), ...extra }),
     };
   }
 
@@ -98,10 +114,12 @@ export class SendsRepository {
     const column = <K extends keyof ValidSend>(key: K) => sends.map((s) => s[key]);
     const inserted = await this.pool.query<{ sendId: string; token: string }>(
       `INSERT INTO sends (send_id, request_id, request_event_id, correlation_id, campaign_id, candidate_id, candidate_key,
-         email, email_norm, email_hash, step, experiment_id, variant, subject, body, status, claim_token, lease_expires_at)
-       SELECT q.*, 'claimed', gen_random_uuid(), now() + make_interval(secs => $16::float8 / 1000)
+         email, email_norm, email_hash, step, experiment_id, variant, subject, body, email_hash_key_id,
+         status, claim_token, lease_expires_at)
+       SELECT q.*, 'claimed', gen_random_uuid(), now() + make_interval(secs => $17::float8 / 1000)
        FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
-                   $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[]) AS q
+                   $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[],
+                   $16::text[]) AS q
        ON CONFLICT DO NOTHING
        RETURNING send_id AS "sendId", claim_token AS "token"`,
       [
@@ -120,6 +138,7 @@ export class SendsRepository {
         column('variant'),
         column('subject'),
         column('body'),
+        column('emailHashKeyId'),
         this.leaseMs,
       ],
     );
@@ -178,8 +197,10 @@ export class SendsRepository {
     if (duplicates.length === 0) return 0;
     return withTransaction(this.pool, async (client) => {
       const { rows } = await client.query<{ sendId: string; recordedAt: Date }>(
-        `INSERT INTO skipped_sends (send_id, duplicate_of, campaign_id, candidate_key, email_hash, step, reason, request_id)
-         SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[])
+        `INSERT INTO skipped_sends (send_id, duplicate_of, campaign_id, candidate_key, email_hash, step, reason, request_id,
+                                    email_hash_key_id)
+         SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
+                              $9::text[])
          ON CONFLICT (send_id) DO NOTHING
          RETURNING send_id AS "sendId", recorded_at AS "recordedAt"`,
         [
@@ -191,6 +212,7 @@ export class SendsRepository {
           duplicates.map((d) => d.send.step),
           duplicates.map((d) => d.reason),
           duplicates.map((d) => d.send.requestId),
+          duplicates.map((d) => d.send.emailHashKeyId),
         ],
       );
       const events = rows.map((row) => {
@@ -465,12 +487,15 @@ export class SendsRepository {
     return (await this.recordMany([{ claim, row, result }]))[0] as boolean;
   }
 
-  /** The provider certainly did not take it: back to claimed, retried after `retryInMs`. */
+  /**
+   * The provider certainly did not take it: back to claimed, retried after `retryInMs`. Also from
+   * `ambiguous` under the same token: a provider's late refusal settles what the timeout left open.
+   */
   async retryLater(claim: Claim, reason: string, retryInMs: number): Promise<void> {
     await this.pool.query(
       `UPDATE sends SET status = 'claimed', reason = $3, updated_at = now(),
               lease_expires_at = now() + make_interval(secs => $4::float8 / 1000)
-       WHERE send_id = $1 AND claim_token = $2 AND status = 'sending'`,
+       WHERE send_id = $1 AND claim_token = $2 AND status IN ('sending', 'ambiguous')`,
       [claim.sendId, claim.token, reason, retryInMs],
     );
   }
@@ -642,27 +667,29 @@ export class SendsRepository {
 
   /**
    * Pairs of deliveries to the same candidate or the same address within a campaign step: from the
-   * sent log (which the constraints keep free of them) and from imported provider history.
+   * sent log (which the constraints keep free of them) and from imported provider history. Grouped
+   * by the canonical address, not by the stored hash (rows hashed under an older key, or before
+   * keyed hashes, still group); an address is shown as its hash under the current key.
    */
   async duplicates(campaignId: string | null): Promise<DuplicateDeliveries[]> {
     const { rows } = await this.pool.query<DuplicateDeliveries>(
       `WITH delivered AS (
-         SELECT campaign_id, step, candidate_key, email_hash, 'sent_log' AS source FROM sends
+         SELECT campaign_id, step, candidate_key, email_norm, 'sent_log' AS source FROM sends
            WHERE status = 'sent' AND source = 'live' AND ($1::text IS NULL OR campaign_id = $1)
          UNION ALL
-         SELECT campaign_id, step, candidate_key, email_hash, 'provider_history' FROM provider_history
+         SELECT campaign_id, step, candidate_key, email_norm, 'provider_history' FROM provider_history
            WHERE $1::text IS NULL OR campaign_id = $1
        )
-       SELECT campaign_id AS "campaignId", step, 'address' AS kind, email_hash AS key, count(*)::int AS count,
+       SELECT campaign_id AS "campaignId", step, 'address' AS kind, email_norm AS key, count(*)::int AS count,
               array_agg(DISTINCT source) AS sources
-       FROM delivered GROUP BY campaign_id, step, email_hash HAVING count(*) > 1
+       FROM delivered GROUP BY campaign_id, step, email_norm HAVING count(*) > 1
        UNION ALL
        SELECT campaign_id, step, 'candidate', candidate_key, count(*)::int, array_agg(DISTINCT source)
        FROM delivered WHERE candidate_key IS NOT NULL GROUP BY campaign_id, step, candidate_key HAVING count(*) > 1
        ORDER BY 1, 2, 3, 4`,
       [campaignId],
     );
-    return rows;
+    return rows.map((row) => (row.kind === 'address' ? { ...row, key: emailHash(row.key, this.hashKey) } : row));
   }
 
   async ambiguousCount(): Promise<number> {

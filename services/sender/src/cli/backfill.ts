@@ -6,21 +6,37 @@
  *
  * CSV with a header row: recipient (or email), campaign (or campaign_id; else --campaign),
  * timestamp (or sent_at, ISO 8601), provider_message_id; optional candidate_id and step (else --step).
- * Addresses are normalized as the live path does. Each row lands in provider_history (duplicates
- * included, for the report); the first row of each (campaign, address, step) also becomes a `sent`
- * row in `sends` with source `backfill`. Without a candidate_id the candidate key is `email:<address>`.
- * Env: DATABASE_URL, DATABASE_SCHEMA (default sender).
+ * Campaign, step, candidate and address get the canonical forms the live path gives them
+ * (packages/shared/src/domain/keys.ts), so a history row blocks the live send it matches. Each row
+ * lands in provider_history (duplicates included, for the report); the first row of each
+ * (campaign, address, step) also becomes a `sent` row in `sends` with source `backfill`. Without a
+ * candidate_id the candidate key is `address:<emailHashKeyId>:<emailHash>`: it names the address
+ * without spelling it (the key shows in the API and the reports).
+ * Env: DATABASE_URL, DATABASE_SCHEMA (default sender), and the sender's emailHash key:
+ * EMAIL_HASH_KEY_FILE (or EMAIL_HASH_KEY) and EMAIL_HASH_KEY_ID.
  */
 import { createReadStream } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
-import { createPool, emailHash, normalizeCandidateKey, normalizeEmail, sendIdFor } from '@outreach/shared';
+import {
+  canonicalAddress,
+  canonicalCampaignId,
+  canonicalStep,
+  ConfigError,
+  createPool,
+  emailHash,
+  loadEmailHashKey,
+  normalizeCandidateKey,
+  sendIdFor,
+  type EmailHashKey,
+} from '@outreach/shared';
 import { parse } from 'csv-parse';
 
 interface Row {
   line: number;
   campaignId: string;
   emailNorm: string;
+  emailHash: string;
   email: string;
   step: string;
   candidateKey: string | null;
@@ -47,7 +63,17 @@ const schema = process.env.DATABASE_SCHEMA ?? 'sender';
 const batchSize = Number(values['batch-size'] ?? 500);
 const pool = createPool({ connectionString: databaseUrl, applicationName: 'sender-backfill', schema, max: 2 });
 const importId = randomUUID();
-const ADDRESS = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
+let hashKey: EmailHashKey;
+try {
+  hashKey = loadEmailHashKey({
+    EMAIL_HASH_KEY_FILE: process.env.EMAIL_HASH_KEY_FILE ?? '',
+    EMAIL_HASH_KEY: process.env.EMAIL_HASH_KEY ?? '',
+    EMAIL_HASH_KEY_ID: process.env.EMAIL_HASH_KEY_ID ?? '',
+  });
+} catch (error) {
+  if (error instanceof ConfigError) fail(error.message);
+  throw error;
+}
 
 const pick = (record: Record<string, string>, ...names: string[]) => {
   for (const name of names) if (record[name]?.trim()) return record[name].trim();
@@ -67,28 +93,32 @@ async function flush(): Promise<void> {
   try {
     await client.query('BEGIN');
     await client.query(
-      `INSERT INTO provider_history (import_id, line, campaign_id, email_norm, email_hash, step, candidate_key, provider_message_id, sent_at)
-       SELECT $1, * FROM unnest($2::int[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::timestamptz[])
+      `INSERT INTO provider_history (import_id, line, campaign_id, email_norm, email_hash, step, candidate_key, provider_message_id, sent_at,
+                                     email_hash_key_id)
+       SELECT $1, *, $10 FROM unnest($2::int[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::timestamptz[])
        ON CONFLICT (import_id, line) DO NOTHING`,
       [
         importId,
         rows.map((r) => r.line),
         rows.map((r) => r.campaignId),
         rows.map((r) => r.emailNorm),
-        rows.map((r) => emailHash(r.emailNorm)),
+        rows.map((r) => r.emailHash),
         rows.map((r) => r.step),
         rows.map((r) => r.candidateKey),
         rows.map((r) => r.providerMessageId),
         rows.map((r) => r.sentAt),
+        hashKey.id,
       ],
     );
-    const keys = rows.map((r) => r.candidateKey ?? `email:${r.emailNorm}`);
+    // No candidate id: the address stands in, by its keyed hash (never `email:<address>`).
+    const keys = rows.map((r) => r.candidateKey ?? `address:${hashKey.id}:${r.emailHash}`);
     const inserted = await client.query(
       `INSERT INTO sends (send_id, campaign_id, candidate_id, candidate_key, email, email_norm, email_hash, step, subject, body,
-                          request_id, correlation_id, source, status, provider_message_id, sent_at, claimed_at, attempts, reason)
+                          request_id, correlation_id, source, status, provider_message_id, sent_at, claimed_at, attempts, reason,
+                          email_hash_key_id)
        SELECT q.send_id, q.campaign_id, q.candidate_key, q.candidate_key, q.email, q.email_norm, q.email_hash, q.step, '', '',
               'backfill:' || $1::text || ':' || q.line, $1::text, 'backfill', 'sent', q.provider_message_id, q.sent_at, q.sent_at, 1,
-              'imported from provider history'
+              'imported from provider history', $12::text
        FROM unnest($2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::timestamptz[], $11::int[])
             AS q(send_id, campaign_id, candidate_key, email, email_norm, email_hash, step, provider_message_id, sent_at, line)
        ON CONFLICT DO NOTHING`,
@@ -99,11 +129,12 @@ async function flush(): Promise<void> {
         keys,
         rows.map((r) => r.email),
         rows.map((r) => r.emailNorm),
-        rows.map((r) => emailHash(r.emailNorm)),
+        rows.map((r) => r.emailHash),
         rows.map((r) => r.step),
         rows.map((r) => r.providerMessageId),
         rows.map((r) => r.sentAt),
         rows.map((r) => r.line),
+        hashKey.id,
       ],
     );
     await client.query('COMMIT');
@@ -129,12 +160,15 @@ for await (const record of parser as AsyncIterable<Record<string, string>>) {
   line++;
   total++;
   const email = pick(record, 'recipient', 'email', 'to');
-  const campaignId = pick(record, 'campaign', 'campaign_id') ?? values.campaign;
-  const step = pick(record, 'step') ?? values.step;
+  const address = email ? canonicalAddress(email) : null;
+  const rawCampaign = pick(record, 'campaign', 'campaign_id') ?? values.campaign;
+  const campaignId = rawCampaign ? canonicalCampaignId(rawCampaign) : undefined;
+  const rawStep = pick(record, 'step') ?? values.step;
+  const step = rawStep ? canonicalStep(rawStep) : undefined;
   const timestamp = pick(record, 'timestamp', 'sent_at', 'date');
   const sentAt = timestamp ? new Date(timestamp) : undefined;
   const problems = [
-    !email || !ADDRESS.test(email.trim()) ? 'recipient is not an address' : undefined,
+    !address ? 'recipient is not an address' : undefined,
     !campaignId ? 'no campaign (column or --campaign)' : undefined,
     !step ? 'no step (column or --step)' : undefined,
     !sentAt || Number.isNaN(sentAt.getTime()) ? 'timestamp is missing or not a date' : undefined,
@@ -144,13 +178,16 @@ for await (const record of parser as AsyncIterable<Record<string, string>>) {
     continue;
   }
   const candidate = pick(record, 'candidate_id', 'candidate');
+  const candidateKey = candidate ? normalizeCandidateKey(candidate) : '';
+  const { address: canonical, norm } = address as NonNullable<typeof address>;
   batch.push({
     line,
     campaignId: campaignId as string,
-    email: (email as string).trim(),
-    emailNorm: normalizeEmail(email as string),
+    email: canonical,
+    emailNorm: norm,
+    emailHash: emailHash(norm, hashKey),
     step: step as string,
-    candidateKey: candidate ? normalizeCandidateKey(candidate) : null,
+    candidateKey: candidateKey === '' ? null : candidateKey,
     providerMessageId: pick(record, 'provider_message_id', 'message_id') ?? null,
     sentAt: sentAt as Date,
   });
@@ -159,8 +196,8 @@ for await (const record of parser as AsyncIterable<Record<string, string>>) {
 await flush();
 
 const duplicates = await pool.query<{ campaign_id: string; step: string; email_hash: string; n: number }>(
-  `SELECT campaign_id, step, email_hash, count(*)::int AS n FROM provider_history WHERE import_id = $1
-   GROUP BY campaign_id, step, email_hash HAVING count(*) > 1 ORDER BY n DESC, campaign_id, step`,
+  `SELECT campaign_id, step, min(email_hash) AS email_hash, count(*)::int AS n FROM provider_history WHERE import_id = $1
+   GROUP BY campaign_id, step, email_norm HAVING count(*) > 1 ORDER BY n DESC, campaign_id, step`,
   [importId],
 );
 await pool.end();

@@ -8,6 +8,8 @@ export interface RecordedSend {
   readonly campaignId: string;
   readonly candidateKey: string;
   readonly emailHash: string;
+  /** The key emailHash was made with; null for rows recorded before keyed hashes (unsalted SHA-256). */
+  readonly emailHashKeyId: string | null;
   readonly step: string;
   readonly experimentId: string | null;
   readonly variant: string | null;
@@ -40,6 +42,7 @@ export function sendRecorded(
     campaignId: send.campaignId,
     candidateKey: send.candidateKey,
     emailHash: send.emailHash,
+    emailHashKeyId: send.emailHashKeyId,
     step: send.step,
     experimentId: send.experimentId,
     variant: send.variant,

@@ -1,15 +1,14 @@
 /**
  * What a SendRequested must satisfy before anything is claimed: a deliverable address, no header
  * injection, content present, and a sendId that really is the key of (campaign, candidate, step).
- * Pure: the sender re-derives every key itself rather than trusting the producer's.
+ * Pure: the sender re-derives every key itself (canonicalSendKeys, the function every ingress
+ * uses) rather than trusting the producer's, and the emailHash key comes in as a value.
  */
 import {
+  canonicalSendKeys,
   emailHash,
   hasControlCharacters,
-  isDeliverableAddress,
-  normalizeCandidateKey,
-  normalizeEmail,
-  sendIdFor,
+  type EmailHashKey,
   type SendRequested,
 } from '@outreach/shared';
 
@@ -24,6 +23,7 @@ export interface ValidSend {
   readonly email: string;
   readonly emailNorm: string;
   readonly emailHash: string;
+  readonly emailHashKeyId: string;
   readonly step: string;
   readonly experimentId: string | null;
   readonly variant: string | null;
@@ -34,18 +34,9 @@ export interface ValidSend {
 export type Validation =
   { readonly ok: true; readonly send: ValidSend } | { readonly ok: false; readonly reason: string };
 
-export function validateSendRequest(event: SendRequested): Validation {
-  const email = event.email.trim();
-  const emailNorm = normalizeEmail(event.email);
-  const candidateKey = normalizeCandidateKey(event.candidateId);
-  const problems: string[] = [];
-  if (event.campaignId.trim() === '' || hasControlCharacters(event.campaignId))
-    problems.push('campaignId is empty or has control characters');
-  if (candidateKey === '' || hasControlCharacters(candidateKey))
-    problems.push('candidateId is empty or has control characters');
-  if (event.step.trim() === '' || hasControlCharacters(event.step))
-    problems.push('step is empty or has control characters');
-  if (!isDeliverableAddress(email)) problems.push('email is not a deliverable address');
+export function validateSendRequest(event: SendRequested, hashKey: EmailHashKey): Validation {
+  const keys = canonicalSendKeys(event);
+  const problems: string[] = keys.ok ? [] : [...keys.problems];
   if (event.subject.trim() === '') problems.push('subject is empty');
   if (hasControlCharacters(event.subject))
     problems.push('subject contains line breaks or control characters (header injection)');
@@ -53,27 +44,28 @@ export function validateSendRequest(event: SendRequested): Validation {
   if (event.body.trim() === '') problems.push('body is empty');
   if ((event.experimentId === null) !== (event.variant === null))
     problems.push('experimentId and variant must be given together');
-  const expectedSendId = sendIdFor(event.campaignId, candidateKey, event.step);
-  if (problems.length === 0 && event.sendId !== expectedSendId) {
+  if (problems.length === 0 && keys.ok && event.sendId !== keys.keys.sendId) {
     problems.push(
-      `sendId ${event.sendId} is not the id of (campaignId, candidateKey, step); expected ${expectedSendId}`,
+      `sendId ${event.sendId} is not the id of (campaignId, candidateKey, step); expected ${keys.keys.sendId}`,
     );
   }
-  if (problems.length > 0) return { ok: false, reason: `invalid SendRequested: ${problems.join('; ')}` };
+  if (problems.length > 0 || !keys.ok) return { ok: false, reason: `invalid SendRequested: ${problems.join('; ')}` };
+  const { sendId, campaignId, candidateKey, step, email, emailNorm } = keys.keys;
   return {
     ok: true,
     send: {
-      sendId: expectedSendId,
+      sendId,
       requestId: event.requestId,
       requestEventId: event.eventId,
       correlationId: event.correlationId,
-      campaignId: event.campaignId,
+      campaignId,
       candidateId: event.candidateId,
       candidateKey,
       email,
       emailNorm,
-      emailHash: emailHash(emailNorm),
-      step: event.step,
+      emailHash: emailHash(emailNorm, hashKey),
+      emailHashKeyId: hashKey.id,
+      step,
       experimentId: event.experimentId,
       variant: event.variant,
       subject: event.subject,

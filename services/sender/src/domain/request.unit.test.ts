@@ -1,6 +1,10 @@
-import { sendIdFor, type SendRequested } from '@outreach/shared';
+import { emailHash, sendIdFor, type SendRequested } from '@outreach/shared';
+import { testEmailHashKey } from '@outreach/shared/testing';
 import { describe, expect, it } from 'vitest';
-import { validateSendRequest } from './request.js';
+import { validateSendRequest as validate } from './request.js';
+
+const key = testEmailHashKey();
+const validateSendRequest = (event: SendRequested) => validate(event, key);
 
 function request(fields: Partial<SendRequested> = {}): SendRequested {
   const campaignId = fields.campaignId ?? 'camp';
@@ -13,7 +17,7 @@ function request(fields: Partial<SendRequested> = {}): SendRequested {
     producer: 'test',
     correlationId: 'corr',
     causationId: null,
-    sendId: sendIdFor(campaignId, candidateId.trim().normalize('NFC'), step),
+    sendId: sendIdFor(campaignId, candidateId, step),
     requestId: 'req',
     campaignId,
     candidateId,
@@ -37,8 +41,37 @@ describe('validateSendRequest', () => {
     );
     expect(result).toMatchObject({
       ok: true,
-      send: { email: 'Ada@Example.COM', emailNorm: 'ada@example.com', candidateKey: 'cand-1' },
+      send: {
+        email: 'Ada@example.com',
+        emailNorm: 'ada@example.com',
+        candidateKey: 'cand-1',
+        emailHash: emailHash('ada@example.com', key),
+        emailHashKeyId: key.id,
+      },
     });
+  });
+
+  it('collapses spellings of one send to one sendId and one set of keys, whatever the producer derived', () => {
+    const canonical = validateSendRequest(request());
+    const variant = validateSendRequest(
+      request({
+        campaignId: ' CAMP\u200b',
+        candidateId: '\ufeffcand-1 ',
+        step: 'Intro',
+        email: 'ADA@EXAMPLE.com\u200b',
+        sendId: sendIdFor('camp', 'cand-1', 'intro'),
+      }),
+    );
+    expect(canonical.ok && variant.ok).toBe(true);
+    if (!canonical.ok || !variant.ok) return;
+    // candidateId stays as the caller sent it (it is not a key); everything derived is identical.
+    expect(variant.send).toEqual({ ...canonical.send, email: 'ADA@example.com', candidateId: '\ufeffcand-1 ' });
+  });
+
+  it('refuses with reasons that never repeat the address', () => {
+    const result = validateSendRequest(request({ email: 'ada.secret@', subject: '' }));
+    expect(result.ok).toBe(false);
+    expect(JSON.stringify(result)).not.toContain('ada.secret');
   });
 
   it('normalizes candidate ids (trim, NFC) but keeps their case', () => {
@@ -57,7 +90,9 @@ describe('validateSendRequest', () => {
     [{ subject: 'Hi\nBcc: victim@example.com' }, /header injection/],
     [{ subject: '   ' }, /subject is empty/],
     [{ body: '' }, /body is empty/],
-    [{ step: '' }, /step is empty/],
+    [{ step: '' }, /step is missing or empty/],
+    [{ campaignId: '\u200b' }, /campaignId is missing or empty/],
+    [{ email: '\uff41da@example.com' }, /email is not a deliverable address/],
     [{ experimentId: 'exp' }, /experimentId and variant must be given together/],
     [{ sendId: '6f9e3c1e-4b2a-5f0e-9d7c-5a3b1e0f2d4c' }, /sendId .* is not the id of/],
   ] as Array<[Partial<SendRequested>, RegExp]>)('rejects %j with a reason', (fields, reason) => {

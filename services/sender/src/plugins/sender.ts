@@ -1,4 +1,13 @@
-import { registerConsumer, registerOutboxRelay, topicName, type Logger } from '@outreach/shared';
+import {
+  loadEmailHashKey,
+  registerConsumer,
+  registerOutboxRelay,
+  retryCap,
+  topicName,
+  watchPeriodicTask,
+  type EmailHashKey,
+  type Logger,
+} from '@outreach/shared';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { NullProvider } from '../adapters/providers/null.js';
@@ -14,6 +23,8 @@ declare module 'fastify' {
   interface FastifyInstance {
     readonly sends: SendsRepository;
     readonly reconciler: Reconciler;
+    /** The key emailHash is made with (read once, at start). */
+    readonly emailHashKey: EmailHashKey;
   }
 }
 
@@ -27,6 +38,7 @@ export function createProvider(config: Config): MailProvider {
     ...(config.SMTP_USER ? { user: config.SMTP_USER, password: config.SMTP_PASSWORD } : {}),
     messageIdDomain: config.MESSAGE_ID_DOMAIN,
     timeoutMs: config.PROVIDER_TIMEOUT_MS,
+    finalReplyTimeoutMs: config.SMTP_FINAL_REPLY_TIMEOUT_MS,
     maxConnections: config.SEND_CONCURRENCY,
   });
 }
@@ -34,13 +46,21 @@ export function createProvider(config: Config): MailProvider {
 /** Wires the sender: repository, provider, pipeline, consumer, reconciler and outbox relay. */
 export default fp(
   async (app: FastifyInstance, { config }: { config: Config }) => {
-    const repository = new SendsRepository(app.pg, topicName('sendRecorded', config.TOPIC_PREFIX), config.LEASE_MS);
+    // A missing or weak key stops the start (ConfigError, exit 78): there is no unkeyed fallback.
+    const emailHashKey = loadEmailHashKey(config);
+    const repository = new SendsRepository(
+      app.pg,
+      topicName('sendRecorded', config.TOPIC_PREFIX),
+      config.LEASE_MS,
+      emailHashKey,
+    );
     const provider = createProvider(config);
     const logger = app.log.child({ component: 'send-pipeline' }) as Logger;
     const pipeline = new SendPipeline({
       repository,
       provider,
       logger,
+      emailHashKey,
       metrics: app.metrics,
       from: config.MAIL_FROM,
       unsubscribeMailto: config.UNSUBSCRIBE_MAILTO,
@@ -67,6 +87,8 @@ export default fp(
     );
     app.decorate('sends', repository);
     app.decorate('reconciler', reconciler);
+    watchPeriodicTask(app, reconciler.loop);
+    app.decorate('emailHashKey', emailHashKey);
     registerSenderGauges(app.metrics, repository);
 
     registerConsumer(app, {
@@ -76,13 +98,16 @@ export default fp(
       chunkSize: config.SEND_BATCH_SIZE,
       // Sends in flight must finish before a session times out; heartbeats keep it alive between them.
       sessionTimeoutMs: Math.max(10_000, config.PROVIDER_TIMEOUT_MS * 2),
+      retry: retryCap(config),
       handler: (events, context) => pipeline.handle(events, context),
     });
     registerOutboxRelay(app, { databaseUrl: config.DATABASE_URL, schema: config.DATABASE_SCHEMA, pollIntervalMs: 500 });
     app.addHook('onReady', async () => reconciler.start());
     app.addHook('onClose', async () => {
       await reconciler.stop();
+      // Closing the connections ends every wait for a late verdict; what arrived is recorded first.
       await provider.close();
+      await pipeline.drainLateVerdicts();
     });
   },
   { name: 'sender', dependencies: ['postgres', 'kafka'] },

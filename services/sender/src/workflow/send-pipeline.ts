@@ -8,6 +8,7 @@ import {
   metric,
   type BatchContext,
   type ConsumedEvent,
+  type EmailHashKey,
   type Logger,
   type Registry,
   type Rejection,
@@ -26,6 +27,8 @@ export interface SendPipelineOptions {
   readonly repository: SendsRepository;
   readonly provider: MailProvider;
   readonly logger: Logger;
+  /** The emailHash key each validated send is hashed with. */
+  readonly emailHashKey: EmailHashKey;
   readonly metrics: Registry;
   readonly from: string;
   readonly unsubscribeMailto: string;
@@ -60,6 +63,11 @@ function sendMetrics(registry: Registry) {
       ['experiment'],
     ),
     autoPauses: counter('sender_auto_pauses_total', 'Campaigns paused automatically for their provider error rate'),
+    lateVerdicts: counter(
+      'sender_late_verdicts_total',
+      'Provider verdicts that arrived after the timeout and replaced an ambiguous outcome, by result',
+      ['result'],
+    ),
     latency: metric(
       registry,
       'sender_provider_latency_seconds',
@@ -84,6 +92,7 @@ export class SendPipeline {
   private readonly records: GroupCommit<RecordEntry, boolean>;
   /** SEND_CONCURRENCY bounds the process's provider calls, across the partitions it works on at once. */
   private readonly limit: ReturnType<typeof pLimit>;
+  private readonly lateVerdicts = new Set<Promise<void>>();
 
   constructor(private readonly options: SendPipelineOptions) {
     this.metrics = sendMetrics(options.metrics);
@@ -109,7 +118,7 @@ export class SendPipeline {
         });
         continue;
       }
-      const validation = validateSendRequest(consumed.event as SendRequested);
+      const validation = validateSendRequest(consumed.event as SendRequested, this.options.emailHashKey);
       if (validation.ok) valid.push(validation.send);
       else {
         control.loggerFor(consumed).warn({ reason: validation.reason }, 'rejected SendRequested');
@@ -268,18 +277,10 @@ export class SendPipeline {
         await this.record({ claim, row, result: { outcome: 'ambiguous', reason: result.reason } });
         this.metrics.outcomes.inc({ outcome: 'ambiguous' });
         log.error({ reason: result.reason }, 'send outcome unknown: recorded as ambiguous, not retried');
+        if (result.late) this.awaitLateVerdict(claim, row, result.late);
         break;
       case 'not_sent':
-        if (row.attempts >= this.options.maxAttempts) {
-          await this.record({
-            claim,
-            row,
-            result: { outcome: 'failed', reason: `gave up after ${row.attempts} attempts: ${result.reason}` },
-          });
-          this.metrics.outcomes.inc({ outcome: 'failed' });
-        } else {
-          await repository.retryLater(claim, result.reason, this.options.retryBackoffMs * 2 ** (row.attempts - 1));
-        }
+        await this.notSent(claim, row, result.reason);
         log.warn({ reason: result.reason, attempts: row.attempts }, 'provider did not take the message');
         break;
       default: {
@@ -294,6 +295,75 @@ export class SendPipeline {
       this.metrics.autoPauses.inc();
       logger.error({ campaignId: row.campaignId, reason: pauseReason, alert: 'auto_pause' }, 'campaign auto-paused');
     }
+  }
+
+  /** The provider certainly does not have it: retry with backoff, or give up after the last attempt. */
+  private async notSent(claim: Claim, row: SendRow, reason: string): Promise<void> {
+    if (row.attempts >= this.options.maxAttempts) {
+      await this.record({
+        claim,
+        row,
+        result: { outcome: 'failed', reason: `gave up after ${row.attempts} attempts: ${reason}` },
+      });
+      this.metrics.outcomes.inc({ outcome: 'failed' });
+    } else {
+      await this.options.repository.retryLater(claim, reason, this.options.retryBackoffMs * 2 ** (row.attempts - 1));
+    }
+  }
+
+  /**
+   * A provider that answers after our timeout: the send was recorded `ambiguous`, and the late
+   * verdict replaces it under the same claim token (an operator's resolution meanwhile wins). A
+   * late acceptance is `sent`, never a retry; a late refusal is as definitive as a timely one.
+   */
+  private awaitLateVerdict(claim: Claim, row: SendRow, late: Promise<SendResult>): void {
+    const log = this.options.logger.child({ sendId: row.sendId, campaignId: row.campaignId });
+    const task = late
+      .then(async (verdict) => {
+        switch (verdict.kind) {
+          case 'unknown':
+            return;
+          case 'sent':
+            if (
+              await this.record({
+                claim,
+                row,
+                result: { outcome: 'sent', providerMessageId: verdict.providerMessageId },
+              })
+            )
+              this.metrics.lateVerdicts.inc({ result: 'sent' });
+            break;
+          case 'rejected':
+            if (
+              await this.record({
+                claim,
+                row,
+                result: { outcome: 'failed', reason: `provider rejected: ${verdict.reason}` },
+              })
+            )
+              this.metrics.lateVerdicts.inc({ result: 'rejected' });
+            break;
+          case 'not_sent':
+            await this.notSent(claim, row, verdict.reason);
+            this.metrics.lateVerdicts.inc({ result: 'not_sent' });
+            break;
+          default: {
+            const exhaustive: never = verdict;
+            throw new Error(`unexpected provider result ${JSON.stringify(exhaustive)}`);
+          }
+        }
+        log.warn({ verdict: verdict.kind }, 'the provider answered after the timeout; its verdict replaces ambiguous');
+      })
+      .catch((error: unknown) =>
+        log.error({ err: error }, 'recording a late provider verdict failed; the send stays ambiguous'),
+      )
+      .finally(() => this.lateVerdicts.delete(task));
+    this.lateVerdicts.add(task);
+  }
+
+  /** Verdicts still expected from providers that answered late; settle them before shutdown. */
+  async drainLateVerdicts(): Promise<void> {
+    await Promise.allSettled([...this.lateVerdicts]);
   }
 
   /**
@@ -314,20 +384,31 @@ export class SendPipeline {
     }
   }
 
+  /**
+   * The provider decides within PROVIDER_TIMEOUT_MS itself (it knows whether the message left us);
+   * this backstop, a little later, only catches a provider that does not, and still hears it out.
+   */
   private async callProvider(message: MailMessage, sendId: string): Promise<SendResult> {
+    const backstopMs = Math.ceil(this.options.providerTimeoutMs * 1.1) + 50;
+    const call = this.options.provider
+      .send(message, sendId)
+      .catch((error: unknown): SendResult => ({ kind: 'unknown', reason: `provider call threw ${errorName(error)}` }));
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<SendResult>((resolve) => {
       timer = setTimeout(
-        () => resolve({ kind: 'unknown', reason: `provider call exceeded ${this.options.providerTimeoutMs} ms` }),
-        this.options.providerTimeoutMs,
+        () => resolve({ kind: 'unknown', reason: `provider call exceeded ${backstopMs} ms`, late: call }),
+        backstopMs,
       );
     });
     try {
-      return await Promise.race([this.options.provider.send(message, sendId), timeout]);
-    } catch (error) {
-      return { kind: 'unknown', reason: `provider call threw: ${(error as Error).message}` };
+      return await Promise.race([call, timeout]);
     } finally {
       clearTimeout(timer);
     }
   }
+}
+
+/** An error's class name only: provider errors can quote the recipient. */
+function errorName(error: unknown): string {
+  return error instanceof Error ? error.name : typeof error;
 }

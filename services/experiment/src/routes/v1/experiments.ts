@@ -8,15 +8,26 @@ import { definitionProblems } from '../../domain/assignment.js';
 import { sampleRatioMismatch } from '../../domain/srm.js';
 import { dryRun } from '../../workflow/dry-run.js';
 
-const VariantSchema = Type.Object({ name: Type.String(), weight: Type.Integer() }, { additionalProperties: false });
+/**
+ * Hard bounds at the edge: weights are an `int` column (their lower bound, 0, is definitionProblems',
+ * which reports every problem of a definition at once); ids and names are at most 64 characters.
+ * The configurable limits are checked in the handlers.
+ */
+const MAX_WEIGHT = 1_000_000;
+const MAX_BATCH = 10_000;
+const MAX_DRY_RUN = 1_000_000;
+const VariantSchema = Type.Object(
+  { name: Type.String({ maxLength: 64 }), weight: Type.Integer({ maximum: MAX_WEIGHT }) },
+  { additionalProperties: false },
+);
 const Status = Type.Union([Type.Literal('active'), Type.Literal('paused'), Type.Literal('stopped')]);
 const CreateBody = Type.Object(
   {
-    experimentId: Type.String(),
+    experimentId: Type.String({ maxLength: 64 }),
     variants: Type.Array(VariantSchema, { minItems: 1, maxItems: 50 }),
     salt: Type.Optional(Type.String({ minLength: 8, maxLength: 128 })),
     status: Type.Optional(Status),
-    exclusionGroup: Type.Optional(Type.Union([Type.Null(), Type.String()])),
+    exclusionGroup: Type.Optional(Type.Union([Type.Null(), Type.String({ maxLength: 64 })])),
   },
   { additionalProperties: false },
 );
@@ -30,10 +41,13 @@ const AssignmentParams = Type.Object({
   candidateId: Type.String({ minLength: 1, maxLength: 256 }),
 });
 const BatchBody = Type.Object(
-  { candidateIds: Type.Array(Type.String({ minLength: 1, maxLength: 256 }), { minItems: 1 }) },
+  { candidateIds: Type.Array(Type.String({ minLength: 1, maxLength: 256 }), { minItems: 1, maxItems: MAX_BATCH }) },
   { additionalProperties: false },
 );
-const DryRunBody = Type.Object({ n: Type.Integer({ minimum: 1 }) }, { additionalProperties: false });
+const DryRunBody = Type.Object(
+  { n: Type.Integer({ minimum: 1, maximum: MAX_DRY_RUN }) },
+  { additionalProperties: false },
+);
 
 function view(experiment: Experiment) {
   const { salt: _salt, ...rest } = experiment;
@@ -55,7 +69,7 @@ export default async function experimentRoutes(app: FastifyInstance): Promise<vo
 
   app.post<{ Body: Static<typeof CreateBody> }>(
     '/experiments',
-    { schema: { body: CreateBody } },
+    { config: { scope: 'operate' }, schema: { body: CreateBody } },
     async (request, reply) => {
       const body = request.body;
       const problems = definitionProblems(body);
@@ -73,14 +87,16 @@ export default async function experimentRoutes(app: FastifyInstance): Promise<vo
     },
   );
 
-  app.get<{ Params: Static<typeof IdParams> }>('/experiments/:id', { schema: { params: IdParams } }, async (request) =>
-    view(await load(request.params.id)),
+  app.get<{ Params: Static<typeof IdParams> }>(
+    '/experiments/:id',
+    { config: { scope: 'read' }, schema: { params: IdParams } },
+    async (request) => view(await load(request.params.id)),
   );
 
   /** Weights change for future assignments only; variants may be added, never removed. */
   app.patch<{ Params: Static<typeof IdParams>; Body: Static<typeof PatchBody> }>(
     '/experiments/:id',
-    { schema: { params: IdParams, body: PatchBody } },
+    { config: { scope: 'operate' }, schema: { params: IdParams, body: PatchBody } },
     async (request) => {
       const experiment = await load(request.params.id);
       const { variants, status } = request.body;
@@ -99,10 +115,13 @@ export default async function experimentRoutes(app: FastifyInstance): Promise<vo
     },
   );
 
-  /** Idempotent: returns the stored variant, or assigns one (sticky from then on). */
+  /**
+   * Idempotent: returns the stored variant, or assigns one (sticky from then on). `publish`: the
+   * planner (and agents) feed candidates in; they need not be able to change an experiment.
+   */
   app.put<{ Params: Static<typeof AssignmentParams> }>(
     '/experiments/:id/assignments/:candidateId',
-    { schema: { params: AssignmentParams } },
+    { config: { scope: 'publish' }, schema: { params: AssignmentParams } },
     async (request) => {
       const experiment = await load(request.params.id);
       const [assignment] = await app.experiments.assign(
@@ -117,7 +136,7 @@ export default async function experimentRoutes(app: FastifyInstance): Promise<vo
   /** Reads without creating. */
   app.get<{ Params: Static<typeof AssignmentParams> }>(
     '/experiments/:id/assignments/:candidateId',
-    { schema: { params: AssignmentParams } },
+    { config: { scope: 'read' }, schema: { params: AssignmentParams } },
     async (request) => {
       const experiment = await load(request.params.id);
       const key = candidateKeyOf(request.params.candidateId);
@@ -130,7 +149,7 @@ export default async function experimentRoutes(app: FastifyInstance): Promise<vo
   /** The planner's batch form: many candidates, one round trip, one transaction. */
   app.post<{ Params: Static<typeof IdParams>; Body: Static<typeof BatchBody> }>(
     '/experiments/:id/assignments',
-    { schema: { params: IdParams, body: BatchBody } },
+    { config: { scope: 'publish' }, schema: { params: IdParams, body: BatchBody } },
     async (request) => {
       const { candidateIds } = request.body;
       if (candidateIds.length > app.experimentConfig.MAX_BATCH_ASSIGNMENTS) {
@@ -145,7 +164,7 @@ export default async function experimentRoutes(app: FastifyInstance): Promise<vo
 
   app.get<{ Params: Static<typeof IdParams> }>(
     '/experiments/:id/report',
-    { schema: { params: IdParams } },
+    { config: { scope: 'read' }, schema: { params: IdParams } },
     async (request) => {
       const experiment = await load(request.params.id);
       const report = await app.experiments.report(experiment.experimentId);
@@ -173,7 +192,7 @@ export default async function experimentRoutes(app: FastifyInstance): Promise<vo
 
   app.post<{ Params: Static<typeof IdParams>; Body: Static<typeof DryRunBody> }>(
     '/experiments/:id/dry-run',
-    { schema: { params: IdParams, body: DryRunBody } },
+    { config: { scope: 'operate' }, schema: { params: IdParams, body: DryRunBody } },
     async (request) => {
       if (request.body.n > app.experimentConfig.MAX_DRY_RUN)
         throw new AppError('BAD_REQUEST', `n is at most ${app.experimentConfig.MAX_DRY_RUN}`);

@@ -2,19 +2,24 @@ import { AppError } from '@outreach/shared';
 import { Type, type Static } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 
+/** A grace of up to a year: deadlines stay timestamps PostgreSQL can hold (and bigint columns never overflow). */
+const MAX_GRACE_MS = 365 * 24 * 60 * 60 * 1000;
+/** The planner's derived ids (`<campaignId>:<candidate key>`) stay well below this; see its ingress route. */
+const MAX_CONVERSATION_ID = 2048;
+
 const StalledQuery = Type.Object({
-  campaignId: Type.Optional(Type.String({ minLength: 1 })),
+  campaignId: Type.Optional(Type.String({ minLength: 1, maxLength: 256 })),
   reason: Type.Optional(Type.Union([Type.Literal('no_next_step'), Type.Literal('next_step_overdue')])),
   limit: Type.Integer({ minimum: 1, maximum: 500, default: 50 }),
-  after: Type.Optional(Type.String({ minLength: 1 })),
+  after: Type.Optional(Type.String({ minLength: 1, maxLength: 4 * MAX_CONVERSATION_ID })),
 });
-const IdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 512 }) });
-const GraceParams = Type.Object({ campaignId: Type.String({ minLength: 1, maxLength: 200 }) });
+const IdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: MAX_CONVERSATION_ID }) });
+const GraceParams = Type.Object({ campaignId: Type.String({ minLength: 1, maxLength: 256 }) });
 const GraceBody = Type.Object(
   {
-    inboundMs: Type.Integer({ minimum: 1 }),
-    outboundMs: Type.Integer({ minimum: 1 }),
-    overdueMs: Type.Integer({ minimum: 0 }),
+    inboundMs: Type.Integer({ minimum: 1, maximum: MAX_GRACE_MS }),
+    outboundMs: Type.Integer({ minimum: 1, maximum: MAX_GRACE_MS }),
+    overdueMs: Type.Integer({ minimum: 0, maximum: MAX_GRACE_MS }),
   },
   { additionalProperties: false },
 );
@@ -28,7 +33,11 @@ function decodeCursor(cursor: string): { flaggedAt: Date; conversationId: string
       string,
     ];
     const date = new Date(flaggedAt);
-    if (Number.isNaN(date.getTime()) || typeof conversationId !== 'string') throw new Error('bad cursor');
+    // Only what encodeCursor writes: a date PostgreSQL can hold, an id a row can have.
+    if (Number.isNaN(date.getTime()) || date.toISOString() !== flaggedAt || typeof conversationId !== 'string')
+      throw new Error('bad cursor');
+    if (date.getUTCFullYear() < 1970 || date.getUTCFullYear() > 9999 || conversationId.includes('\u0000'))
+      throw new Error('bad cursor');
     return { flaggedAt: date, conversationId };
   } catch {
     throw new AppError('BAD_REQUEST', 'after is not a cursor returned by this endpoint');
@@ -39,7 +48,7 @@ export default async function conversationRoutes(app: FastifyInstance): Promise<
   /** Stalled conversations, oldest flag first, paged with `after` = the previous page's `next`. */
   app.get<{ Querystring: Static<typeof StalledQuery> }>(
     '/conversations/stalled',
-    { schema: { querystring: StalledQuery } },
+    { config: { scope: 'read' }, schema: { querystring: StalledQuery } },
     async (request) => {
       const { campaignId, reason, limit, after } = request.query;
       const rows = await app.conversations.stalled({
@@ -58,7 +67,7 @@ export default async function conversationRoutes(app: FastifyInstance): Promise<
 
   app.get<{ Params: Static<typeof IdParams> }>(
     '/conversations/:id',
-    { schema: { params: IdParams } },
+    { config: { scope: 'read' }, schema: { params: IdParams } },
     async (request) => {
       const conversation = await app.conversations.find(request.params.id);
       if (!conversation) throw new AppError('NOT_FOUND', `no conversation ${request.params.id}`);
@@ -68,14 +77,14 @@ export default async function conversationRoutes(app: FastifyInstance): Promise<
 
   app.get<{ Params: Static<typeof GraceParams> }>(
     '/campaigns/:campaignId/graces',
-    { schema: { params: GraceParams } },
+    { config: { scope: 'read' }, schema: { params: GraceParams } },
     async (request) => app.conversations.graces(request.params.campaignId),
   );
 
   /** Per-campaign grace periods; open conversations' deadlines are recomputed at once. */
   app.put<{ Params: Static<typeof GraceParams>; Body: Static<typeof GraceBody> }>(
     '/campaigns/:campaignId/graces',
-    { schema: { params: GraceParams, body: GraceBody } },
+    { config: { scope: 'operate' }, schema: { params: GraceParams, body: GraceBody } },
     async (request) => {
       const updated = await app.conversations.setGraces(request.params.campaignId, request.body);
       return { campaignId: request.params.campaignId, ...request.body, conversationsUpdated: updated };

@@ -5,35 +5,61 @@ import { Type, type Static } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { validateRequest } from '../../domain/request.js';
 
+/**
+ * Bounds at the edge, each with a reason in the 400: an id longer than the domain allows, a delay
+ * past what an Avro long and a timestamp can hold, a conversation id no lookup route accepts. The
+ * domain (validateRequest) then checks meaning; the body limit (MAX_BODY_BYTES) keeps every request
+ * within one Kafka message.
+ */
+const ID = Type.String({ maxLength: 256 });
+/** A follow-up at most a year and a day after the step before it. */
+const MAX_DELAY_MS = 366 * 24 * 60 * 60 * 1000;
 const Content = Type.Object(
-  { variant: Type.Optional(Type.Union([Type.Null(), Type.String()])), subject: Type.String(), body: Type.String() },
+  {
+    variant: Type.Optional(Type.Union([Type.Null(), Type.String({ maxLength: 64 })])),
+    subject: Type.String(),
+    body: Type.String(),
+  },
   { additionalProperties: false },
 );
 const Body = Type.Object(
   {
-    requestId: Type.String(),
-    campaignId: Type.String(),
-    candidateId: Type.String(),
-    email: Type.String(),
-    step: Type.String(),
-    experimentId: Type.Optional(Type.Union([Type.Null(), Type.String()])),
-    conversationId: Type.Optional(Type.Union([Type.Null(), Type.String()])),
+    requestId: ID,
+    campaignId: ID,
+    candidateId: ID,
+    email: Type.String({ maxLength: 320 }),
+    step: ID,
+    // The experiment service's own limit on its ids.
+    experimentId: Type.Optional(Type.Union([Type.Null(), Type.String({ maxLength: 64 })])),
+    conversationId: Type.Optional(Type.Union([Type.Null(), Type.String({ minLength: 1, maxLength: 1024 })])),
     contents: Type.Array(Content, { minItems: 1, maxItems: 20 }),
     sendAt: Type.Optional(Type.Union([Type.Null(), Type.String({ format: 'date-time' })])),
     followUps: Type.Optional(
       Type.Array(
         Type.Object(
-          { step: Type.String(), delayMs: Type.Integer(), contents: Type.Array(Content, { minItems: 1 }) },
+          {
+            step: ID,
+            delayMs: Type.Integer({ minimum: 1, maximum: MAX_DELAY_MS }),
+            contents: Type.Array(Content, { minItems: 1, maxItems: 20 }),
+          },
           { additionalProperties: false },
         ),
-        {
-          maxItems: 20,
-        },
+        { maxItems: 20 },
       ),
     ),
   },
   { additionalProperties: false },
 );
+/** Derived conversation ids are `<campaignId>:<candidate key>`, and a key can outgrow its id under NFC. */
+const ConversationParams = Type.Object({ conversationId: Type.String({ minLength: 1, maxLength: 2048 }) });
+
+/** Date.parse, or a 400: `format: date-time` admits leap seconds (`23:59:60Z`), which Date cannot hold. */
+function parseSendAt(sendAt: string | null | undefined): number | null {
+  if (!sendAt) return null;
+  const parsed = Date.parse(sendAt);
+  if (Number.isNaN(parsed)) throw new AppError('BAD_REQUEST', 'sendAt is not a representable date-time');
+  return parsed;
+}
 
 /**
  * HTTP ingress for systems that do not speak Kafka: the same validation as the Kafka path, a 4xx
@@ -42,7 +68,7 @@ const Body = Type.Object(
 export default async function outreachRequestRoutes(app: FastifyInstance): Promise<void> {
   app.post<{ Body: Static<typeof Body> }>(
     '/outreach-requests',
-    { schema: { body: Body }, bodyLimit: 2_000_000 },
+    { config: { scope: 'publish' }, schema: { body: Body } },
     async (request, reply) => {
       const body = request.body;
       const event: OutreachRequested = {
@@ -60,7 +86,7 @@ export default async function outreachRequestRoutes(app: FastifyInstance): Promi
         experimentId: body.experimentId ?? null,
         conversationId: body.conversationId ?? null,
         contents: body.contents.map((c) => ({ variant: c.variant ?? null, subject: c.subject, body: c.body })),
-        sendAt: body.sendAt ? Date.parse(body.sendAt) : null,
+        sendAt: parseSendAt(body.sendAt),
         followUps: (body.followUps ?? []).map((f) => ({
           step: f.step,
           delayMs: f.delayMs,
@@ -98,10 +124,14 @@ export default async function outreachRequestRoutes(app: FastifyInstance): Promi
     },
   );
 
-  app.get('/steps/summary', async () => ({ steps: await app.planner.summary() }));
+  app.get('/steps/summary', { config: { scope: 'read' } }, async () => ({ steps: await app.planner.summary() }));
 
-  app.get<{ Params: { conversationId: string } }>('/conversations/:conversationId/steps', async (request) => ({
-    conversationId: request.params.conversationId,
-    steps: await app.planner.steps(request.params.conversationId),
-  }));
+  app.get<{ Params: Static<typeof ConversationParams> }>(
+    '/conversations/:conversationId/steps',
+    { config: { scope: 'read' }, schema: { params: ConversationParams } },
+    async (request) => ({
+      conversationId: request.params.conversationId,
+      steps: await app.planner.steps(request.params.conversationId),
+    }),
+  );
 }

@@ -1,7 +1,8 @@
+import { canonicalCampaignId } from '@outreach/shared';
 import { Type, type Static } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 
-const DuplicatesQuery = Type.Object({ campaignId: Type.Optional(Type.String({ minLength: 1 })) });
+const DuplicatesQuery = Type.Object({ campaignId: Type.Optional(Type.String({ minLength: 1, maxLength: 256 })) });
 
 export default async function reportRoutes(app: FastifyInstance): Promise<void> {
   /**
@@ -11,9 +12,10 @@ export default async function reportRoutes(app: FastifyInstance): Promise<void> 
    */
   app.get<{ Querystring: Static<typeof DuplicatesQuery> }>(
     '/reports/duplicates',
-    { schema: { querystring: DuplicatesQuery } },
+    { config: { scope: 'read' }, schema: { querystring: DuplicatesQuery } },
     async (request) => {
-      const duplicates = await app.sends.duplicates(request.query.campaignId ?? null);
+      const { campaignId } = request.query;
+      const duplicates = await app.sends.duplicates(campaignId === undefined ? null : canonicalCampaignId(campaignId));
       return { duplicates, total: duplicates.length };
     },
   );

@@ -1,4 +1,4 @@
-import { AppError, emailHash, normalizeEmail } from '@outreach/shared';
+import { AppError, canonicalAddress, emailHash, normalizeEmail } from '@outreach/shared';
 import { Type, type Static } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 
@@ -15,32 +15,41 @@ const SuppressBody = Type.Object({
   note: Type.Optional(Type.String({ maxLength: 500 })),
 });
 
-/** The suppression list, by normalized address; checked before every send. */
+/**
+ * The suppression list, by canonical address (the same form sends are checked with: IDNA domain,
+ * lower case, invisible characters removed; plus-tags kept, see schemas/README.md "Keys").
+ */
 export default async function suppressionRoutes(app: FastifyInstance): Promise<void> {
+  const hashOf = (emailNorm: string) => ({
+    emailHash: emailHash(emailNorm, app.emailHashKey),
+    emailHashKeyId: app.emailHashKey.id,
+  });
   app.put<{ Params: Static<typeof EmailParams>; Body: Static<typeof SuppressBody> }>(
     '/suppressions/:email',
-    { schema: { params: EmailParams, body: SuppressBody } },
+    { config: { scope: 'operate' }, schema: { params: EmailParams, body: SuppressBody } },
     async (request) => {
-      const emailNorm = normalizeEmail(request.params.email);
-      await app.sends.suppress(emailNorm, request.body.reason, request.body.note ?? null);
-      return { emailHash: emailHash(emailNorm), suppressed: true, reason: request.body.reason };
+      // Only an address a send could have: anything else would be stored and never match.
+      const address = canonicalAddress(request.params.email);
+      if (!address) throw new AppError('BAD_REQUEST', 'email is not a deliverable address');
+      await app.sends.suppress(address.norm, request.body.reason, request.body.note ?? null);
+      return { ...hashOf(address.norm), suppressed: true, reason: request.body.reason };
     },
   );
 
   app.get<{ Params: Static<typeof EmailParams> }>(
     '/suppressions/:email',
-    { schema: { params: EmailParams } },
+    { config: { scope: 'read' }, schema: { params: EmailParams } },
     async (request) => {
       const emailNorm = normalizeEmail(request.params.email);
       const suppression = await app.sends.suppression(emailNorm);
       if (!suppression) throw new AppError('NOT_FOUND', 'address is not suppressed');
-      return { emailHash: emailHash(emailNorm), suppressed: true, ...suppression };
+      return { ...hashOf(emailNorm), suppressed: true, ...suppression };
     },
   );
 
   app.delete<{ Params: Static<typeof EmailParams> }>(
     '/suppressions/:email',
-    { schema: { params: EmailParams } },
+    { config: { scope: 'operate' }, schema: { params: EmailParams } },
     async (request) => {
       if (!(await app.sends.unsuppress(normalizeEmail(request.params.email))))
         throw new AppError('NOT_FOUND', 'address is not suppressed');

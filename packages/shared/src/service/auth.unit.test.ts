@@ -1,0 +1,159 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Type } from '@sinclair/typebox';
+import { pino } from 'pino';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../config.js';
+import { createLogger } from '../logger.js';
+import { waitFor } from '../wait.js';
+import { authenticate, parseTokens, scopedTokensFrom, TokenVerifier } from './auth.js';
+import { buildHttpApp } from './http.js';
+
+const base = { KAFKA_BROKERS: '127.0.0.1:9092', DATABASE_URL: 'postgres://u@h:5432/db' };
+const config = (env: Record<string, string>) => loadConfig(Type.Object({}), { ...base, ...env });
+
+describe('tokens', () => {
+  it('reads each scope from its variable and its file (one per line, comments and blanks ignored)', () => {
+    const files: Record<string, string> = {
+      '/run/secrets/operate': '# rotated 2025-01\nnew-operate\n\n  old-operate  \r\n',
+    };
+    const tokens = scopedTokensFrom(
+      config({
+        API_TOKENS_PUBLISH: 'p1, p2,',
+        API_TOKENS_OPERATE: 'inline-operate',
+        API_TOKENS_OPERATE_FILE: '/run/secrets/operate',
+      }),
+      (path) => files[path] ?? '',
+    );
+    expect(tokens).toEqual({
+      publish: ['p1', 'p2'],
+      operate: ['inline-operate', 'new-operate', 'old-operate'],
+      read: [],
+    });
+  });
+
+  it('stops the start when a token file cannot be read, naming the variable', () => {
+    expect(() => scopedTokensFrom(config({ API_TOKENS_READ_FILE: '/nonexistent/read-tokens' }))).toThrowError(
+      expect.objectContaining({ name: 'ConfigError', message: expect.stringMatching(/API_TOKENS_READ_FILE/) }),
+    );
+  });
+
+  it('refuses the retired API_TOKENS instead of starting with a different meaning', () => {
+    expect(() => config({ API_TOKENS: 'one-token-for-everything' })).toThrowError(ConfigError);
+    expect(() => config({ API_TOKENS: 'x' })).toThrowError(
+      /API_TOKENS_PUBLISH, API_TOKENS_OPERATE and API_TOKENS_READ/,
+    );
+    expect(config({ API_TOKENS: '' }).API_TOKENS_READ).toBe('');
+  });
+
+  it('splits on commas and newlines', () => {
+    expect(parseTokens('a,b\nc\r\n#d\n ,e ')).toEqual(['a', 'b', 'c', 'e']);
+  });
+});
+
+describe('TokenVerifier', () => {
+  const verifier = new TokenVerifier({
+    publish: ['agent-token'],
+    operate: ['ops-token', 'shared'],
+    read: ['ops-token', 'reader'],
+  });
+
+  it('grants every scope a token is listed in, and nothing to a near miss', () => {
+    expect([...(verifier.verify('ops-token')?.scopes ?? [])].sort()).toEqual(['operate', 'read']);
+    expect([...(verifier.verify('agent-token')?.scopes ?? [])]).toEqual(['publish']);
+    for (const nearMiss of [
+      '',
+      'ops-toke',
+      'ops-tokenn',
+      'Ops-token',
+      'ops-token ',
+      'ops-token\u0000',
+      'agent-token,ops-token',
+    ])
+      expect(verifier.verify(nearMiss), JSON.stringify(nearMiss)).toBeNull();
+  });
+
+  it('gives a token a stable id that is neither the token nor shared by another token', () => {
+    const id = verifier.verify('reader')?.id;
+    expect(id).toBe(verifier.verify('reader')?.id);
+    expect(id).not.toContain('reader');
+    expect(id).not.toBe(verifier.verify('shared')?.id);
+    // Another process (another key) gives another id: nothing recomputable from the token alone.
+    expect(new TokenVerifier({ publish: [], operate: [], read: ['reader'] }).verify('reader')?.id).not.toBe(id);
+  });
+
+  it('knows which scopes have no tokens at all', () => {
+    const partial = new TokenVerifier({ publish: [], operate: ['x'], read: [] });
+    expect([partial.isConfigured('publish'), partial.isConfigured('operate')]).toEqual([false, true]);
+  });
+
+  it('reads the Authorization header without ever throwing', () => {
+    expect(authenticate(undefined, verifier)).toMatchObject({
+      kind: 'anonymous',
+      reason: expect.stringMatching(/missing/),
+    });
+    expect(authenticate('Basic YTpi', verifier)).toMatchObject({ reason: expect.stringMatching(/scheme/) });
+    expect(authenticate('Bearer a b', verifier)).toMatchObject({ reason: expect.stringMatching(/exactly one/) });
+    expect(authenticate('Bearer reader', verifier)).toMatchObject({ kind: 'principal' });
+    expect(authenticate('BEARER   reader  ', verifier)).toMatchObject({ kind: 'principal' });
+    expect(authenticate(`Bearer ${'x'.repeat(100_000)}`, verifier)).toMatchObject({ reason: 'invalid bearer token' });
+  });
+});
+
+describe('token files', () => {
+  it('are read again while the service runs: a rotated token works, a revoked one stops', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tokens-'));
+    const file = join(dir, 'operate');
+    writeFileSync(file, 'old-operate\n');
+    const warnings: string[] = [];
+    const logger = pino({ level: 'warn' }, { write: (line: string) => warnings.push(line) });
+    const app = await buildHttpApp({
+      name: 'probe',
+      logger,
+      apiTokens: () => scopedTokensFrom(config({ API_TOKENS_OPERATE_FILE: file })),
+      apiTokensReloadMs: 50,
+    });
+    app.post('/v1/pause', { config: { scope: 'operate' } }, async () => ({ paused: true }));
+    const status = async (token: string) =>
+      (await app.inject({ method: 'POST', url: '/v1/pause', headers: { authorization: `Bearer ${token}` } }))
+        .statusCode;
+    try {
+      expect(await status('old-operate')).toBe(200);
+      // Rotation: both for a while, then only the new one.
+      writeFileSync(file, 'old-operate\nnew-operate\n');
+      await waitFor(async () => (await status('new-operate')) === 200, {
+        timeoutMs: 5_000,
+        description: 'the new token',
+      });
+      expect(await status('old-operate')).toBe(200);
+      writeFileSync(file, 'new-operate\n');
+      await waitFor(async () => (await status('old-operate')) === 401, {
+        timeoutMs: 5_000,
+        description: 'the old token revoked',
+      });
+      // A file that vanishes keeps the tokens in hand instead of locking everyone out.
+      rmSync(file);
+      await waitFor(() => warnings.some((w) => w.includes('could not be read again')), {
+        timeoutMs: 5_000,
+        description: 'a reload of the missing file',
+      });
+      expect(await status('new-operate')).toBe(200);
+    } finally {
+      await app.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('stop the start with a ConfigError when unreadable', async () => {
+    await expect(
+      buildHttpApp({
+        name: 'probe',
+        logger: createLogger({ name: 'probe', level: 'silent' }),
+        apiTokens: () => scopedTokensFrom(config({ API_TOKENS_PUBLISH_FILE: '/nonexistent/publish' })),
+      }),
+    ).rejects.toThrowError(
+      expect.objectContaining({ name: 'ConfigError', message: expect.stringMatching(/API_TOKENS_PUBLISH_FILE/) }),
+    );
+  });
+});

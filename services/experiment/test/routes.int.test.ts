@@ -1,0 +1,140 @@
+/**
+ * The experiment service's HTTP surface under attack (ATTACKS.md "Paths and identity", "JSON
+ * bodies"): every route's scope, every path spelling without a token, fuzzed input from each
+ * route's schema, and integers past what their columns hold.
+ */
+import { join } from 'node:path';
+import {
+  fuzzRoutes,
+  probeRouteGuards,
+  ROUTE_TEST_ALL_SCOPES,
+  ROUTE_TEST_ENV,
+  ROUTE_TEST_TOKENS,
+  scopeTable,
+  serviceTestEnv,
+  type ServiceTestEnv,
+} from '@outreach/shared/testing';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { buildApp, migrationsDir } from '../src/app.js';
+import { ConfigSchema } from '../src/config.js';
+
+const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
+const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+let t: ServiceTestEnv;
+let app: FastifyInstance;
+
+beforeAll(async () => {
+  t = await serviceTestEnv(
+    {
+      name: 'experiment',
+      configSchema: ConfigSchema,
+      buildApp,
+      migrationsDir,
+      entry: join(import.meta.dirname, '../src/server.ts'),
+    },
+    infra,
+    // Small dry runs keep the fuzzer quick; the bound itself is what is under test.
+    { env: { ...ROUTE_TEST_ENV, MAX_DRY_RUN: '2000' } },
+  );
+  app = await t.startApp();
+});
+afterAll(() => t?.cleanup());
+
+const fiftyFifty = [
+  { name: 'A', weight: 1 },
+  { name: 'B', weight: 1 },
+];
+
+describe('experiment routes', () => {
+  it('declares a scope on every route: definitions need operate, assignments publish, reads read', () => {
+    expect(scopeTable(app)).toEqual({
+      'GET /health/live': 'public',
+      'GET /health/ready': 'public',
+      'GET /metrics': 'public',
+      'POST /v1/experiments': 'operate',
+      'GET /v1/experiments/:id': 'read',
+      'PATCH /v1/experiments/:id': 'operate',
+      'PUT /v1/experiments/:id/assignments/:candidateId': 'publish',
+      'GET /v1/experiments/:id/assignments/:candidateId': 'read',
+      'POST /v1/experiments/:id/assignments': 'publish',
+      'GET /v1/experiments/:id/report': 'read',
+      'POST /v1/experiments/:id/dry-run': 'operate',
+    });
+  });
+
+  it('refuses every /v1 route without a token whatever the spelling, and with the wrong scope', async () => {
+    expect(await probeRouteGuards(app, { tokens: ROUTE_TEST_TOKENS })).toEqual([]);
+    // The planner's token (publish + read) assigns, and cannot redefine an experiment.
+    const patch = await app.inject({
+      method: 'PATCH',
+      url: '/v1/experiments/any',
+      headers: bearer(ROUTE_TEST_TOKENS.publish),
+      payload: { status: 'stopped' },
+    });
+    expect(patch.statusCode).toBe(403);
+  });
+
+  it('refuses integers past their columns with a 400 naming the field', async () => {
+    const create = (variants: unknown) =>
+      app.inject({
+        method: 'POST',
+        url: '/v1/experiments',
+        headers: { ...bearer(ROUTE_TEST_TOKENS.operate), 'content-type': 'application/json' },
+        payload: `{"experimentId":"bounds","variants":${String(variants)}}`,
+      });
+    for (const weight of ['2147483648', '9007199254740993', '1e400', '-1', '1.5']) {
+      const response = await create(`[{"name":"A","weight":${weight}},{"name":"B","weight":1}]`);
+      expect(response.statusCode, weight).toBe(400);
+      expect(response.json().message, weight).toMatch(/weight|finite/);
+    }
+    expect((await create(JSON.stringify(fiftyFifty))).statusCode).toBe(201);
+    const dryRun = await app.inject({
+      method: 'POST',
+      url: '/v1/experiments/bounds/dry-run',
+      headers: bearer(ROUTE_TEST_TOKENS.operate),
+      payload: { n: 2 ** 53 + 2 },
+    });
+    expect(dryRun.statusCode).toBe(400);
+    expect(dryRun.json().message).toMatch(/n/);
+  });
+
+  it('answers fuzzed input without a 5xx, and every 4xx with a reason', { timeout: 600_000 }, async () => {
+    const id = { id: 'fuzz-exp' };
+    const examples = {
+      'POST /v1/experiments': [
+        { body: { experimentId: 'fuzz-exp', variants: fiftyFifty, status: 'active', exclusionGroup: null } },
+      ],
+      'GET /v1/experiments/:id': [{ params: id }],
+      'PATCH /v1/experiments/:id': [
+        {
+          params: id,
+          body: {
+            variants: [
+              { name: 'A', weight: 2 },
+              { name: 'B', weight: 1 },
+            ],
+          },
+        },
+      ],
+      'PUT /v1/experiments/:id/assignments/:candidateId': [{ params: { ...id, candidateId: 'c1' } }],
+      'GET /v1/experiments/:id/assignments/:candidateId': [{ params: { ...id, candidateId: 'c1' } }],
+      'POST /v1/experiments/:id/assignments': [{ params: id, body: { candidateIds: ['c1', 'c2', 'c3'] } }],
+      'GET /v1/experiments/:id/report': [{ params: id }],
+      'POST /v1/experiments/:id/dry-run': [{ params: id, body: { n: 100 } }],
+    };
+    // 201, or 409 for the example's id once it exists: either way past validation, into the database.
+    const created = { ok: 0 };
+    const violations = await fuzzRoutes(app, {
+      headers: bearer(ROUTE_TEST_ALL_SCOPES),
+      numRuns: 150,
+      examples,
+      onAnswer: (route, status) => {
+        if (route.method === 'POST' && route.url === '/v1/experiments' && (status === 201 || status === 409))
+          created.ok++;
+      },
+    });
+    expect(violations).toEqual([]);
+    expect(created.ok).toBeGreaterThan(10);
+  });
+});

@@ -1,0 +1,182 @@
+/**
+ * The planner's HTTP surface under attack (ATTACKS.md "Paths and identity", "JSON bodies"): every
+ * route's scope, every path spelling without a token, fuzzed input from the ingress schema, and the
+ * known 5xx cases: a delay past 2^53, a body over Kafka's message limit; the largest body that
+ * passes does reach the topic, and a long conversation id is found again.
+ */
+import { join } from 'node:path';
+import { eventCodec, MAX_BODY_BYTES, type OutreachRequested } from '@outreach/shared';
+import {
+  freePort,
+  fuzzRoutes,
+  probeRouteGuards,
+  readTopic,
+  ROUTE_TEST_ALL_SCOPES,
+  ROUTE_TEST_ENV,
+  ROUTE_TEST_TOKENS,
+  scopeTable,
+  serviceTestEnv,
+  waitFor,
+  type ServiceTestEnv,
+} from '@outreach/shared/testing';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { buildApp, migrationsDir } from '../src/app.js';
+import { ConfigSchema } from '../src/config.js';
+
+const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
+const publish = { authorization: `Bearer ${ROUTE_TEST_TOKENS.publish}` };
+const read = { authorization: `Bearer ${ROUTE_TEST_TOKENS.read}` };
+let t: ServiceTestEnv;
+let app: FastifyInstance;
+
+beforeAll(async () => {
+  t = await serviceTestEnv(
+    {
+      name: 'planner',
+      configSchema: ConfigSchema,
+      buildApp,
+      migrationsDir,
+      entry: join(import.meta.dirname, '../src/server.ts'),
+    },
+    infra,
+    // Nothing listens there: a request naming an experiment is accepted unchecked, never a 5xx.
+    {
+      env: { ...ROUTE_TEST_ENV, EXPERIMENT_URL: `http://127.0.0.1:${await freePort()}`, EXPERIMENT_TIMEOUT_MS: '500' },
+    },
+  );
+  app = await t.startApp();
+});
+afterAll(() => t?.cleanup());
+
+const base = {
+  requestId: 'r-base',
+  campaignId: 'camp-routes',
+  candidateId: 'cand-1',
+  email: 'cand-1@example.com',
+  step: 'intro',
+  contents: [{ subject: 'Hi', body: 'Body' }],
+};
+const post = (payload: unknown, headers: Record<string, string> = publish) =>
+  app.inject({ method: 'POST', url: '/v1/outreach-requests', headers, payload: payload as Record<string, unknown> });
+
+describe('planner routes', () => {
+  it('declares a scope on every route: ingress needs publish, reads need read', () => {
+    expect(scopeTable(app)).toEqual({
+      'GET /health/live': 'public',
+      'GET /health/ready': 'public',
+      'GET /metrics': 'public',
+      'POST /v1/outreach-requests': 'publish',
+      'GET /v1/steps/summary': 'read',
+      'GET /v1/conversations/:conversationId/steps': 'read',
+    });
+  });
+
+  it('refuses every /v1 route without a token whatever the spelling, and with the wrong scope', async () => {
+    expect(await probeRouteGuards(app, { tokens: ROUTE_TEST_TOKENS })).toEqual([]);
+    // An operator's token cannot send email; a publisher's cannot read conversations.
+    expect((await post(base, { authorization: `Bearer ${ROUTE_TEST_TOKENS.operate}` })).statusCode).toBe(403);
+    expect((await app.inject({ url: '/v1/steps/summary', headers: publish })).statusCode).toBe(403);
+  });
+
+  it('refuses a delay past 2^53 and past a year with a 400 naming the field, not an Avro 500', async () => {
+    const followUp = (delayMs: string) =>
+      app.inject({
+        method: 'POST',
+        url: '/v1/outreach-requests',
+        headers: { ...publish, 'content-type': 'application/json' },
+        payload: JSON.stringify(base).replace(
+          /}$/,
+          `,"followUps":[{"step":"f1","delayMs":${delayMs},"contents":[{"subject":"s","body":"b"}]}]}`,
+        ),
+      });
+    for (const delayMs of ['9007199254740993', '18446744073709551616', '1e400', String(367 * 24 * 3_600_000)]) {
+      const response = await followUp(delayMs);
+      expect(response.statusCode, delayMs).toBe(400);
+      expect(response.json().message, delayMs).toMatch(/delayMs|finite/);
+    }
+    expect((await followUp(String(30 * 24 * 3_600_000))).statusCode).toBe(202);
+  });
+
+  it('refuses a body over the limit with a 413, and the largest body it takes reaches Kafka', async () => {
+    const big = { ...base, requestId: 'r-big', contents: [{ subject: 'Hi', body: 'x'.repeat(1_500_000) }] };
+    const tooLarge = await post(big);
+    expect(tooLarge.statusCode).toBe(413);
+    expect(tooLarge.json()).toMatchObject({
+      error: 'FST_ERR_CTP_BODY_TOO_LARGE',
+      message: expect.stringMatching(/too large/),
+    });
+
+    // Just under the limit: ten follow-ups of 95 000 bytes each, every byte of it in the event.
+    const followUps = Array.from({ length: 10 }, (_, i) => ({
+      step: `f${i}`,
+      delayMs: 86_400_000 * (i + 1),
+      contents: [{ subject: 's', body: 'é'.repeat(47_500) }],
+    }));
+    const largest = { ...base, requestId: 'r-largest', candidateId: 'cand-largest', followUps };
+    let text = JSON.stringify(largest);
+    const pad = MAX_BODY_BYTES - Buffer.byteLength(text) - 10;
+    largest.contents = [{ subject: 'Hi', body: `Body${'y'.repeat(Math.min(pad, 90_000))}` }];
+    text = JSON.stringify(largest);
+    expect(Buffer.byteLength(text)).toBeGreaterThan(MAX_BODY_BYTES - 20_000);
+    expect(Buffer.byteLength(text)).toBeLessThanOrEqual(MAX_BODY_BYTES);
+    const accepted = await app.inject({
+      method: 'POST',
+      url: '/v1/outreach-requests',
+      headers: { ...publish, 'content-type': 'application/json' },
+      payload: text,
+    });
+    expect(accepted.statusCode, accepted.body).toBe(202);
+    const messages = await readTopic(t.kafka, t.topic('outreachRequested'), (m) =>
+      m.some((message) => (eventCodec.decode(message.value as Buffer) as OutreachRequested).requestId === 'r-largest'),
+    );
+    expect(messages.length).toBeGreaterThan(0);
+  });
+
+  it('finds the steps of a conversation with a long id again', async () => {
+    const conversationId = `conv-${'c'.repeat(1_019)}`;
+    expect(conversationId).toHaveLength(1_024);
+    // A step due later is what the planner schedules (and lists) per conversation.
+    const sendAt = new Date(Date.now() + 86_400_000).toISOString();
+    const accepted = await post({ ...base, requestId: 'r-long', candidateId: 'cand-long', conversationId, sendAt });
+    expect(accepted.statusCode, accepted.body).toBe(202);
+    const url = `/v1/conversations/${encodeURIComponent(conversationId)}/steps`;
+    await waitFor(async () => (await app.inject({ url, headers: read })).json().steps.length > 0, {
+      timeoutMs: 30_000,
+      description: 'the long conversation planned',
+    });
+    expect((await post({ ...base, requestId: 'r-longer', conversationId: `${conversationId}x` })).statusCode).toBe(400);
+  });
+
+  it('answers fuzzed input without a 5xx, and every 4xx with a reason', { timeout: 600_000 }, async () => {
+    const examples = {
+      'POST /v1/outreach-requests': [
+        {
+          body: {
+            ...base,
+            requestId: 'r-fuzz',
+            experimentId: null,
+            conversationId: 'conv-fuzz',
+            sendAt: '2030-01-01T00:00:00Z',
+            followUps: [
+              { step: 'f1', delayMs: 86_400_000, contents: [{ variant: null, subject: 'Again', body: 'Still?' }] },
+            ],
+          },
+        },
+      ],
+      'GET /v1/conversations/:conversationId/steps': [{ params: { conversationId: 'camp-routes:cand-1' } }],
+    };
+    const statuses = new Map<number, number>();
+    const violations = await fuzzRoutes(app, {
+      headers: { authorization: `Bearer ${ROUTE_TEST_ALL_SCOPES}` },
+      numRuns: 200,
+      examples,
+      onAnswer: (route, status) => {
+        if (route.url === '/v1/outreach-requests') statuses.set(status, (statuses.get(status) ?? 0) + 1);
+      },
+    });
+    expect(violations).toEqual([]);
+    // The fuzzer got past validation too, or it tested only the validator.
+    expect(statuses.get(202) ?? 0).toBeGreaterThan(10);
+  });
+});

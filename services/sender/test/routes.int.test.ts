@@ -1,0 +1,111 @@
+/**
+ * The sender's HTTP surface under attack (ATTACKS.md "Paths and identity", "JSON bodies"), derived
+ * from the routes it registers: every route's scope, every path spelling without a token, other
+ * scopes' tokens, fuzzed input from each route's schema; and the long values that must work.
+ */
+import {
+  fuzzRoutes,
+  probeRouteGuards,
+  ROUTE_TEST_ALL_SCOPES,
+  ROUTE_TEST_ENV,
+  ROUTE_TEST_TOKENS,
+  scopeTable,
+} from '@outreach/shared/testing';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { senderTestEnv, type SenderTestEnv } from './harness.js';
+
+const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
+const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+let t: SenderTestEnv;
+let app: FastifyInstance;
+
+beforeAll(async () => {
+  t = await senderTestEnv(infra, { env: ROUTE_TEST_ENV });
+  app = await t.startApp();
+});
+afterAll(() => t?.cleanup());
+
+describe('sender routes', () => {
+  it('declares a scope on every route: writes need operate, every read needs read', () => {
+    expect(scopeTable(app)).toEqual({
+      'GET /health/live': 'public',
+      'GET /health/ready': 'public',
+      'GET /metrics': 'public',
+      'GET /v1/campaigns/:campaignId': 'read',
+      'POST /v1/campaigns/:campaignId/pause': 'operate',
+      'POST /v1/campaigns/:campaignId/resume': 'operate',
+      'GET /v1/reports/duplicates': 'read',
+      'GET /v1/sends/check': 'read',
+      'GET /v1/sends': 'read',
+      'GET /v1/sends/:sendId': 'read',
+      'POST /v1/sends/:sendId/resolve': 'operate',
+      'PUT /v1/suppressions/:email': 'operate',
+      'GET /v1/suppressions/:email': 'read',
+      'DELETE /v1/suppressions/:email': 'operate',
+    });
+  });
+
+  it('refuses every /v1 route without a token whatever the spelling, and with the wrong scope', async () => {
+    expect(await probeRouteGuards(app, { tokens: ROUTE_TEST_TOKENS })).toEqual([]);
+    // The issue's own request: no token, `%76` for `v`, and the address stays unsuppressed.
+    const attack = await app.inject({
+      method: 'PUT',
+      url: '/%761/suppressions/x%40example.com',
+      payload: { reason: 'manual' },
+    });
+    expect(attack.statusCode).toBe(401);
+    const lookup = await app.inject({
+      url: '/v1/suppressions/x%40example.com',
+      headers: bearer(ROUTE_TEST_TOKENS.read),
+    });
+    expect(lookup.statusCode).toBe(404);
+  });
+
+  it('suppresses, finds and lifts a 254-character address', async () => {
+    const address = `${'a'.repeat(64)}@${'b'.repeat(63)}.${'c'.repeat(63)}.${'d'.repeat(57)}.com`;
+    expect(address).toHaveLength(254);
+    const url = `/v1/suppressions/${encodeURIComponent(address)}`;
+    const operate = bearer(ROUTE_TEST_TOKENS.operate);
+    const put = await app.inject({ method: 'PUT', url, headers: operate, payload: { reason: 'unsubscribe' } });
+    expect(put.statusCode, put.body).toBe(200);
+    expect((await app.inject({ url, headers: bearer(ROUTE_TEST_TOKENS.read) })).json()).toMatchObject({
+      suppressed: true,
+      reason: 'unsubscribe',
+    });
+    expect((await app.inject({ method: 'DELETE', url, headers: operate })).json()).toEqual({ suppressed: false });
+    const tooLong = await app.inject({
+      method: 'PUT',
+      url: `${url}x`,
+      headers: operate,
+      payload: { reason: 'manual' },
+    });
+    expect(tooLong.statusCode).toBe(400);
+    expect(tooLong.json().message).toMatch(/254/);
+  });
+
+  it('answers fuzzed input without a 5xx, and every 4xx with a reason', { timeout: 600_000 }, async () => {
+    // Valid requests the fuzzer mutates; in registration order (the GET finds what the PUT stored).
+    const examples = {
+      'PUT /v1/suppressions/:email': [{ params: { email: 'fuzz@example.com' }, body: { reason: 'manual', note: 'n' } }],
+      'GET /v1/suppressions/:email': [{ params: { email: 'fuzz@example.com' } }],
+      'POST /v1/campaigns/:campaignId/pause': [{ params: { campaignId: 'camp-fuzz' }, body: { reason: 'fuzzing' } }],
+      'POST /v1/campaigns/:campaignId/resume': [{ params: { campaignId: 'camp-fuzz' } }],
+      'GET /v1/sends/check': [
+        { query: { campaignId: 'camp-fuzz', candidateId: 'c1', step: 'intro', email: 'c1@example.com' } },
+      ],
+      'GET /v1/sends': [{ query: { status: 'held', campaignId: 'camp-fuzz', limit: 10 } }],
+    };
+    const suppressed = { ok: 0 };
+    const violations = await fuzzRoutes(app, {
+      headers: bearer(ROUTE_TEST_ALL_SCOPES),
+      numRuns: 150,
+      examples,
+      onAnswer: (route, status) => {
+        if (route.method === 'PUT' && status === 200) suppressed.ok++;
+      },
+    });
+    expect(violations).toEqual([]);
+    expect(suppressed.ok).toBeGreaterThan(10);
+  });
+});
