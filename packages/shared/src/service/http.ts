@@ -15,6 +15,7 @@ import fp from 'fastify-plugin';
 import type { Registry } from 'prom-client';
 import { createMetricsRegistry } from '../metrics.js';
 import { accessControl, scopedTokensFrom, type ScopedTokens } from './auth.js';
+import { isTransientError } from '../kafka/consumer.js';
 import { AppError } from './errors.js';
 import { kafkaPlugin, type KafkaPluginOptions } from './kafka-plugin.js';
 import { postgresPlugin, type PostgresPluginOptions } from './postgres-plugin.js';
@@ -171,6 +172,14 @@ export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInst
     if (status < 500) {
       return reply.code(status).send({ error: error.code ?? 'BAD_REQUEST', message: error.message });
     }
+    if (isUnavailable(error)) {
+      // The broker or the database is away: the caller's request was fine, and may be sent again.
+      request.log.warn({ err: error }, 'request failed: a dependency is unavailable');
+      return reply
+        .code(503)
+        .header('retry-after', '5')
+        .send({ error: 'UNAVAILABLE', message: 'a dependency is unavailable; retry later', correlationId: request.id });
+    }
     request.log.error({ err: error }, 'request failed');
     return reply.code(500).send({ error: 'INTERNAL', message: 'internal error', correlationId: request.id });
   });
@@ -217,6 +226,16 @@ export function unstorableValue(root: Record<string, unknown>): string | undefin
     }
   }
   return undefined;
+}
+
+/**
+ * A failure of a dependency rather than of the request: a transient error (connection, PostgreSQL
+ * class 08/53/57, ...), or any kafkajs error (the producer gives up with a non-retriable wrapper
+ * around a connection error once its own retries are spent).
+ */
+function isUnavailable(error: unknown): boolean {
+  const { name, cause } = (error ?? {}) as { name?: unknown; cause?: unknown };
+  return isTransientError(error) || isTransientError(cause) || (typeof name === 'string' && name.startsWith('KafkaJS'));
 }
 
 function withTimeout<T>(promise: Promise<T>, ms: number, message: string): Promise<T> {

@@ -1,4 +1,6 @@
 import { Type } from '@sinclair/typebox';
+import { Kafka, logLevel } from 'kafkajs';
+import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLogger } from '../logger.js';
 import { fuzzRoutes, probeRouteGuards } from '../testing/http-attacks.js';
@@ -325,5 +327,37 @@ describe('buildHttpApp', () => {
     const metrics = await http.inject({ method: 'GET', url: '/metrics' });
     expect(metrics.headers['content-type']).toMatch(/text\/plain/);
     expect(metrics.body).toMatch(/nodejs_heap_size_total_bytes\{service="probe"\}/);
+  });
+
+  it('answers 503 with Retry-After, not 500, when the database or the broker is unreachable', async () => {
+    // Real clients against a closed port: what a request meets while PostgreSQL or Kafka is down.
+    const pool = new pg.Pool({
+      connectionString: 'postgres://nobody@127.0.0.1:1/none',
+      connectionTimeoutMillis: 2_000,
+    });
+    const producer = new Kafka({
+      clientId: 'probe',
+      brokers: ['127.0.0.1:1'],
+      connectionTimeout: 300,
+      retry: { retries: 0 },
+      logLevel: logLevel.NOTHING,
+    }).producer();
+    const http = await buildHttpApp({ name: 'probe', logger, apiTokens: all });
+    apps.push(http);
+    http.get('/db', { config: { scope: 'public' } }, async () => (await pool.query('SELECT 1')).rows);
+    http.get('/kafka', { config: { scope: 'public' } }, async () => {
+      await producer.connect();
+      return 'connected';
+    });
+    try {
+      for (const url of ['/db', '/kafka']) {
+        const response = await http.inject({ url });
+        expect(response.statusCode, url).toBe(503);
+        expect(response.headers['retry-after']).toBe('5');
+        expect(response.json()).toMatchObject({ error: 'UNAVAILABLE' });
+      }
+    } finally {
+      await pool.end();
+    }
   });
 });
