@@ -3,8 +3,9 @@
 #   docker build -t outreach .
 #   docker run --read-only outreach sender          # or planner, experiment, liveness, migrate, topics:ensure
 # Not built on the development machines, which have no Docker engine; tests check its commands
-# (test/deploy/deploy.unit.test.ts). Pin the base by digest in your registry mirror.
-ARG NODE_IMAGE=node:20.20.2-bookworm-slim
+# (test/deploy/deploy.unit.test.ts). The base is Node.js 24 LTS at the exact version of .node-version
+# (ADR 008; a test keeps the two equal). Pin it by digest in your registry mirror.
+ARG NODE_IMAGE=node:24.22.3-bookworm-slim
 
 FROM ${NODE_IMAGE} AS build
 WORKDIR /app

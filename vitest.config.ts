@@ -7,12 +7,18 @@ import { defineConfig } from 'vitest/config';
  *   e2e   *.e2e.test.ts   whole services as processes, built first (`npm run test:e2e`)
  * Workspace packages resolve to their TypeScript sources through the `source` export condition.
  */
+// The tests run on Node.js 24 LTS (.node-version, ADR 008); vitest 5 and testcontainers 12 do not
+// support the Node 20 some machines still ship, so say how to get 24 rather than fail obscurely.
+if (Number(process.versions.node.split('.')[0]) < 24) {
+  throw new Error(`Node.js ${process.version}: the tests need Node.js 24; run \`source scripts/use-node.sh\` first`);
+}
+
 const shared = {
   resolve: { conditions: ['source'] },
   ssr: { resolve: { conditions: ['source'] } },
 };
 
-const exclude = ['**/node_modules/**', '**/dist/**', '.infra/**'];
+const exclude = ['**/node_modules/**', '**/dist/**', '.infra/**', '.runtime/**'];
 // @fastify/autoload imports plugin files with import(); inlined, that import goes through vite and
 // can load the TypeScript sources (autoload detects vitest and asks for .ts files).
 const server = { deps: { inline: ['@fastify/autoload'] } };

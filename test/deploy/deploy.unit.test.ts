@@ -312,9 +312,9 @@ describe('generated and image files', () => {
     }
   });
 
-  it('the Dockerfile: pinned Node 20 base, non-root user, the entrypoint and every file it copies', () => {
+  it('the Dockerfile: pinned Node 24 base, non-root user, the entrypoint and every file it copies', () => {
     const dockerfile = readFileSync(join(root, 'Dockerfile'), 'utf8');
-    expect(dockerfile).toMatch(/^ARG NODE_IMAGE=node:20\.\d+\.\d+-[a-z]+-slim$/m);
+    expect(dockerfile).toMatch(/^ARG NODE_IMAGE=node:24\.\d+\.\d+-[a-z]+-slim$/m);
     expect(dockerfile).toMatch(/^USER 10001:10001$/m);
     expect(dockerfile).toContain('ENTRYPOINT ["node", "/app/deploy/docker/entrypoint.mjs"]');
     for (const match of dockerfile.matchAll(/^COPY (?!--from)(.+) (\S+)$/gm)) {
@@ -328,6 +328,23 @@ describe('generated and image files', () => {
     }
     const dockerignore = readFileSync(join(root, '.dockerignore'), 'utf8').split('\n');
     for (const ignored of ['.git', '.infra', '**/node_modules', '**/dist']) expect(dockerignore).toContain(ignored);
+  });
+
+  it('one Node.js version: .node-version, .nvmrc, the image, scripts/use-node.sh, engines and @types/node (ADR 008)', () => {
+    const version = readFileSync(join(root, '.node-version'), 'utf8').trim();
+    expect(version).toMatch(/^24\.\d+\.\d+$/);
+    expect(readFileSync(join(root, '.nvmrc'), 'utf8').trim()).toBe(version);
+    expect(readFileSync(join(root, 'Dockerfile'), 'utf8')).toContain(`ARG NODE_IMAGE=node:${version}-bookworm-slim\n`);
+    expect(readFileSync(join(root, 'scripts', 'use-node.sh'), 'utf8')).toContain(`pinned_version="${version}"`);
+    const manifest = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
+      engines: { node: string };
+      devDependencies: Record<string, string>;
+    };
+    // engines admits the 24 LTS line from its first LTS release; the pinned version is inside it.
+    const [, lowestMinor] = /^>=24\.(\d+) <25$/.exec(manifest.engines.node) ?? [];
+    expect(lowestMinor, manifest.engines.node).toBeDefined();
+    expect(Number(version.split('.')[1])).toBeGreaterThanOrEqual(Number(lowestMinor));
+    expect(manifest.devDependencies['@types/node']).toMatch(/^24\./);
   });
 
   it('the entrypoint runs a command, rejects an unknown one with the list, and migrates named services only', () => {
