@@ -132,6 +132,12 @@ export interface ConsumerRunnerOptions {
   readonly fromBeginning?: boolean;
   readonly sessionTimeoutMs?: number;
   /**
+   * A chunk still unfinished after this long makes `/health/live` fail: its partition is stuck (a
+   * handler that never settles, a DLQ write that can never succeed). Default: the retry cap's time
+   * plus 5 minutes, so a chunk working through its retries is not called stuck.
+   */
+  readonly stallAfterMs?: number;
+  /**
    * How often the consumer refreshes topic metadata (default 30 s). A refresh that finds new
    * partitions makes the group rebalance onto them; with `fromBeginning` (the default) they are read
    * from their first record, so a record produced to a new partition before its discovery is late,
@@ -188,6 +194,9 @@ export class ConsumerRunner {
   private stopping = false;
   /** Set when kafkajs crashed and said it will not restart: the consumer is dead until the process is. */
   private deadReason: string | undefined;
+  /** When the chunk each partition is working on started: the watchdog of liveness(). */
+  private readonly working = new Map<string, number>();
+  private readonly stallAfterMs: number;
   /** True while the consumer is a member of its group: false before the join, during rebalances, after a crash. */
   joined = false;
   /** Observable counters, also exported as metrics. */
@@ -213,6 +222,7 @@ export class ConsumerRunner {
       attempts: Math.max(1, options.retry?.maxAttempts ?? CONSUMER_RETRY_DEFAULTS.maxAttempts),
       ms: options.retry?.maxElapsedMs ?? CONSUMER_RETRY_DEFAULTS.maxElapsedMs,
     };
+    this.stallAfterMs = options.stallAfterMs ?? this.budget.ms + 5 * 60_000;
     const { events } = this.consumer;
     this.consumer.on(events.GROUP_JOIN, () => {
       this.joined = true;
@@ -236,9 +246,20 @@ export class ConsumerRunner {
     });
   }
 
-  /** Why the consumer is dead (kafkajs gave up on it), or undefined while it runs or restarts. */
-  liveness(): string | undefined {
-    return this.stopping ? undefined : this.deadReason;
+  /**
+   * Why the consumer is dead (kafkajs gave up on it) or stuck (a chunk unfinished past
+   * `stallAfterMs`: heartbeats keep the group membership, so nothing else would notice), or
+   * undefined while it runs, retries within its cap, or restarts.
+   */
+  liveness(now = Date.now()): string | undefined {
+    if (this.stopping) return undefined;
+    if (this.deadReason) return this.deadReason;
+    for (const [partition, since] of this.working) {
+      if (now - since > this.stallAfterMs) {
+        return `stuck: ${partition} has worked on one chunk for ${Math.round((now - since) / 1000)} s (limit ${Math.round(this.stallAfterMs / 1000)} s)`;
+      }
+    }
+    return undefined;
   }
 
   async start(): Promise<void> {
@@ -279,9 +300,11 @@ export class ConsumerRunner {
           offset: consumed.offset,
         }),
     };
+    const partitionKey = `${batch.topic}[${batch.partition}]`;
     try {
       for (let start = 0; start < batch.messages.length; start += this.chunkSize) {
         if (shouldStop()) return;
+        this.working.set(partitionKey, Date.now());
         const chunk = batch.messages.slice(start, start + this.chunkSize);
         const dead: DeadLetter[] = [];
         const events: ConsumedEvent[] = [];
@@ -335,6 +358,8 @@ export class ConsumerRunner {
         return;
       }
       throw error;
+    } finally {
+      this.working.delete(partitionKey);
     }
   }
 

@@ -500,6 +500,19 @@ export class SendsRepository {
     );
   }
 
+  /**
+   * An `ambiguous` send whose provider may still answer (a late reply is awaited until `withinMs`
+   * from now): its lease marks the wait, so no operator retry mails a second copy meanwhile, on any
+   * instance. `withinMs` 0 ends the wait (the provider gave up without a verdict).
+   */
+  async awaitVerdict(claim: Claim, withinMs: number): Promise<void> {
+    await this.pool.query(
+      `UPDATE sends SET lease_expires_at = CASE WHEN $3::float8 > 0 THEN now() + make_interval(secs => $3::float8 / 1000) END
+       WHERE send_id = $1 AND claim_token = $2 AND status = 'ambiguous'`,
+      [claim.sendId, claim.token, withinMs],
+    );
+  }
+
   /** Sends whose lease expired while `sending`: the provider may or may not have them. */
   async expiredSending(limit: number): Promise<Array<Claim & { row: SendRow }>> {
     const { rows } = await this.pool.query<SendRow & { token: string }>(
@@ -613,14 +626,18 @@ export class SendsRepository {
   async resolveAmbiguous(
     sendId: string,
     resolution: 'sent' | 'retry',
-  ): Promise<'resolved' | 'not_ambiguous' | 'not_found'> {
+  ): Promise<'resolved' | 'not_ambiguous' | 'verdict_pending' | 'not_found'> {
     return withTransaction(this.pool, async (client) => {
-      const current = await client.query<SendRow>(`SELECT ${SEND_COLUMNS} FROM sends WHERE send_id = $1 FOR UPDATE`, [
-        sendId,
-      ]);
+      const current = await client.query<SendRow & { verdictPending: boolean }>(
+        `SELECT ${SEND_COLUMNS}, coalesce(lease_expires_at > now(), false) AS "verdictPending"
+         FROM sends WHERE send_id = $1 FOR UPDATE`,
+        [sendId],
+      );
       const row = current.rows[0];
       if (!row) return 'not_found';
       if (row.status !== 'ambiguous') return 'not_ambiguous';
+      // A retry while the provider may still accept the first copy would mail the candidate twice.
+      if (resolution === 'retry' && row.verdictPending) return 'verdict_pending';
       if (resolution === 'sent') {
         const updated = await client.query<{ at: Date }>(
           `UPDATE sends SET status = 'sent', sent_at = coalesce(sent_at, now()), reason = 'resolved by an operator: sent',

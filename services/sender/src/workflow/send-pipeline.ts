@@ -277,7 +277,10 @@ export class SendPipeline {
         await this.record({ claim, row, result: { outcome: 'ambiguous', reason: result.reason } });
         this.metrics.outcomes.inc({ outcome: 'ambiguous' });
         log.error({ reason: result.reason }, 'send outcome unknown: recorded as ambiguous, not retried');
-        if (result.late) this.awaitLateVerdict(claim, row, result.late);
+        if (result.late) {
+          await this.options.repository.awaitVerdict(claim, result.lateWithinMs ?? this.options.leaseMs);
+          this.awaitLateVerdict(claim, row, result.late);
+        }
         break;
       case 'not_sent':
         await this.notSent(claim, row, result.reason);
@@ -313,8 +316,9 @@ export class SendPipeline {
 
   /**
    * A provider that answers after our timeout: the send was recorded `ambiguous`, and the late
-   * verdict replaces it under the same claim token (an operator's resolution meanwhile wins). A
-   * late acceptance is `sent`, never a retry; a late refusal is as definitive as a timely one.
+   * verdict replaces it under the same claim token. While it is awaited the row says so (its lease),
+   * and an operator can resolve it as sent but not retry it (a second copy). A late acceptance is
+   * `sent`, never a retry; a late refusal is as definitive as a timely one.
    */
   private awaitLateVerdict(claim: Claim, row: SendRow, late: Promise<SendResult>): void {
     const log = this.options.logger.child({ sendId: row.sendId, campaignId: row.campaignId });
@@ -322,6 +326,13 @@ export class SendPipeline {
       .then(async (verdict) => {
         switch (verdict.kind) {
           case 'unknown':
+            // A provider call that itself ended in a pending verdict (our backstop fired first).
+            if (verdict.late) {
+              await this.options.repository.awaitVerdict(claim, verdict.lateWithinMs ?? this.options.leaseMs);
+              this.awaitLateVerdict(claim, row, verdict.late);
+            }
+            // No verdict will come: an operator may now resolve it either way.
+            else await this.options.repository.awaitVerdict(claim, 0);
             return;
           case 'sent':
             if (

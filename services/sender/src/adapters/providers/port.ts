@@ -26,7 +26,13 @@ export type SendResult =
   | { readonly kind: 'sent'; readonly providerMessageId: string }
   | { readonly kind: 'rejected'; readonly reason: string }
   | { readonly kind: 'not_sent'; readonly reason: string }
-  | { readonly kind: 'unknown'; readonly reason: string; readonly late?: Promise<SendResult> };
+  | {
+      readonly kind: 'unknown';
+      readonly reason: string;
+      readonly late?: Promise<SendResult>;
+      /** How long `late` may still take to settle (the provider's own bound on its wait). */
+      readonly lateWithinMs?: number;
+    };
 
 export interface MailProvider {
   readonly name: string;

@@ -88,10 +88,14 @@ export class SmtpProvider implements MailProvider {
       // Our own message cannot be built (an address nodemailer refuses): no server will take it.
       return { kind: 'rejected', reason: `message could not be composed: ${codeOf(error)}` };
     }
+    // One deadline for the call: a retry after a stale pooled connection gets only what is left,
+    // so the call still ends within `timeoutMs` and its verdict (or its late one) is ours to hand on.
+    const deadline = Date.now() + this.options.timeoutMs;
     const pooled = this.takeIdle();
-    const first = await this.attempt(pooled, envelope, raw, messageId);
-    if (!(pooled && first.stale)) return first.result;
-    return (await this.attempt(undefined, envelope, raw, messageId)).result;
+    const first = await this.attempt(pooled, envelope, raw, messageId, this.options.timeoutMs);
+    const left = deadline - Date.now();
+    if (!(pooled && first.stale) || left <= 0) return first.result;
+    return (await this.attempt(undefined, envelope, raw, messageId, left)).result;
   }
 
   async close(): Promise<void> {
@@ -153,12 +157,13 @@ export class SmtpProvider implements MailProvider {
     return session;
   }
 
-  /** One delivery attempt on `reused` or a new connection; settles within `timeoutMs`. */
+  /** One delivery attempt on `reused` or a new connection; settles within `budgetMs`. */
   private attempt(
     reused: Session | undefined,
     envelope: { from: string; to: string[] },
     raw: Buffer,
     messageId: string,
+    budgetMs: number,
   ): Promise<Attempt> {
     const { options } = this;
     let phase: SmtpPhase = reused ? 'envelope' : 'connect';
@@ -230,15 +235,16 @@ export class SmtpProvider implements MailProvider {
           resolve({
             result: {
               kind: 'unknown',
-              reason: `smtp no reply to the final dot within ${options.timeoutMs} ms`,
+              reason: `smtp no reply to the final dot within ${budgetMs} ms`,
               late: final,
+              lateWithinMs: Math.max(0, options.finalReplyTimeoutMs - budgetMs),
             },
             stale: false,
           });
           return;
         }
-        finish({ kind: 'not_sent', reason: `smtp timeout after ${options.timeoutMs} ms in the ${phase} phase` }, false);
-      }, options.timeoutMs);
+        finish({ kind: 'not_sent', reason: `smtp timeout after ${budgetMs} ms in the ${phase} phase` }, false);
+      }, budgetMs);
       void final.then((result) => {
         clearTimeout(deadline);
         resolve({ result, stale });
@@ -282,8 +288,14 @@ export function classify(error: unknown, phase: SmtpPhase): SendResult {
     return permanent ? { kind: 'rejected', reason } : { kind: 'not_sent', reason };
   }
   if (phase === 'body') return { kind: 'unknown', reason: `smtp ${code} ${where}, before a reply to the final dot` };
-  if (phase === 'envelope' && (code === 'EENVELOPE' || code === 'EMESSAGE') && typeof responseCode !== 'number') {
-    // Refused by the client library itself (an address or size it will not send): no retry helps.
+  if (
+    phase === 'envelope' &&
+    (code === 'EENVELOPE' || code === 'EMESSAGE') &&
+    typeof responseCode !== 'number' &&
+    response === undefined
+  ) {
+    // Refused by the client library itself, before the server said anything (an address or a size
+    // it will not send): no retry helps. A reply without a code is the server's garbage: not_sent.
     return { kind: 'rejected', reason: `smtp ${code} ${where}` };
   }
   const reply = typeof responseCode === 'number' ? ` ${responseCode}` : '';

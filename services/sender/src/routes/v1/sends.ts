@@ -118,6 +118,12 @@ export default async function sendsRoutes(app: FastifyInstance): Promise<void> {
       const result = await app.sends.resolveAmbiguous(request.params.sendId, request.body.resolution);
       if (result === 'not_found') throw new AppError('NOT_FOUND', `no send ${request.params.sendId}`);
       if (result === 'not_ambiguous') throw new AppError('CONFLICT', 'only an ambiguous send can be resolved');
+      if (result === 'verdict_pending') {
+        throw new AppError(
+          'CONFLICT',
+          'the provider may still answer for this send (a late reply is awaited); resolve it as sent, or retry once the wait is over',
+        );
+      }
       if (request.body.resolution === 'retry') app.reconciler.wake();
       return view((await app.sends.find(request.params.sendId)) as SendRow, app.emailHashKey);
     },
