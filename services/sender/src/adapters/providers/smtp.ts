@@ -62,11 +62,43 @@ export class SmtpProvider implements MailProvider {
   readonly name = 'smtp';
   private readonly idle: Session[] = [];
   private readonly sessions = new Set<Session>();
+  private readonly calls = new Set<Promise<SendResult>>();
   private closed = false;
 
   constructor(private readonly options: SmtpProviderOptions) {}
 
   async send(message: MailMessage, idempotencyKey: string): Promise<SendResult> {
+    if (this.closed) return { kind: 'not_sent', reason: 'smtp provider is shutting down' };
+    const call = this.deliver(message, idempotencyKey);
+    this.calls.add(call);
+    try {
+      return await call;
+    } finally {
+      this.calls.delete(call);
+    }
+  }
+
+  /**
+   * Graceful: no new calls; calls in flight end first (each within `timeoutMs`), so a shutdown
+   * (SIGTERM, a rebalance) never cuts a message mid-conversation. Then every connection closes,
+   * including those still waiting for a late reply: those sends stay `ambiguous`.
+   */
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const session of this.idle.splice(0)) this.discard(session);
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.allSettled([...this.calls]),
+      new Promise((resolve) => {
+        timer = setTimeout(resolve, this.options.timeoutMs + 1_000);
+      }),
+    ]);
+    clearTimeout(timer);
+    for (const session of this.sessions) session.connection.close();
+    this.sessions.clear();
+  }
+
+  private async deliver(message: MailMessage, idempotencyKey: string): Promise<SendResult> {
     const messageId = `<${idempotencyKey}@${this.options.messageIdDomain}>`;
     const mail = new MailComposer({
       from: message.from,
@@ -96,13 +128,6 @@ export class SmtpProvider implements MailProvider {
     const left = deadline - Date.now();
     if (!(pooled && first.stale) || left <= 0) return first.result;
     return (await this.attempt(undefined, envelope, raw, messageId, left)).result;
-  }
-
-  async close(): Promise<void> {
-    this.closed = true;
-    for (const session of this.sessions) session.connection.close();
-    this.sessions.clear();
-    this.idle.length = 0;
   }
 
   private takeIdle(): Session | undefined {
