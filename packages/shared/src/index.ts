@@ -11,6 +11,7 @@ export {
 export { createKafka, waitForKafka, type KafkaClientOptions } from './kafka/client.js';
 export { createPool, waitForPostgres, quoteIdent, redactUrl, type PoolOptions } from './pg/pool.js';
 export { AppError, errorStatus, type ErrorCode } from './service/errors.js';
+export { campaignIdParam } from './service/params.js';
 export {
   buildHttpApp,
   buildServiceApp,
@@ -73,6 +74,12 @@ export {
   canonicalStep,
   canonicalAddress,
   canonicalSendKeys,
+  canonicalCorrelationId,
+  isSaneCorrelationId,
+  candidateKeyFor,
+  addressCandidateKey,
+  idProblem,
+  holdsAtSign,
   normalizeCandidateKey,
   normalizeEmail,
   emailHash,
@@ -83,6 +90,7 @@ export {
   type CanonicalAddress,
   type EmailHashKey,
   type SendKeys,
+  type RawSendKeys,
 } from './domain/keys.js';
 export {
   EmailHashKeyConfigSchema,

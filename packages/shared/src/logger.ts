@@ -1,4 +1,5 @@
 import { pino, type Logger, type LoggerOptions } from 'pino';
+import { AT_SIGN, stripInvisible } from './domain/keys.js';
 
 export type { Logger } from 'pino';
 
@@ -10,17 +11,23 @@ export interface LoggerConfig {
 /** What stands in for an address wherever one is removed from a log line. */
 export const ADDRESS_MASK = '[address]';
 
-// An at-sign however it arrives: plain, percent-encoded, full-width or small.
-const AT_SIGN = /@|%40|\uff20|\ufe6b/i;
-// Something shaped like an address: a local part, an at-sign, and a dotted domain whose last label
-// starts with a letter (so `postgres@127.0.0.1` in a connection error stays readable). Bounded
-// repetitions keep the cost linear on long lines.
-const ADDRESS_LIKE =
-  /[\p{L}\p{N}\p{M}.!#$%&'*+/=?^_`{|}~-]{1,64}(?:@|%40|\uff20|\ufe6b)(?:[\p{L}\p{N}\p{M}_-]{1,63}(?:\.|%2e|\uff0e|\u3002))+[\p{L}\p{M}][\p{L}\p{N}\p{M}-]{0,62}/giu;
+// Something shaped like an address: a local part, an at-sign (AT_SIGN's spellings), and a dotted
+// domain whose last label starts with a letter (so `postgres@127.0.0.1` in a connection error stays
+// readable). Bounded repetitions keep the cost linear on long lines.
+const ADDRESS_LIKE = new RegExp(
+  `[\\p{L}\\p{N}\\p{M}.!#$%&'*+/=?^_\`{|}~-]{1,64}(?:${AT_SIGN.source})(?:[\\p{L}\\p{N}\\p{M}_-]{1,63}(?:\\.|%2e|\\uff0e|\\u3002))+[\\p{L}\\p{M}][\\p{L}\\p{N}\\p{M}-]{0,62}`,
+  'giu',
+);
 
-/** Replaces everything address-shaped in `text` with ADDRESS_MASK. */
+/**
+ * Replaces everything address-shaped in `text` with ADDRESS_MASK: the log lines' last pass, and
+ * the DLQ writer's on its reason headers. Invisible characters (zero-width space, soft hyphen, ...)
+ * go first, from text that holds an at-sign: canonicalAddress ignores them, so `ada@exa\u200Bmple.com`
+ * is an address the platform would mail, and must be masked like one.
+ */
 export function maskAddresses(text: string): string {
-  return AT_SIGN.test(text) ? text.replace(ADDRESS_LIKE, ADDRESS_MASK) : text;
+  if (!AT_SIGN.test(text)) return text;
+  return stripInvisible(text).replace(ADDRESS_LIKE, ADDRESS_MASK);
 }
 
 /**

@@ -1,6 +1,7 @@
 import { Writable } from 'node:stream';
 import Fastify, { type FastifyBaseLogger } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
+import { canonicalAddress } from './domain/keys.js';
 import { createLogger, maskAddresses, requestPath } from './logger.js';
 
 function capture() {
@@ -87,6 +88,34 @@ describe('redaction and the last pass', () => {
     logger.info('sending to ada@example.com now');
     expect(leaks(lines)).toEqual([]);
     expect(lines[0]).toContain('550 5.1.1 <[address]>: Recipient address rejected');
+  });
+
+  it('masks every spelling the platform itself reads as an address, invisible characters included', () => {
+    const { lines, logger } = capture();
+    const spellings = [
+      'ada@example.com',
+      'ADA@EXAMPLE.COM',
+      'ada%40example.com',
+      'ada@exa\u200bmple.com', // zero-width space inside the domain
+      'ada\u200b@example.com', // zero-width space before the at-sign
+      'ada@ex\u00adample.com', // soft hyphen
+      'ada@ex\u2060ample.com', // word joiner
+      'ada@b\u00fccher.de',
+      'ada@xn--bcher-kva.de',
+      'ada@\uff45\uff58\uff41\uff4d\uff50\uff4c\uff45.com', // full-width domain
+      'ada@example\u3002com', // ideographic full stop
+      'ada@example\uff0ecom',
+    ];
+    for (const spelling of spellings) {
+      expect(canonicalAddress(decodeURIComponent(spelling))?.norm, spelling).toMatch(/^ada@/);
+      logger.warn({ reason: `unknown experiment ${spelling}` }, 'rejected outreach request');
+      logger.info(`request ${spelling}: no content`);
+    }
+    const leaked = spellings.filter((spelling) =>
+      lines.some((line) => line.includes(JSON.stringify(spelling).slice(1, -1))),
+    );
+    expect(leaked).toEqual([]);
+    expect(maskAddresses('to ada@exa\u200bmple.com, now')).toBe('to [address], now');
   });
 
   it('leaves what only looks a little like an address alone', () => {

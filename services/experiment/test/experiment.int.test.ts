@@ -89,7 +89,7 @@ describe('experiment service', () => {
       ],
     });
     expect(weights.json().message).toMatch(
-      /weight of A must be a non-negative integer.*at least one variant needs a positive weight/,
+      /variants\[0\]\.weight must be a non-negative integer.*at least one variant needs a positive weight/,
     );
     expect(
       (await createExperiment(app, { experimentId: 'one', variants: [{ name: 'A', weight: 1 }] })).json().message,
@@ -99,7 +99,21 @@ describe('experiment service', () => {
     expect((await createExperiment(app, { experimentId: 'ok', ...fiftyFifty })).statusCode).toBe(409);
     const unknown = await app.inject({ method: 'PUT', url: '/v1/experiments/nope/assignments/c1', headers: auth });
     expect(unknown.statusCode).toBe(404);
-    expect(unknown.json().message).toBe('unknown experiment nope');
+    expect(unknown.json().message).toBe('no experiment with this id');
+    // An address as candidate id: the planner sends its keyed hash; this service cannot make one,
+    // and must not put the address on experiment.assignments.v1. No answer echoes the id.
+    for (const method of ['PUT', 'GET'] as const) {
+      const address = await app.inject({
+        method,
+        url: `/v1/experiments/ok/assignments/${encodeURIComponent('ada\u200b@leak.example')}`,
+        headers: auth,
+      });
+      expect(address.statusCode, method).toBe(400);
+      expect(address.body).not.toMatch(/ada|leak/);
+    }
+    const unassigned = await app.inject({ url: '/v1/experiments/ok/assignments/cand-secret', headers: auth });
+    expect(unassigned.statusCode).toBe(404);
+    expect(unassigned.body).not.toContain('cand-secret');
     const removal = await app.inject({
       method: 'PATCH',
       url: '/v1/experiments/ok',

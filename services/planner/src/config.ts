@@ -1,8 +1,10 @@
-import type { BaseConfig } from '@outreach/shared';
+import { EmailHashKeyConfigSchema, type BaseConfig } from '@outreach/shared';
 import { Type, type Static } from '@sinclair/typebox';
 
 /** The planner's own settings, on top of BaseConfigSchema (KAFKA_BROKERS, DATABASE_URL, HTTP_PORT, ...). */
 export const ConfigSchema = Type.Object({
+  /** The emailHash HMAC key and its id, the sender's: it keys candidates whose id is an address. */
+  ...EmailHashKeyConfigSchema.properties,
   DATABASE_SCHEMA: Type.String({ default: 'planner', pattern: '^[a-z_][a-z0-9_]*$' }),
   CONSUMER_GROUP: Type.String({ default: 'planner' }),
   EXPERIMENT_URL: Type.String({ default: 'http://127.0.0.1:8083', pattern: '^https?://' }),

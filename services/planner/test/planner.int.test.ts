@@ -431,7 +431,7 @@ describe('planner', () => {
     const reasons = dlq.map((m) => m.headers['dlq-reason']).join('\n');
     expect(reasons).toMatch(/campaignId is missing/);
     expect(reasons).toMatch(/email is not a deliverable address/);
-    expect(reasons).toMatch(/unknown experiment nope/);
+    expect(reasons).toMatch(/unknown experiment: experimentId names no experiment/);
     expect(reasons).toMatch(/no content for the assigned variant|not enrolled/);
     expect(reasons).toMatch(/body is larger than 100000 bytes/);
 
@@ -454,13 +454,15 @@ describe('planner', () => {
       contents: [{ variant: 'A', subject: 'Hi', body: 'Body' }],
     });
     expect(unknown.statusCode).toBe(422);
-    expect(unknown.json().message).toBe('unknown experiment nope');
+    expect(unknown.json().message).toBe('unknown experiment: experimentId names no experiment');
     const missing = await post({
       ...base,
       experimentId: 'exp',
       contents: [{ variant: 'A', subject: 'Hi', body: 'Body' }],
     });
-    expect(missing.json().message).toBe('no content for variant(s) B of experiment exp');
+    expect(missing.json().message).toBe(
+      'no content for variant(s) B of the experiment (and no content without a variant)',
+    );
     expect((await post({ ...base, contents: [{ subject: 'Hi', body: 'x'.repeat(100_001) }] })).json().message).toMatch(
       /larger than 100000 bytes/,
     );

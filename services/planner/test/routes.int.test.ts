@@ -1,8 +1,8 @@
 /**
  * The planner's HTTP surface under attack (ATTACKS.md "Paths and identity", "JSON bodies"): every
  * route's scope, every path spelling without a token, fuzzed input from the ingress schema, and the
- * known 5xx cases: a delay past 2^53, a body over Kafka's message limit; the largest body that
- * passes does reach the topic, and a long conversation id is found again.
+ * known 5xx cases: a delay past 2^53, a body over Kafka's message limit, sendAt at the ends of a
+ * date-time; the largest body that passes does reach the topic, and a long conversation id is found again.
  */
 import { join } from 'node:path';
 import { eventCodec, MAX_BODY_BYTES, type OutreachRequested } from '@outreach/shared';
@@ -131,6 +131,35 @@ describe('planner routes', () => {
       m.some((message) => (eventCodec.decode(message.value as Buffer) as OutreachRequested).requestId === 'r-largest'),
     );
     expect(messages.length).toBeGreaterThan(0);
+  });
+
+  it('takes sendAt at the ends of what a date-time holds and the longest delays without a 5xx, and stays live', async () => {
+    const DAY_AND_YEAR = 366 * 24 * 60 * 60 * 1000;
+    const followUps = Array.from({ length: 9 }, (_, i) => ({
+      step: `f${i}`,
+      delayMs: DAY_AND_YEAR,
+      contents: [{ subject: `s${i}`, body: 'b' }],
+    }));
+    for (const sendAt of [
+      '9999-12-31T23:59:59.999Z',
+      '0001-01-01T00:00:00Z',
+      '1969-12-31T23:59:59Z',
+      '2024-02-30T00:00:00Z',
+    ]) {
+      const r = await post({ ...base, requestId: `when-${sendAt}`, candidateId: `when-${sendAt}`, sendAt, followUps });
+      expect(r.statusCode, `${sendAt}: ${r.body}`).toBeLessThan(500);
+      if (r.statusCode >= 400) expect(r.json(), sendAt).toMatchObject({ message: expect.any(String) });
+    }
+    // The consumer took the year-9999 request in (its step is scheduled) without dying.
+    const url = `/v1/conversations/${encodeURIComponent('camp-routes:when-9999-12-31T23:59:59.999Z')}/steps`;
+    await waitFor(
+      async () => {
+        const r = await app.inject({ url, headers: read });
+        return r.statusCode === 200 && (r.json() as { steps: unknown[] }).steps.length > 0;
+      },
+      { timeoutMs: 30_000, description: 'the year-9999 request planned' },
+    );
+    expect((await app.inject({ url: '/health/live' })).statusCode).toBe(200);
   });
 
   it('finds the steps of a conversation with a long id again', async () => {

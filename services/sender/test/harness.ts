@@ -3,8 +3,14 @@
  */
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import { normalizeCandidateKey, normalizeEmail, sendIdFor, type SendRequested } from '@outreach/shared';
-import { serviceTestEnv, SmtpSink, type ServiceTestEnv, type SmtpSinkOptions } from '@outreach/shared/testing';
+import { candidateKeyFor, normalizeEmail, sendIdFor, type SendRequested } from '@outreach/shared';
+import {
+  serviceTestEnv,
+  SmtpSink,
+  testEmailHashKey,
+  type ServiceTestEnv,
+  type SmtpSinkOptions,
+} from '@outreach/shared/testing';
 import { buildApp, migrationsDir } from '../src/app.js';
 import { ConfigSchema } from '../src/config.js';
 
@@ -65,7 +71,8 @@ export function sendRequested(fields: {
   variant?: string;
 }): SendRequested {
   const step = fields.step ?? 'intro';
-  const candidateKey = normalizeCandidateKey(fields.candidateId);
+  // The test key is every test service's: an address as candidate id gets the key the sender derives.
+  const candidateKey = candidateKeyFor(fields.candidateId, testEmailHashKey());
   return {
     type: 'SendRequested',
     eventId: randomUUID(),

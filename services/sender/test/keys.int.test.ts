@@ -1,14 +1,15 @@
 /**
  * Canonical keys at every sender ingress (issue #15): spellings of one campaign, step, candidate or
  * address that a person would call the same collapse to one send, through Kafka, the HTTP API, the
- * suppression list and the backfill; and the emailHash on SendRecorded is keyed, with its key id.
+ * suppression list and the backfill; a candidate id that is an address is filed under its keyed
+ * hash; and the emailHash on SendRecorded is keyed, with its key id.
  */
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { emailHash, eventCodec, topicName, type SendRecorded } from '@outreach/shared';
+import { addressCandidateKey, emailHash, eventCodec, topicName, type SendRecorded } from '@outreach/shared';
 import { readTopic, TEST_EMAIL_HASH_ENV, testEmailHashKey, waitFor } from '@outreach/shared/testing';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { API_TOKEN, senderTestEnv, sendRequested, type SenderTestEnv } from './harness.js';
@@ -317,6 +318,35 @@ describe('canonical keys in the sender', () => {
       emailHashKeyId: key.id,
     });
     expect(JSON.stringify(event)).not.toContain(unsalted);
+  });
+
+  it('files a candidate whose id is an address under its keyed hash, and refuses a campaign id holding one', async () => {
+    t = await senderTestEnv(infra);
+    const app = await t.startApp();
+    const pseudonym = addressCandidateKey('pia@example.com', key);
+    await t.publishRequests([
+      sendRequested({ campaignId: 'camp-p', candidateId: ' Pia@Example.com', email: 'pia@example.com' }),
+    ]);
+    await waitFor(() => t.sink.messages.length === 1, { timeoutMs: 20_000, description: 'the send' });
+    await settled(1);
+    const [recorded] = await readTopic(t.kafka, topicName('sendRecorded', t.prefix), (m) => m.length >= 1);
+    expect(recorded?.key).toBe(pseudonym);
+    expect(eventCodec.decode(recorded?.value as Buffer)).toMatchObject({ outcome: 'sent', candidateKey: pseudonym });
+    const bytes = [recorded?.key, recorded?.value?.toString('latin1'), ...Object.values(recorded?.headers ?? {})];
+    expect(bytes.join('\n')).not.toMatch(/pia@|pia%40/i);
+    // Asked by the address (any spelling), the API finds the candidate by the same key.
+    const check = await app.inject({
+      url: `/v1/sends/check?campaignId=camp-p&candidateId=${encodeURIComponent('PIA@example.com\u200b')}&step=intro`,
+      headers: auth,
+    });
+    expect(check.json()).toMatchObject({ alreadySent: true, existing: { candidateKey: pseudonym } });
+    // No campaign is recorded under an id holding an address: a 400 naming the field, not the value.
+    for (const url of ['/v1/campaigns/ivan%40leak.example/pause', '/v1/campaigns/ivan%E2%80%8B%40leak.example/pause']) {
+      const paused = await app.inject({ method: 'POST', url, headers: auth, payload: {} });
+      expect(paused.statusCode, url).toBe(400);
+      expect(paused.body).toMatch(/campaignId must not contain an at-sign/);
+      expect(paused.body).not.toMatch(/leak/);
+    }
   });
 
   it('refuses to start without an emailHash key, naming the variable', async () => {

@@ -115,7 +115,7 @@ describe('sender', () => {
     const reasons = dlq.map((m) => m.headers['dlq-reason']).join('\n');
     expect(reasons).toMatch(/email is not a deliverable address/);
     expect(reasons).toMatch(/header injection/);
-    expect(reasons).toMatch(/sendId .* is not the id of/);
+    expect(reasons).toMatch(/sendId is not the id of/);
     expect(reasons).toMatch(/body is empty/);
     expect(reasons).toMatch(/single-object marker/);
     await waitFor(() => t.sink.messages.length === 1, { timeoutMs: 20_000, description: 'the one valid request sent' });

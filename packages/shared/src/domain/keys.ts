@@ -6,10 +6,17 @@
  *
  * The forms (schemas/README.md "Keys" is the contract; keep the two in step):
  *   campaign id, step  NFKC, invisible characters removed, trimmed, case-folded (`Intro` = `intro`)
- *   candidate key      NFKC, invisible characters removed, trimmed; case kept (external ids)
+ *   candidate key      NFKC, invisible characters removed, trimmed; case kept (external ids); an id
+ *                      holding an at-sign is an address: its keyed hash stands in for it
+ *                      (`address:<keyId>:<hmac>`, candidateKeyFor)
  *   address            invisible characters removed, NFC, trimmed; domain through IDNA (UTS #46)
  *                      to lower-case ASCII; identity (emailNorm) also lower-cases the local part;
  *                      plus-tags and dots are kept (no provider-specific folding)
+ *
+ * Ids travel on topics labelled free of addresses (schemas/README.md), so no id may hold one:
+ * campaign ids, steps, request, experiment and conversation ids and variants with an at-sign
+ * (after canonicalization, so invisible characters do not hide it) are refused; a correlation id
+ * that is not a plain token is replaced (canonicalCorrelationId); a candidate id is pseudonymized.
  */
 import { createHash, createHmac, type KeyObject } from 'node:crypto';
 import { domainToASCII } from 'node:url';
@@ -21,8 +28,17 @@ import { domainToASCII } from 'node:url';
  */
 const INVISIBLE = /\p{Default_Ignorable_Code_Point}/gu;
 
-function stripInvisible(value: string): string {
+/** `value` without the characters that render as nothing (the one definition; the logger uses it too). */
+export function stripInvisible(value: string): string {
   return value.replace(INVISIBLE, '');
+}
+
+/** An at-sign however it arrives: plain, percent-encoded, full-width or small. */
+export const AT_SIGN = /@|%40|\uff20|\ufe6b/i;
+
+/** Whether `value` holds an at-sign once invisible characters are gone and compatibility forms folded. */
+export function holdsAtSign(value: string): boolean {
+  return AT_SIGN.test(stripInvisible(value.normalize('NFKC')));
 }
 
 /**
@@ -44,7 +60,12 @@ function foldIdentifier(value: string, caseFold: boolean): string {
   return current;
 }
 
-/** The canonical campaign id: `"Camp-1 "`, `"camp-1"` and `"camp‐１\u200B"`-style variants are one campaign. */
+/**
+ * The canonical campaign id: `"Camp-1 "`, `"camp-1"` and `"CAMP-１\u200B"` are one campaign. Dashes
+ * are not folded: NFKC leaves U+2010 HYPHEN and the other Unicode dashes as they are, so `camp‐1`
+ * (U+2010) is another campaign than `camp-1`; mapping look-alikes is a confusables table's job,
+ * and one that merged two real campaigns could not be undone.
+ */
 export function canonicalCampaignId(campaignId: string): string {
   return foldIdentifier(campaignId, true);
 }
@@ -55,8 +76,9 @@ export function canonicalStep(step: string): string {
 }
 
 /**
- * The canonical candidate key. Case is kept: candidate ids come from other systems (ATS ids,
- * base64 tokens) where `aB3` and `ab3` can be two people.
+ * The canonical form of a candidate id. Case is kept: candidate ids come from other systems (ATS
+ * ids, base64 tokens) where `aB3` and `ab3` can be two people. The key a send is filed under is
+ * candidateKeyFor's: this form, unless it holds an address.
  */
 export function normalizeCandidateKey(candidateId: string): string {
   return foldIdentifier(candidateId, false);
@@ -128,9 +150,49 @@ export function emailHash(emailNorm: string, key: EmailHashKey): string {
   return createHmac('sha256', key.secret).update(emailNorm, 'utf8').digest('hex');
 }
 
+/** The candidate key that stands for an address: its keyed hash, never the address (the backfill's too). */
+export function addressCandidateKey(emailNorm: string, key: EmailHashKey): string {
+  return `address:${key.id}:${emailHash(emailNorm, key)}`;
+}
+
+const ADDRESS_CANDIDATE_KEY = /^address:([A-Za-z0-9][A-Za-z0-9._-]{0,63}):[0-9a-f]{64}$/;
+
+/**
+ * The key a candidate is filed under: its canonical id (normalizeCandidateKey), or, when that holds
+ * an at-sign, addressCandidateKey of it read as an address. Callers do use addresses as candidate
+ * ids, and the key is on topics free of addresses (and is their Kafka message key); the hash is
+ * the backfill's for the same address, so a history row without a candidate id blocks the live
+ * send to a candidate whose id is that address. A new hash key gives such a candidate a new key
+ * (docs/operations.md, "The emailHash key").
+ */
+export function candidateKeyFor(candidateId: string, key: EmailHashKey): string {
+  const folded = normalizeCandidateKey(candidateId);
+  return AT_SIGN.test(folded) ? addressCandidateKey(normalizeEmail(folded), key) : folded;
+}
+
+/**
+ * A correlation id that may travel: a plain token (the HTTP header's rule), which cannot look like
+ * an address, a line break or a 16 KiB log field.
+ */
+const CORRELATION_ID = /^[A-Za-z0-9._:/+=-]{1,128}$/;
+
+export function isSaneCorrelationId(value: string): boolean {
+  return CORRELATION_ID.test(value);
+}
+
+/**
+ * The caller's correlation id when it is a plain token, else one derived from the event's id: a
+ * fresh id that every redelivery of the event derives alike. Replaced, not refused: the id only
+ * links events for tracing, and a request must not fail for how its tracing was spelled.
+ */
+export function canonicalCorrelationId(correlationId: string, eventId: string): string {
+  return isSaneCorrelationId(correlationId) ? correlationId : uuidV5('correlation', eventId);
+}
+
 /** A send's keys, each in its canonical form, and the send id derived from them. */
 export interface SendKeys {
   readonly campaignId: string;
+  /** candidateKeyFor's: the canonical candidate id, or an address's keyed hash. */
   readonly candidateKey: string;
   readonly step: string;
   /** The address to mail (canonicalAddress().address). */
@@ -138,38 +200,88 @@ export interface SendKeys {
   /** The address's identity (canonicalAddress().norm). */
   readonly emailNorm: string;
   readonly sendId: string;
+  /** The caller's correlation id, or one derived from the event id (canonicalCorrelationId). */
+  readonly correlationId: string;
+}
+
+/** What an ingress hands canonicalSendKeys: the raw ids of an OutreachRequested or SendRequested. */
+export interface RawSendKeys {
+  readonly eventId: string;
+  readonly correlationId: string;
+  readonly requestId: string;
+  readonly campaignId: string;
+  readonly candidateId: string;
+  readonly step: string;
+  readonly email: string;
+  readonly experimentId: string | null;
+  readonly variant?: string | null;
+  readonly conversationId?: string | null;
+  /**
+   * The key a producer already derived (SendRequested). Kept only when it is an address's keyed
+   * hash under another key id than the one given: a key rotation in flight (a follow-up planned
+   * under the old key), which no one holding only the new key can recompute.
+   */
+  readonly candidateKey?: string;
 }
 
 const MAX_ID_CHARS = 256;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-function idProblem(name: string, canonical: string): string | undefined {
+function shapeProblem(name: string, canonical: string): string | undefined {
   if (canonical === '') return `${name} is missing or empty`;
   if (hasControlCharacters(canonical)) return `${name} contains line breaks or control characters`;
   if (canonical.length > MAX_ID_CHARS) return `${name} is longer than ${MAX_ID_CHARS} characters`;
   return undefined;
 }
 
+const AT_SIGN_PROBLEM = 'must not contain an at-sign (ids travel on topics free of addresses)';
+
 /**
- * The one function every ingress runs a send's raw keys through. The problems name fields, never
- * values: a reason ends up in logs and DLQ headers, and the address must not.
+ * What is wrong with an id in its canonical form, naming the field and never the value: a reason
+ * ends up in logs, DLQ headers and 4xx answers. An at-sign is refused because ids travel on topics
+ * free of addresses (and in metric labels).
  */
-export function canonicalSendKeys(raw: {
-  readonly campaignId: string;
-  readonly candidateId: string;
-  readonly step: string;
-  readonly email: string;
-}): { readonly ok: true; readonly keys: SendKeys } | { readonly ok: false; readonly problems: string[] } {
+export function idProblem(name: string, canonical: string): string | undefined {
+  return shapeProblem(name, canonical) ?? (holdsAtSign(canonical) ? `${name} ${AT_SIGN_PROBLEM}` : undefined);
+}
+
+/**
+ * The one function every ingress runs a send's raw ids through: keys in their canonical forms,
+ * the send id, a correlation id that may travel. The problems name fields, never values: a reason
+ * ends up in logs and DLQ headers, and the address must not.
+ */
+export function canonicalSendKeys(
+  raw: RawSendKeys,
+  hashKey: EmailHashKey,
+): { readonly ok: true; readonly keys: SendKeys } | { readonly ok: false; readonly problems: string[] } {
   const campaignId = canonicalCampaignId(raw.campaignId);
-  const candidateKey = normalizeCandidateKey(raw.candidateId);
+  const candidate = normalizeCandidateKey(raw.candidateId);
   const step = canonicalStep(raw.step);
   const address = canonicalAddress(raw.email);
+  const optional = (name: string, value: string | null | undefined) =>
+    value === null || value === undefined ? undefined : idProblem(name, value.trim());
+  const conversationId = raw.conversationId ?? null;
   const problems = [
+    UUID.test(raw.eventId) ? undefined : 'eventId is not a UUID',
+    idProblem('requestId', raw.requestId.trim()),
     idProblem('campaignId', campaignId),
-    idProblem('candidateId', candidateKey),
+    // An address as candidate id is fine: candidateKeyFor pseudonymizes it.
+    shapeProblem('candidateId', candidate),
     idProblem('step', step),
+    optional('experimentId', raw.experimentId),
+    optional('variant', raw.variant),
+    // No length bound here: derived conversation ids (`<campaignId>:<candidate key>`) outgrow ids.
+    conversationId !== null && (hasControlCharacters(conversationId) || conversationId.trim() === '')
+      ? 'conversationId is empty or contains line breaks or control characters'
+      : undefined,
+    conversationId !== null && holdsAtSign(conversationId) ? `conversationId ${AT_SIGN_PROBLEM}` : undefined,
     address ? undefined : 'email is not a deliverable address',
   ].filter((p): p is string => p !== undefined);
   if (problems.length > 0 || !address) return { ok: false, problems };
+  const derived = candidateKeyFor(raw.candidateId, hashKey);
+  const claimed = raw.candidateKey === undefined ? null : ADDRESS_CANDIDATE_KEY.exec(raw.candidateKey);
+  const candidateKey =
+    claimed && claimed[1] !== hashKey.id && derived !== candidate ? (raw.candidateKey as string) : derived;
   return {
     ok: true,
     keys: {
@@ -179,6 +291,7 @@ export function canonicalSendKeys(raw: {
       email: address.address,
       emailNorm: address.norm,
       sendId: sendIdFor(campaignId, candidateKey, step),
+      correlationId: canonicalCorrelationId(raw.correlationId, raw.eventId),
     },
   };
 }

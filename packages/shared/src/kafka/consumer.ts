@@ -19,7 +19,7 @@ import type { Registry } from 'prom-client';
 import { CONSUMER_RETRY_DEFAULTS } from '../config.js';
 import { eventCodec } from '../contracts/codec.js';
 import type { OutreachEvent } from '../contracts/events.generated.js';
-import type { Logger } from '../logger.js';
+import { maskAddresses, type Logger } from '../logger.js';
 import { consumerMetrics } from '../metrics.js';
 import { classifyPgError, PG_CLIENT_TRANSIENT_MESSAGE } from '../pg/errors.js';
 import { EventProducer, fitsAlone, HEADER, isMessageTooLarge, recordBytes, type RawRecord } from './producer.js';
@@ -482,7 +482,9 @@ export class ConsumerRunner {
         const omitted: string[] = [];
         const records = dead.map(({ message, code, reason }) => {
           const dlqHeaders = {
-            'dlq-reason': reason.slice(0, 1_000),
+            // Reasons name fields, not values; the mask catches what a library's message brings
+            // along (a PostgreSQL error quoting an input), since DLQ headers are read like logs.
+            'dlq-reason': maskAddresses(reason).slice(0, 1_000),
             'dlq-error-code': code,
             'dlq-source-topic': topic,
             'dlq-source-partition': String(partition),

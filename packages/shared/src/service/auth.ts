@@ -133,18 +133,25 @@ export class TokenVerifier {
   }
 }
 
-const BEARER = /^Bearer +([^\s,]+)$/i;
+/**
+ * Parsed strictly, on ASCII only: spaces between scheme and token (RFC 9110 `1*SP`), optional
+ * spaces and tabs around, a token of printable ASCII without commas. `String.prototype.trim` and
+ * `\s` would also strip U+00A0, U+2028, U+FEFF and the other Unicode spaces, so `Bearer <token>\u00A0`
+ * passed as `<token>`; now any other byte makes the header malformed.
+ */
+const BEARER = /^[ \t]*Bearer +([\x21-\x2b\x2d-\x7e]+)[ \t]*$/i;
+const BLANK = /^[ \t]*$/;
 
 /** Reads the Authorization header; never throws (the route decides whether anonymity is fine). */
 export function authenticate(header: string | undefined, verifier: TokenVerifier): Authentication {
-  if (header === undefined || header.trim() === '') {
+  if (header === undefined || BLANK.test(header)) {
     return { kind: 'anonymous', reason: 'missing bearer token (Authorization: Bearer <token>)' };
   }
-  const scheme = /^\S+/.exec(header)?.[0] ?? '';
+  const scheme = /^[ \t]*([^ \t]+)/.exec(header)?.[1] ?? '';
   if (scheme.toLowerCase() !== 'bearer') {
     return { kind: 'anonymous', reason: 'unsupported authorization scheme: use Authorization: Bearer <token>' };
   }
-  const match = BEARER.exec(header.trim());
+  const match = BEARER.exec(header);
   if (!match?.[1]) {
     return { kind: 'anonymous', reason: 'malformed Authorization header: expected exactly one bearer token' };
   }

@@ -99,6 +99,20 @@ describe('TokenVerifier', () => {
     expect(authenticate('BEARER   reader  ', verifier)).toMatchObject({ kind: 'principal' });
     expect(authenticate(`Bearer ${'x'.repeat(100_000)}`, verifier)).toMatchObject({ reason: 'invalid bearer token' });
   });
+
+  it('parses on ASCII only: a Unicode space around or inside the header makes the token invalid', () => {
+    for (const space of ['\u00a0', '\u2028', '\ufeff', '\u3000', '\u200b']) {
+      for (const header of [
+        `Bearer reader${space}`,
+        `${space}Bearer reader`,
+        `Bearer${space}reader`,
+        `Bearer ${space}reader`,
+      ])
+        expect(authenticate(header, verifier), JSON.stringify(header)).toMatchObject({ kind: 'anonymous' });
+    }
+    expect(authenticate('Bearer\treader', verifier)).toMatchObject({ kind: 'anonymous' });
+    expect(authenticate(' \tBearer reader \t', verifier)).toMatchObject({ kind: 'principal' });
+  });
 });
 
 describe('token files', () => {

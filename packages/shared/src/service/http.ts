@@ -10,6 +10,7 @@ import Fastify, {
   type FastifyReply,
 } from 'fastify';
 import { brokerList, type BaseConfig } from '../config.js';
+import { isSaneCorrelationId } from '../domain/keys.js';
 import type { Logger } from '../logger.js';
 import fp from 'fastify-plugin';
 import type { Registry } from 'prom-client';
@@ -33,8 +34,6 @@ export type LivenessCheck = () => string | undefined;
 export const MAX_BODY_BYTES = 1024 * 1024 - 64 * 1024;
 /** Longer than any route's parameter schema allows, so the schema (with a reason) decides, not the router. */
 export const MAX_PARAM_CHARS = 4096;
-// No `@`: correlation ids travel on topics labelled free of addresses, so none may look like one.
-const CORRELATION_ID = /^[A-Za-z0-9._:/+=-]{1,128}$/;
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -77,12 +76,13 @@ export interface HttpAppOptions {
 export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: options.logger as FastifyBaseLogger,
-    // A caller's correlation id is kept when it is a sane token; anything else (16 KiB of it, say)
-    // would travel into every log line and event, so it is replaced.
+    // A caller's correlation id is kept when it is a plain token (the rule every ingress applies,
+    // domain/keys.ts); anything else (16 KiB of it, an address) would travel into every log line
+    // and event, so it is replaced.
     requestIdHeader: false,
     genReqId: (req) => {
       const given = req.headers['x-correlation-id'];
-      return typeof given === 'string' && CORRELATION_ID.test(given) ? given : randomUUID();
+      return typeof given === 'string' && isSaneCorrelationId(given) ? given : randomUUID();
     },
     logController: new LogController({ requestIdLogLabel: 'correlationId' }),
     forceCloseConnections: true,

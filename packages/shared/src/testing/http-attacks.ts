@@ -640,18 +640,49 @@ export async function fuzzRoutes(app: FastifyInstance, options: FuzzOptions): Pr
     if (!routes.some((r) => `${r.method} ${r.url}` === key))
       violations.push({ request: key, status: 0, problem: 'an example for a route that does not exist', body: '' });
   }
+  const sendTo = async (
+    route: RegisteredRoute,
+    url: string,
+    payload: string | Buffer | undefined,
+    contentType: string | undefined,
+  ) => {
+    const response = await app.inject({
+      method: route.method as 'GET',
+      url,
+      headers: { ...options.headers, ...(contentType !== undefined ? { 'content-type': contentType } : {}) },
+      ...(payload !== undefined ? { payload } : {}),
+    });
+    options.onAnswer?.(route, response.statusCode);
+    return { status: response.statusCode, body: response.body };
+  };
+  // Every route's examples run first, before any fuzzing: they must pass (or the mutations around
+  // them test only the validator), and fuzzing one route (a PATCH that pauses the example's
+  // experiment) must not change what another route's example meets.
   for (const route of routes) {
     const examples = options.examples?.[`${route.method} ${route.url}`] ?? [];
-    const send = async (url: string, payload: string | Buffer | undefined, contentType: string | undefined) => {
-      const response = await app.inject({
-        method: route.method as 'GET',
-        url,
-        headers: { ...options.headers, ...(contentType !== undefined ? { 'content-type': contentType } : {}) },
-        ...(payload !== undefined ? { payload } : {}),
-      });
-      options.onAnswer?.(route, response.statusCode);
-      return { status: response.statusCode, body: response.body };
-    };
+    for (const example of examples) {
+      const request: FuzzRequest = {
+        params: example.params ?? {},
+        query: example.query ? queryString(example.query) : '',
+        body:
+          example.body === undefined
+            ? { payload: undefined, contentType: undefined }
+            : { payload: toJson(example.body), contentType: 'application/json' },
+      };
+      const answer = await sendTo(route, urlOf(route, request), request.body.payload, request.body.contentType);
+      if (answer.status >= 400)
+        violations.push({
+          request: `${route.method} ${urlOf(route, request)}: an example`,
+          ...answer,
+          problem: 'the example itself was refused',
+          body: answer.body.slice(0, 300),
+        });
+    }
+  }
+  for (const route of routes) {
+    const examples = options.examples?.[`${route.method} ${route.url}`] ?? [];
+    const send = (url: string, payload: string | Buffer | undefined, contentType: string | undefined) =>
+      sendTo(route, url, payload, contentType);
     const problemOf = (answer: Answer) =>
       answer.status >= 500 || answer.status === 0 ? `a ${answer.status}` : reasonProblem(route.method, answer);
 
@@ -687,26 +718,6 @@ export async function fuzzRoutes(app: FastifyInstance, options: FuzzOptions): Pr
         });
     }
 
-    // The examples themselves must pass, or the mutations around them test only the validator.
-    for (const example of examples) {
-      const request: FuzzRequest = {
-        params: example.params ?? {},
-        query: example.query ? queryString(example.query) : '',
-        body:
-          example.body === undefined
-            ? { payload: undefined, contentType: undefined }
-            : { payload: toJson(example.body), contentType: 'application/json' },
-      };
-      const answer = await send(urlOf(route, request), request.body.payload, request.body.contentType);
-      if (answer.status >= 400)
-        violations.push({
-          request: `${route.method} ${urlOf(route, request)}: an example`,
-          ...answer,
-          problem: 'the example itself was refused',
-          body: answer.body.slice(0, 300),
-        });
-    }
-
     let last: { request: string; answer: Answer; problem: string } | undefined;
     const result = await fc.check(
       fc.asyncProperty(fuzzRequestArbitrary(route, examples), async (request) => {
@@ -722,7 +733,8 @@ export async function fuzzRoutes(app: FastifyInstance, options: FuzzOptions): Pr
         };
         return false;
       }),
-      { numRuns: options.numRuns ?? 100, ...(options.seed !== undefined ? { seed: options.seed } : {}) },
+      // A fixed seed by default: `npm test` is repeatable; pass another seed to explore.
+      { numRuns: options.numRuns ?? 100, seed: options.seed ?? 20_261_129 },
     );
     if (result.failed) {
       const failure = last ?? {

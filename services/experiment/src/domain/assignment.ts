@@ -49,12 +49,13 @@ export function definitionProblems(definition: ExperimentDefinition): string[] {
   const names = definition.variants.map((v) => v.name);
   const duplicated = names.filter((n, i) => names.indexOf(n) !== i);
   if (duplicated.length > 0) problems.push(`duplicate variant names: ${[...new Set(duplicated)].join(', ')}`);
-  for (const variant of definition.variants) {
+  // Positions, not names: a name that fails the rule is the caller's value, and reasons never quote one.
+  definition.variants.forEach((variant, i) => {
     if (!NAME.test(variant.name))
-      problems.push(`variant name "${variant.name}" must be 1-64 characters of letters, digits, _ . -`);
+      problems.push(`variants[${i}].name must be 1-64 characters of letters, digits, _ . -`);
     if (!Number.isInteger(variant.weight) || variant.weight < 0)
-      problems.push(`weight of ${variant.name} must be a non-negative integer`);
-  }
+      problems.push(`variants[${i}].weight must be a non-negative integer`);
+  });
   if (definition.variants.reduce((sum, v) => sum + (v.weight > 0 ? v.weight : 0), 0) <= 0) {
     problems.push('at least one variant needs a positive weight');
   }

@@ -63,7 +63,7 @@ describe('assignment', () => {
     });
     expect(problems.join('\n')).toMatch(/experimentId must be/);
     expect(problems.join('\n')).toMatch(/duplicate variant names: A/);
-    expect(problems.join('\n')).toMatch(/weight of A must be a non-negative integer/);
+    expect(problems.join('\n')).toMatch(/variants\[0\]\.weight must be a non-negative integer/);
     expect(problems.join('\n')).toMatch(/at least one variant needs a positive weight/);
     expect(definitionProblems({ experimentId: 'x', variants: [{ name: 'A', weight: 1 }] })).toEqual([
       'an experiment needs at least two variants',

@@ -285,6 +285,7 @@ export class ConversationsRepository {
     });
   }
 
+  /** `campaignId` in its canonical form (canonicalCampaignId): the form conversations are stored under. */
   async setGraces(campaignId: string, graces: Graces): Promise<number> {
     return withTransaction(this.pool, async (client) => {
       await client.query(

@@ -1,4 +1,12 @@
-import type { ConsumedEvent, EventBatchHandler, Logger } from '@outreach/shared';
+import {
+  canonicalCampaignId,
+  canonicalCorrelationId,
+  holdsAtSign,
+  type ConsumedEvent,
+  type EventBatchHandler,
+  type Logger,
+  type Rejection,
+} from '@outreach/shared';
 import type { ConversationsRepository, ProjectedEvent } from '../adapters/conversations-repository.js';
 
 /** The conversation an event belongs to; a send belongs to (campaign, candidate)'s default conversation. */
@@ -6,14 +14,19 @@ export function defaultConversationId(campaignId: string, candidateKey: string):
   return `${campaignId}:${candidateKey}`;
 }
 
-/** Maps consumed events to projection inputs; event time is the record's broker append time. */
+/**
+ * Maps consumed events to projection inputs; event time is the record's broker append time.
+ * Campaign ids get their canonical form (agents write conversation events too, and a campaign's
+ * graces are stored under the canonical id); a correlation id that is no plain token is replaced,
+ * as at every ingress, since it travels on to conversation.liveness.v1.
+ */
 export function toProjected(consumed: ConsumedEvent): ProjectedEvent | undefined {
   const { event } = consumed;
   const base = {
     eventId: event.eventId,
     at: consumed.timestamp,
     position: [consumed.topic, consumed.partition, Number(consumed.offset)] as const,
-    correlationId: event.correlationId,
+    correlationId: canonicalCorrelationId(event.correlationId, event.eventId),
   };
   const inConversation = (
     e: { conversationId: string; campaignId: string; candidateKey: string },
@@ -21,7 +34,7 @@ export function toProjected(consumed: ConsumedEvent): ProjectedEvent | undefined
   ) => ({
     ...base,
     conversationId: e.conversationId,
-    campaignId: e.campaignId,
+    campaignId: canonicalCampaignId(e.campaignId),
     candidateKey: e.candidateKey,
     input,
   });
@@ -41,8 +54,8 @@ export function toProjected(consumed: ConsumedEvent): ProjectedEvent | undefined
       if (event.outcome !== 'sent') return undefined;
       return {
         ...base,
-        conversationId: defaultConversationId(event.campaignId, event.candidateKey),
-        campaignId: event.campaignId,
+        conversationId: defaultConversationId(canonicalCampaignId(event.campaignId), event.candidateKey),
+        campaignId: canonicalCampaignId(event.campaignId),
         candidateKey: event.candidateKey,
         input: { type: 'SendRecorded', step: event.step },
       };
@@ -51,9 +64,29 @@ export function toProjected(consumed: ConsumedEvent): ProjectedEvent | undefined
   }
 }
 
+/**
+ * Why an event cannot be projected: an id that holds an address. The projection re-emits these ids
+ * on conversation.liveness.v1 and serves them on its API, both free of addresses; the planner never
+ * writes one (schemas/README.md, "Keys"), an agent might. The reason names the field only.
+ */
+export function projectionProblem(event: ProjectedEvent): string | undefined {
+  const fields = (['conversationId', 'campaignId', 'candidateKey'] as const).filter((f) => holdsAtSign(event[f]));
+  return fields.length > 0
+    ? `${fields.join(', ')} must not contain an at-sign (conversation topics are free of addresses)`
+    : undefined;
+}
+
 export function projectorHandler(repository: ConversationsRepository, logger: Logger): EventBatchHandler {
   return async (events) => {
-    const projected = events.map(toProjected).filter((e): e is ProjectedEvent => e !== undefined);
+    const projected: ProjectedEvent[] = [];
+    const rejected: Rejection[] = [];
+    for (const consumed of events) {
+      const event = toProjected(consumed);
+      if (!event) continue;
+      const problem = projectionProblem(event);
+      if (problem) rejected.push({ offset: consumed.offset, reason: problem });
+      else projected.push(event);
+    }
     const recovered = await repository.project(projected);
     for (const event of recovered) {
       logger.info(
@@ -61,5 +94,6 @@ export function projectorHandler(repository: ConversationsRepository, logger: Lo
         'conversation recovered',
       );
     }
+    return { rejected };
   };
 }

@@ -1,10 +1,18 @@
 /**
  * What an outreach request must satisfy, normalized once, here at the edge: campaign, step,
- * candidate and address keys in their canonical forms (canonicalSendKeys in @outreach/shared, the
- * same function every ingress uses), content per variant, follow-up steps.
- * Pure: the experiment's answer comes in as a value (see chooseContent).
+ * candidate and address keys in their canonical forms, ids free of addresses and a correlation id
+ * that may travel (canonicalSendKeys in @outreach/shared, the same function every ingress uses),
+ * content per variant, follow-up steps.
+ * Pure: the experiment's answer and the emailHash key come in as values.
  */
-import { canonicalSendKeys, canonicalStep, hasControlCharacters, type OutreachRequested } from '@outreach/shared';
+import {
+  canonicalSendKeys,
+  canonicalStep,
+  hasControlCharacters,
+  idProblem,
+  type EmailHashKey,
+  type OutreachRequested,
+} from '@outreach/shared';
 
 export const MAX_BODY_BYTES = 100_000;
 export const MAX_SUBJECT_CHARS = 998;
@@ -59,19 +67,13 @@ function contentProblems(contents: readonly Content[], where: string, experiment
   return problems;
 }
 
-const ID = (value: string) => value.trim() !== '' && !hasControlCharacters(value) && value.length <= 256;
-// A step is an ID in its canonical form (case-folded, invisible characters removed).
-const STEP = (value: string) => ID(canonicalStep(value));
-
 export type Validation =
   { readonly ok: true; readonly request: PlannedRequest } | { readonly ok: false; readonly reason: string };
 
-export function validateRequest(event: Omit<OutreachRequested, 'type'>): Validation {
+export function validateRequest(event: Omit<OutreachRequested, 'type'>, hashKey: EmailHashKey): Validation {
   const problems: string[] = [];
-  if (!ID(event.requestId)) problems.push('requestId is missing or malformed');
-  const keys = canonicalSendKeys(event);
+  const keys = canonicalSendKeys(event, hashKey);
   if (!keys.ok) problems.push(...keys.problems);
-  if (event.experimentId !== null && !ID(event.experimentId)) problems.push('experimentId is malformed');
   const experiment = event.experimentId !== null;
   problems.push(...contentProblems(event.contents, 'request', experiment));
   // Distinct after canonicalization: `Follow-Up` and `follow-up` would be one send slot.
@@ -79,19 +81,20 @@ export function validateRequest(event: Omit<OutreachRequested, 'type'>): Validat
   if (new Set(steps).size !== steps.length)
     problems.push('follow-up steps must differ from each other and from the step');
   event.followUps.forEach((followUp, i) => {
-    if (!STEP(followUp.step)) problems.push(`followUps[${i}].step is missing or malformed`);
+    const stepProblem = idProblem(`followUps[${i}].step`, canonicalStep(followUp.step));
+    if (stepProblem) problems.push(stepProblem);
     if (!(followUp.delayMs > 0)) problems.push(`followUps[${i}].delayMs must be positive`);
     problems.push(...contentProblems(followUp.contents, `followUps[${i}]`, experiment));
   });
   if (problems.length > 0 || !keys.ok)
     return { ok: false, reason: `invalid OutreachRequested: ${problems.join('; ')}` };
-  const { campaignId, candidateKey, step, email, emailNorm, sendId } = keys.keys;
+  const { campaignId, candidateKey, step, email, emailNorm, sendId, correlationId } = keys.keys;
   return {
     ok: true,
     request: {
       requestId: event.requestId,
       requestEventId: event.eventId,
-      correlationId: event.correlationId,
+      correlationId,
       campaignId,
       candidateId: event.candidateId,
       candidateKey,

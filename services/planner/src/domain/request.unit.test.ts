@@ -1,6 +1,10 @@
-import { sendIdFor, type OutreachRequested } from '@outreach/shared';
+import { addressCandidateKey, sendIdFor, type OutreachRequested } from '@outreach/shared';
+import { testEmailHashKey } from '@outreach/shared/testing';
 import { describe, expect, it } from 'vitest';
-import { chooseContent, validateRequest } from './request.js';
+import { chooseContent, validateRequest as validate } from './request.js';
+
+const key = testEmailHashKey();
+const validateRequest = (event: OutreachRequested) => validate(event, key);
 
 function request(fields: Partial<OutreachRequested> = {}): OutreachRequested {
   return {
@@ -80,6 +84,39 @@ describe('validateRequest', () => {
   ] as Array<[Partial<OutreachRequested>, RegExp]>)('rejects %j with a reason', (fields, reason) => {
     const result = validateRequest(request(fields));
     expect(!result.ok && result.reason).toMatch(reason);
+  });
+
+  it.each([
+    [{ campaignId: 'carol@leak.example' }, 'campaignId'],
+    [{ step: 'dave@leak.example' }, 'step'],
+    [{ requestId: 'gina@leak.example' }, 'requestId'],
+    [{ experimentId: 'frank@leak.example' }, 'experimentId'],
+    [{ conversationId: 'olga@leak.example' }, 'conversationId'],
+    [
+      { followUps: [{ step: 'f@leak.example', delayMs: 10, contents: [{ variant: null, subject: 's', body: 'b' }] }] },
+      'followUps[0].step',
+    ],
+  ] as Array<[Partial<OutreachRequested>, string]>)(
+    'refuses an id holding an address (%j), naming %s and never quoting it',
+    (fields, field) => {
+      const result = validateRequest(request(fields));
+      expect(!result.ok && result.reason).toContain(`${field} must not contain an at-sign`);
+      expect(!result.ok && result.reason).not.toMatch(/leak/);
+    },
+  );
+
+  it('keys a candidate whose id is an address by its keyed hash, in the send id and the conversation too', () => {
+    const result = validateRequest(request({ candidateId: 'Bob@Leak.Example', correlationId: 'ada@leak.example' }));
+    expect(result.ok).toBe(true);
+    if (!result.ok) return;
+    const candidateKey = addressCandidateKey('bob@leak.example', key);
+    expect(result.request).toMatchObject({
+      candidateKey,
+      conversationId: `camp:${candidateKey}`,
+      sendId: sendIdFor('camp', candidateKey, 'intro'),
+    });
+    const { candidateId: _raw, email: _email, emailNorm: _norm, ...travelling } = result.request;
+    expect(JSON.stringify(travelling)).not.toMatch(/leak/i);
   });
 });
 

@@ -1,10 +1,12 @@
 import {
+  loadEmailHashKey,
   PeriodicTask,
   registerConsumer,
   registerOutboxRelay,
   registerPeriodicTask,
   retryCap,
   topicName,
+  type EmailHashKey,
   type Logger,
 } from '@outreach/shared';
 import type { FastifyInstance } from 'fastify';
@@ -20,6 +22,8 @@ declare module 'fastify' {
     readonly planner: PlannerRepository;
     readonly experimentClient: ExperimentClient;
     readonly plannerConfig: Config;
+    /** The key emailHash is made with (read once, at start): it keys candidates whose id is an address. */
+    readonly emailHashKey: EmailHashKey;
   }
 }
 
@@ -27,6 +31,9 @@ declare module 'fastify' {
 export default fp(
   async (app: FastifyInstance, { config }: { config: Config }) => {
     const log = (component: string) => app.log.child({ component }) as Logger;
+    // A missing or weak key stops the start (ConfigError, exit 78), as in the sender: a candidate id
+    // that is an address becomes its keyed hash (schemas/README.md, "Keys"), never the address.
+    const emailHashKey = loadEmailHashKey(config);
     const repository = new PlannerRepository(app.pg, {
       sendRequested: topicName('sendRequested', config.TOPIC_PREFIX),
       conversationEvents: topicName('conversationEvents', config.TOPIC_PREFIX),
@@ -40,6 +47,7 @@ export default fp(
     app.decorate('planner', repository);
     app.decorate('experimentClient', experiments);
     app.decorate('plannerConfig', config);
+    app.decorate('emailHashKey', emailHashKey);
 
     registerConsumer(app, {
       partitionsConsumedConcurrently: config.CONSUMER_PARTITION_CONCURRENCY,
@@ -49,7 +57,7 @@ export default fp(
       // An unavailable experiment service is waited out, backing off up to 30 s between attempts,
       // until the retry cap (CONSUMER_RETRY_MAX_ATTEMPTS / _MS) sends the requests to the DLQ.
       retry: { initialMs: 250, maxMs: 30_000, ...retryCap(config) },
-      handler: ingressHandler({ pool: app.pg, repository, experiments, logger: log('ingress') }),
+      handler: ingressHandler({ pool: app.pg, repository, experiments, logger: log('ingress'), hashKey: emailHashKey }),
     });
     registerConsumer(app, {
       partitionsConsumedConcurrently: config.CONSUMER_PARTITION_CONCURRENCY,

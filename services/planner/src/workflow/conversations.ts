@@ -1,4 +1,4 @@
-import type { EventBatchHandler, Logger } from '@outreach/shared';
+import { canonicalCorrelationId, type EventBatchHandler, type Logger } from '@outreach/shared';
 import type { PlannerRepository } from '../adapters/planner-repository.js';
 
 /**
@@ -21,7 +21,8 @@ export function conversationHandler(repository: PlannerRepository, logger: Logge
         const cancelled = await repository.stopConversation(
           event.conversationId,
           reason,
-          event.correlationId,
+          // An agent's correlation id goes on with StepCancelled: only a plain token may (as at every ingress).
+          canonicalCorrelationId(event.correlationId, event.eventId),
           event.eventId,
         );
         if (cancelled > 0)

@@ -6,6 +6,7 @@
 import {
   withTransaction,
   type ConsumedEvent,
+  type EmailHashKey,
   type EventBatchHandler,
   type Logger,
   type OutreachRequested,
@@ -35,9 +36,10 @@ export function decide(
   const head = chooseContent(request.contents, decision);
   if (!head.ok) return { ok: false, reason: head.reason };
   const followUps: StoredFollowUp[] = [];
-  for (const followUp of request.followUps) {
+  for (const [i, followUp] of request.followUps.entries()) {
     const chosen = chooseContent(followUp.contents, decision);
-    if (!chosen.ok) return { ok: false, reason: `follow-up ${followUp.step}: ${chosen.reason}` };
+    // Reasons name fields, never the caller's values: they go to logs and DLQ headers.
+    if (!chosen.ok) return { ok: false, reason: `followUps[${i}]: ${chosen.reason}` };
     followUps.push({
       step: followUp.step,
       delayMs: followUp.delayMs,
@@ -60,6 +62,7 @@ export function ingressHandler(deps: {
   repository: PlannerRepository;
   experiments: ExperimentClient;
   logger: Logger;
+  hashKey: EmailHashKey;
 }): EventBatchHandler {
   return async (events: readonly ConsumedEvent[]) => {
     const rejected: Rejection[] = [];
@@ -72,7 +75,7 @@ export function ingressHandler(deps: {
         });
         continue;
       }
-      const validation = validateRequest(consumed.event as OutreachRequested);
+      const validation = validateRequest(consumed.event as OutreachRequested, deps.hashKey);
       if (validation.ok) valid.push({ offset: consumed.offset, request: validation.request });
       else rejected.push({ offset: consumed.offset, reason: validation.reason });
     }
@@ -106,12 +109,12 @@ export function ingressHandler(deps: {
         ? decisions.get(`${request.experimentId}\u0000${request.candidateKey}`)
         : null;
       if (decision === 'unknown_experiment') {
-        rejected.push({ offset, reason: `unknown experiment ${request.experimentId}` });
+        rejected.push({ offset, reason: 'unknown experiment: experimentId names no experiment' });
         continue;
       }
       const result = decide(request, decision ?? null);
       if (result.ok) decided.push(result.decided);
-      else rejected.push({ offset, reason: `request ${request.requestId}: ${result.reason}` });
+      else rejected.push({ offset, reason: `invalid OutreachRequested: ${result.reason}` });
     }
 
     await withTransaction(deps.pool, async (client) => {

@@ -11,7 +11,9 @@
  * lands in provider_history (duplicates included, for the report); the first row of each
  * (campaign, address, step) also becomes a `sent` row in `sends` with source `backfill`. Without a
  * candidate_id the candidate key is `address:<emailHashKeyId>:<emailHash>`: it names the address
- * without spelling it (the key shows in the API and the reports).
+ * without spelling it (the key shows in the API and the reports); a candidate_id that is an address
+ * gets the same key, as on the live path (candidateKeyFor). A campaign or step holding an at-sign is
+ * an invalid row, as at every other ingress.
  * Env: DATABASE_URL, DATABASE_SCHEMA (default sender), and the sender's emailHash key:
  * EMAIL_HASH_KEY_FILE (or EMAIL_HASH_KEY) and EMAIL_HASH_KEY_ID.
  */
@@ -19,14 +21,16 @@ import { createReadStream } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import {
+  addressCandidateKey,
   canonicalAddress,
   canonicalCampaignId,
   canonicalStep,
+  candidateKeyFor,
   ConfigError,
   createPool,
   emailHash,
+  idProblem,
   loadEmailHashKey,
-  normalizeCandidateKey,
   sendIdFor,
   type EmailHashKey,
 } from '@outreach/shared';
@@ -111,7 +115,7 @@ async function flush(): Promise<void> {
       ],
     );
     // No candidate id: the address stands in, by its keyed hash (never `email:<address>`).
-    const keys = rows.map((r) => r.candidateKey ?? `address:${hashKey.id}:${r.emailHash}`);
+    const keys = rows.map((r) => r.candidateKey ?? addressCandidateKey(r.emailNorm, hashKey));
     const inserted = await client.query(
       `INSERT INTO sends (send_id, campaign_id, candidate_id, candidate_key, email, email_norm, email_hash, step, subject, body,
                           request_id, correlation_id, source, status, provider_message_id, sent_at, claimed_at, attempts, reason,
@@ -169,8 +173,8 @@ for await (const record of parser as AsyncIterable<Record<string, string>>) {
   const sentAt = timestamp ? new Date(timestamp) : undefined;
   const problems = [
     !address ? 'recipient is not an address' : undefined,
-    !campaignId ? 'no campaign (column or --campaign)' : undefined,
-    !step ? 'no step (column or --step)' : undefined,
+    !campaignId ? 'no campaign (column or --campaign)' : idProblem('campaign', campaignId),
+    !step ? 'no step (column or --step)' : idProblem('step', step),
     !sentAt || Number.isNaN(sentAt.getTime()) ? 'timestamp is missing or not a date' : undefined,
   ].filter(Boolean);
   if (problems.length > 0) {
@@ -178,7 +182,7 @@ for await (const record of parser as AsyncIterable<Record<string, string>>) {
     continue;
   }
   const candidate = pick(record, 'candidate_id', 'candidate');
-  const candidateKey = candidate ? normalizeCandidateKey(candidate) : '';
+  const candidateKey = candidate ? candidateKeyFor(candidate, hashKey) : '';
   const { address: canonical, norm } = address as NonNullable<typeof address>;
   batch.push({
     line,

@@ -35,7 +35,7 @@ export type Validation =
   { readonly ok: true; readonly send: ValidSend } | { readonly ok: false; readonly reason: string };
 
 export function validateSendRequest(event: SendRequested, hashKey: EmailHashKey): Validation {
-  const keys = canonicalSendKeys(event);
+  const keys = canonicalSendKeys(event, hashKey);
   const problems: string[] = keys.ok ? [] : [...keys.problems];
   if (event.subject.trim() === '') problems.push('subject is empty');
   if (hasControlCharacters(event.subject))
@@ -45,19 +45,18 @@ export function validateSendRequest(event: SendRequested, hashKey: EmailHashKey)
   if ((event.experimentId === null) !== (event.variant === null))
     problems.push('experimentId and variant must be given together');
   if (problems.length === 0 && keys.ok && event.sendId !== keys.keys.sendId) {
-    problems.push(
-      `sendId ${event.sendId} is not the id of (campaignId, candidateKey, step); expected ${keys.keys.sendId}`,
-    );
+    // Named, not quoted: a reason goes to logs and DLQ headers, and the producer's value may be anything.
+    problems.push('sendId is not the id of the canonical (campaignId, candidateKey, step)');
   }
   if (problems.length > 0 || !keys.ok) return { ok: false, reason: `invalid SendRequested: ${problems.join('; ')}` };
-  const { sendId, campaignId, candidateKey, step, email, emailNorm } = keys.keys;
+  const { sendId, campaignId, candidateKey, step, email, emailNorm, correlationId } = keys.keys;
   return {
     ok: true,
     send: {
       sendId,
       requestId: event.requestId,
       requestEventId: event.eventId,
-      correlationId: event.correlationId,
+      correlationId,
       campaignId,
       candidateId: event.candidateId,
       candidateKey,

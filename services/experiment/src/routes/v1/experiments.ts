@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { AppError, normalizeCandidateKey } from '@outreach/shared';
+import { AppError, holdsAtSign, normalizeCandidateKey } from '@outreach/shared';
 import { Type, type Static } from '@sinclair/typebox';
 // Unions list Null first: fastify's Ajv coerces types, and would turn null into "" for a string branch.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
@@ -57,12 +57,23 @@ function view(experiment: Experiment) {
 export default async function experimentRoutes(app: FastifyInstance): Promise<void> {
   const load = async (id: string): Promise<Experiment> => {
     const experiment = await app.experiments.find(id);
-    if (!experiment) throw new AppError('NOT_FOUND', `unknown experiment ${id}`);
+    // Not echoed: a 404 names what was asked for by its field, never by the caller's value.
+    if (!experiment) throw new AppError('NOT_FOUND', 'no experiment with this id');
     return experiment;
   };
+  /**
+   * Candidates are keyed as the planner keys them. An id holding an at-sign is an address, which
+   * the planner turns into its keyed hash (`address:<keyId>:<hmac>`, schemas/README.md "Keys"); this
+   * service does not hold that key, and must not put the address on experiment.assignments.v1.
+   */
   const candidateKeyOf = (candidateId: string): string => {
     const key = normalizeCandidateKey(candidateId);
     if (key === '') throw new AppError('BAD_REQUEST', 'candidateId is empty after trimming');
+    if (holdsAtSign(key))
+      throw new AppError(
+        'BAD_REQUEST',
+        'candidateId holds an at-sign: pass the candidate key the planner and sender show (address:<keyId>:<hash>), never an address',
+      );
     return key;
   };
   const correlation = (request: FastifyRequest) => String(request.id);
@@ -82,7 +93,7 @@ export default async function experimentRoutes(app: FastifyInstance): Promise<vo
         exclusionGroup: body.exclusionGroup ?? null,
         variants: body.variants,
       });
-      if (!created) throw new AppError('CONFLICT', `experiment ${body.experimentId} already exists`);
+      if (!created) throw new AppError('CONFLICT', 'an experiment with this experimentId already exists');
       return reply.code(201).send(view(await load(body.experimentId)));
     },
   );
@@ -141,7 +152,7 @@ export default async function experimentRoutes(app: FastifyInstance): Promise<vo
       const experiment = await load(request.params.id);
       const key = candidateKeyOf(request.params.candidateId);
       const found = (await app.experiments.assignments(experiment.experimentId, [key])).get(key);
-      if (!found) throw new AppError('NOT_FOUND', `candidate ${key} has no assignment in ${experiment.experimentId}`);
+      if (!found) throw new AppError('NOT_FOUND', 'this candidate has no assignment in this experiment');
       return { enrolled: true, experimentId: experiment.experimentId, ...found };
     },
   );

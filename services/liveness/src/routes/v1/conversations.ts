@@ -1,4 +1,4 @@
-import { AppError } from '@outreach/shared';
+import { AppError, campaignIdParam } from '@outreach/shared';
 import { Type, type Static } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 
@@ -53,7 +53,8 @@ export default async function conversationRoutes(app: FastifyInstance): Promise<
       const { campaignId, reason, limit, after } = request.query;
       const rows = await app.conversations.stalled({
         limit,
-        ...(campaignId ? { campaignId } : {}),
+        // `Camp-1` lists the conversations recorded under `camp-1`, as every ingress folds it.
+        ...(campaignId ? { campaignId: campaignIdParam(campaignId) } : {}),
         ...(reason ? { reason } : {}),
         ...(after ? { after: decodeCursor(after) } : {}),
       });
@@ -70,7 +71,8 @@ export default async function conversationRoutes(app: FastifyInstance): Promise<
     { config: { scope: 'read' }, schema: { params: IdParams } },
     async (request) => {
       const conversation = await app.conversations.find(request.params.id);
-      if (!conversation) throw new AppError('NOT_FOUND', `no conversation ${request.params.id}`);
+      // Not echoed: a conversation id may be anything the caller typed.
+      if (!conversation) throw new AppError('NOT_FOUND', 'no conversation with this id');
       return { ...conversation, timeline: await app.conversations.timeline(request.params.id) };
     },
   );
@@ -78,7 +80,7 @@ export default async function conversationRoutes(app: FastifyInstance): Promise<
   app.get<{ Params: Static<typeof GraceParams> }>(
     '/campaigns/:campaignId/graces',
     { config: { scope: 'read' }, schema: { params: GraceParams } },
-    async (request) => app.conversations.graces(request.params.campaignId),
+    async (request) => app.conversations.graces(campaignIdParam(request.params.campaignId)),
   );
 
   /** Per-campaign grace periods; open conversations' deadlines are recomputed at once. */
@@ -86,8 +88,10 @@ export default async function conversationRoutes(app: FastifyInstance): Promise<
     '/campaigns/:campaignId/graces',
     { config: { scope: 'operate' }, schema: { params: GraceParams, body: GraceBody } },
     async (request) => {
-      const updated = await app.conversations.setGraces(request.params.campaignId, request.body);
-      return { campaignId: request.params.campaignId, ...request.body, conversationsUpdated: updated };
+      // The conversations were recorded under the canonical id (the projector folds what it reads).
+      const campaignId = campaignIdParam(request.params.campaignId);
+      const updated = await app.conversations.setGraces(campaignId, request.body);
+      return { campaignId, ...request.body, conversationsUpdated: updated };
     },
   );
 }

@@ -93,19 +93,19 @@ export default async function outreachRequestRoutes(app: FastifyInstance): Promi
           contents: f.contents.map((c) => ({ variant: c.variant ?? null, subject: c.subject, body: c.body })),
         })),
       };
-      const validation = validateRequest(event);
+      const validation = validateRequest(event, app.emailHashKey);
       if (!validation.ok) throw new AppError('BAD_REQUEST', validation.reason);
       let experimentChecked = false;
       if (event.experimentId) {
         try {
           const variants = await app.experimentClient.variants(event.experimentId);
-          if (!variants) throw new AppError('UNPROCESSABLE', `unknown experiment ${event.experimentId}`);
+          if (!variants) throw new AppError('UNPROCESSABLE', 'unknown experiment: experimentId names no experiment');
           const hasDefault = event.contents.some((c) => c.variant === null);
           const missing = variants.filter((v) => !event.contents.some((c) => c.variant === v));
           if (missing.length > 0 && !hasDefault) {
             throw new AppError(
               'UNPROCESSABLE',
-              `no content for variant(s) ${missing.join(', ')} of experiment ${event.experimentId}`,
+              `no content for variant(s) ${missing.join(', ')} of the experiment (and no content without a variant)`,
             );
           }
           experimentChecked = true;

@@ -1,10 +1,13 @@
-import { canonicalCampaignId } from '@outreach/shared';
+import { campaignIdParam } from '@outreach/shared';
 import { Type, type Static } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 
 const CampaignParams = Type.Object({ campaignId: Type.String({ minLength: 1, maxLength: 256 }) });
-/** `Camp-1` and `camp-1 ` are one campaign: the id the sends were recorded under. */
-const campaignIdOf = (params: Static<typeof CampaignParams>) => canonicalCampaignId(params.campaignId);
+/**
+ * `Camp-1` and `camp-1 ` are one campaign: the id the sends were recorded under. An id that holds an
+ * address is a 400: no send is recorded under one (and a paused campaign becomes a metric label).
+ */
+const campaignIdOf = (params: Static<typeof CampaignParams>) => campaignIdParam(params.campaignId);
 const PauseBody = Type.Object({ reason: Type.Optional(Type.String({ maxLength: 500 })) });
 
 export default async function campaignRoutes(app: FastifyInstance): Promise<void> {

@@ -1,4 +1,4 @@
-import { canonicalCampaignId } from '@outreach/shared';
+import { campaignIdParam } from '@outreach/shared';
 import { Type, type Static } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 
@@ -15,7 +15,7 @@ export default async function reportRoutes(app: FastifyInstance): Promise<void> 
     { config: { scope: 'read' }, schema: { querystring: DuplicatesQuery } },
     async (request) => {
       const { campaignId } = request.query;
-      const duplicates = await app.sends.duplicates(campaignId === undefined ? null : canonicalCampaignId(campaignId));
+      const duplicates = await app.sends.duplicates(campaignId === undefined ? null : campaignIdParam(campaignId));
       return { duplicates, total: duplicates.length };
     },
   );

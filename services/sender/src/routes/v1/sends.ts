@@ -1,9 +1,9 @@
 import {
   AppError,
-  canonicalCampaignId,
+  campaignIdParam,
+  candidateKeyFor,
   canonicalStep,
   emailHash,
-  normalizeCandidateKey,
   normalizeEmail,
   sendIdFor,
   type EmailHashKey,
@@ -65,10 +65,11 @@ export default async function sendsRoutes(app: FastifyInstance): Promise<void> {
     '/sends/check',
     { config: { scope: 'read' }, schema: { querystring: CheckQuery } },
     async (request) => {
-      const campaignId = canonicalCampaignId(request.query.campaignId);
+      const campaignId = campaignIdParam(request.query.campaignId);
       const step = canonicalStep(request.query.step);
       const { candidateId, email } = request.query;
-      const candidateKey = normalizeCandidateKey(candidateId);
+      // The key the send was filed under: an address given as candidate id is its keyed hash.
+      const candidateKey = candidateKeyFor(candidateId, app.emailHashKey);
       const existing = await app.sends.check(campaignId, candidateKey, step, email ? normalizeEmail(email) : null);
       return {
         sendId: sendIdFor(campaignId, candidateKey, step),
@@ -87,7 +88,7 @@ export default async function sendsRoutes(app: FastifyInstance): Promise<void> {
       const { status, campaignId, after, limit } = request.query;
       const rows = await app.sends.list({
         status,
-        campaignId: campaignId === undefined ? null : canonicalCampaignId(campaignId),
+        campaignId: campaignId === undefined ? null : campaignIdParam(campaignId),
         after: after ?? null,
         limit,
       });
@@ -106,7 +107,7 @@ export default async function sendsRoutes(app: FastifyInstance): Promise<void> {
       if (row) return view(row, app.emailHashKey);
       const skipped = await app.sends.findSkipped(request.params.sendId);
       if (skipped) return { ...skipped, status: 'skipped_duplicate' };
-      throw new AppError('NOT_FOUND', `no send ${request.params.sendId}`);
+      throw new AppError('NOT_FOUND', 'no send with this sendId');
     },
   );
 
@@ -116,7 +117,7 @@ export default async function sendsRoutes(app: FastifyInstance): Promise<void> {
     { config: { scope: 'operate' }, schema: { params: SendParams, body: ResolveBody } },
     async (request) => {
       const result = await app.sends.resolveAmbiguous(request.params.sendId, request.body.resolution);
-      if (result === 'not_found') throw new AppError('NOT_FOUND', `no send ${request.params.sendId}`);
+      if (result === 'not_found') throw new AppError('NOT_FOUND', 'no send with this sendId');
       if (result === 'not_ambiguous') throw new AppError('CONFLICT', 'only an ambiguous send can be resolved');
       if (result === 'verdict_pending') {
         throw new AppError(
