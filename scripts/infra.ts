@@ -370,9 +370,15 @@ function postgresBinDir(): string | undefined {
 /** Where commands run as `postgres` start: our own working directory (a 0700 checkout) may be closed to it. */
 const POSTGRES_CWD = '/';
 
+/** `runuser` lives in sbin, which a non-login shell's PATH may lack (CI runners, cron). */
+function runuserPath(): string {
+  const onPath = (process.env.PATH ?? '').split(':').map((dir) => join(dir, 'runuser'));
+  return [...onPath, '/usr/sbin/runuser', '/sbin/runuser'].find((path) => existsSync(path)) ?? 'runuser';
+}
+
 /** initdb and postgres refuse to run as root; as root we run them as the `postgres` system user. */
 function asPostgresUser(command: string, args: string[]): [string, string[]] {
-  return process.getuid?.() === 0 ? ['runuser', ['-u', 'postgres', '--', command, ...args]] : [command, args];
+  return process.getuid?.() === 0 ? [runuserPath(), ['-u', 'postgres', '--', command, ...args]] : [command, args];
 }
 
 /** The uid and gid of the `postgres` system user, which runs the owned server when we are root. */
@@ -426,7 +432,9 @@ function prepareOwnedHome(home: string): void {
   mkdirSync(join(home, 'run'), { recursive: true, mode: 0o700 });
   lchownSync(join(home, 'run'), uid, gid);
   const [cmd, args] = asPostgresUser('test', ['-w', home, '-a', '-x', home]);
-  if (spawnSync(cmd, args, { cwd: POSTGRES_CWD }).status !== 0) {
+  const probe = spawnSync(cmd, args, { cwd: POSTGRES_CWD });
+  if (probe.error) throw new InfraError(`could not run ${cmd} to act as the postgres user: ${probe.error.message}`);
+  if (probe.status !== 0) {
     throw new InfraError(
       `The postgres user cannot enter ${home}: a parent directory is closed to it. ` +
         'Set TMPDIR to a directory it can reach (e.g. /tmp), or set DATABASE_URL to an existing server.',

@@ -27,13 +27,14 @@ function migrationsDir(): string {
 }
 
 describe('migrate', () => {
-  it("creates the service's schema, its own migrations table, the outbox, and is a no-op the second time", async () => {
+  it("creates the service's schema, its own migrations table, the outbox and its parking table, and is a no-op the second time", async () => {
     const schema = uniqueName('svc');
     schemas.push(schema);
     const dir = migrationsDir();
     expect(await migrate({ databaseUrl, schema, dir, outbox: true })).toEqual([
       '1764000000000_outbox',
       '1764100000000_things',
+      '1764700000000_outbox_parked',
     ]);
     expect(await migrate({ databaseUrl, schema, dir, outbox: true })).toEqual([]);
 
@@ -44,7 +45,7 @@ describe('migrate', () => {
       [schema],
     );
     await client.end();
-    expect(tables.rows.map((r) => r.table_name)).toEqual(['outbox', 'pgmigrations', 'things']);
+    expect(tables.rows.map((r) => r.table_name)).toEqual(['outbox', 'outbox_parked', 'pgmigrations', 'things']);
   });
 
   it('lets replicas start together: concurrent runs wait for each other and apply once', async () => {
@@ -52,6 +53,10 @@ describe('migrate', () => {
     schemas.push(schema);
     const dir = migrationsDir();
     const results = await Promise.all([1, 2, 3].map(() => migrate({ databaseUrl, schema, dir, outbox: true })));
-    expect(results.flat().sort()).toEqual(['1764000000000_outbox', '1764100000000_things']);
+    expect(results.flat().sort()).toEqual([
+      '1764000000000_outbox',
+      '1764100000000_things',
+      '1764700000000_outbox_parked',
+    ]);
   });
 });
