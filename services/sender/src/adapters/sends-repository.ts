@@ -57,7 +57,12 @@ export type FenceResult =
 
 export type RecordResult =
   | { readonly outcome: 'sent'; readonly providerMessageId: string }
-  | { readonly outcome: 'failed' | 'ambiguous'; readonly reason: string };
+  | {
+      readonly outcome: 'failed' | 'ambiguous';
+      readonly reason: string;
+      /** `ambiguous` with a late verdict still possible: the lease marks the wait (see awaitVerdict). */
+      readonly verdictWithinMs?: number;
+    };
 
 export interface RecordEntry {
   readonly claim: Claim;
@@ -424,9 +429,10 @@ export class SendsRepository {
         `UPDATE sends SET status = r.outcome, reason = r.reason,
                 provider_message_id = coalesce(r.provider_message_id, sends.provider_message_id),
                 sent_at = CASE WHEN r.outcome = 'sent' THEN now() ELSE sends.sent_at END,
-                lease_expires_at = NULL, updated_at = now()
-         FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[])
-           AS r(send_id, token, outcome, reason, provider_message_id)
+                lease_expires_at = CASE WHEN r.verdict_ms > 0 THEN now() + make_interval(secs => r.verdict_ms / 1000) END,
+                updated_at = now()
+         FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::float8[])
+           AS r(send_id, token, outcome, reason, provider_message_id, verdict_ms)
          WHERE sends.send_id = r.send_id AND sends.claim_token = r.token AND sends.status IN ('sending', 'ambiguous')
          RETURNING sends.send_id AS "sendId", sends.updated_at AS at`,
         [
@@ -435,6 +441,7 @@ export class SendsRepository {
           entries.map((e) => e.result.outcome),
           entries.map((e) => (e.result.outcome === 'sent' ? null : e.result.reason)),
           entries.map((e) => (e.result.outcome === 'sent' ? e.result.providerMessageId : null)),
+          entries.map((e) => (e.result.outcome === 'sent' ? null : (e.result.verdictWithinMs ?? null))),
         ],
       );
       const at = new Map(updated.rows.map((r) => [r.sendId, r.at]));

@@ -274,13 +274,20 @@ export class SendPipeline {
         log.warn({ reason: result.reason }, 'provider rejected the message');
         break;
       case 'unknown':
-        await this.record({ claim, row, result: { outcome: 'ambiguous', reason: result.reason } });
+        // With a late verdict possible, the same statement marks the wait: no operator retry can
+        // slip in between the record and the mark.
+        await this.record({
+          claim,
+          row,
+          result: {
+            outcome: 'ambiguous',
+            reason: result.reason,
+            ...(result.late && { verdictWithinMs: result.lateWithinMs ?? this.options.leaseMs }),
+          },
+        });
         this.metrics.outcomes.inc({ outcome: 'ambiguous' });
         log.error({ reason: result.reason }, 'send outcome unknown: recorded as ambiguous, not retried');
-        if (result.late) {
-          await this.options.repository.awaitVerdict(claim, result.lateWithinMs ?? this.options.leaseMs);
-          this.awaitLateVerdict(claim, row, result.late);
-        }
+        if (result.late) this.awaitLateVerdict(claim, row, result.late);
         break;
       case 'not_sent':
         await this.notSent(claim, row, result.reason);
