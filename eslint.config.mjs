@@ -2,6 +2,8 @@
 import eslint from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
+const SERVICES = ['planner', 'sender', 'experiment', 'liveness'];
+
 export default tseslint.config(
   { ignores: ['**/dist/**', '**/node_modules/**', '.infra/**', '.runtime/**', 'coverage/**'] },
   eslint.configs.recommended,
@@ -30,27 +32,15 @@ export default tseslint.config(
     files: ['packages/shared/src/**'],
     rules: { 'no-restricted-imports': 'off' },
   },
-  {
-    // Services use the public surface of @outreach/shared, never its internals.
-    files: ['services/**/*.ts', 'test/**/*.ts', 'scripts/**/*.ts'],
-    rules: {
-      'no-restricted-imports': [
-        'error',
-        {
-          paths: [{ name: 'kafkajs', message: 'use the Kafka helpers of @outreach/shared' }],
-          patterns: [
-            {
-              group: ['@outreach/shared/src/*', '@outreach/shared/dist/*', '**/packages/shared/**'],
-              message: 'import from @outreach/shared',
-            },
-          ],
-        },
-      ],
-    },
-  },
+  // Services use the public surface of @outreach/shared, never its internals, and no service or script
+  // reaches into another service's src/ (its tables and internals are that service's own; use its API,
+  // its events or a documented command). ESLint replaces a rule's options per matching block rather than
+  // merging them, so each block below carries the whole list.
+  ...restrictedImportBlocks(),
   {
     // The domain is pure: no IO, no clock, no randomness (STYLE.md habit 1).
     files: ['services/*/src/domain/**/*.ts'],
+    // These options replace the blocks' above for domain files, so they repeat the boundary patterns.
     rules: {
       'no-restricted-imports': [
         'error',
@@ -67,7 +57,10 @@ export default tseslint.config(
               message: 'randomness comes in as an argument',
             },
           ],
-          patterns: [{ group: ['**/adapters/**', '**/plugins/**', '**/routes/**'], message: 'domain code is pure' }],
+          patterns: [
+            ...boundaryPatterns(),
+            { group: ['**/adapters/**', '**/plugins/**', '**/routes/**'], message: 'domain code is pure' },
+          ],
         },
       ],
       'no-restricted-syntax': [
@@ -85,3 +78,31 @@ export default tseslint.config(
     },
   },
 );
+
+function boundaryPatterns(own) {
+  return [
+    {
+      group: ['@outreach/shared/src/*', '@outreach/shared/dist/*', '**/packages/shared/**'],
+      message: 'import from @outreach/shared',
+    },
+    {
+      group: SERVICES.filter((s) => s !== own).flatMap((s) => [`**/services/${s}/src/**`, `**/${s}/src/**`]),
+      message:
+        "another service's src/ is its own: use its HTTP API, its events, or a documented command of that service",
+    },
+  ];
+}
+
+function restrictedImportBlocks() {
+  const kafkajs = { name: 'kafkajs', message: 'use the Kafka helpers of @outreach/shared' };
+  const rule = (own) => ['error', { paths: [kafkajs], patterns: boundaryPatterns(own) }];
+  return [
+    { files: ['test/**/*.ts', 'scripts/**/*.ts'], rules: { 'no-restricted-imports': rule(undefined) } },
+    // The deployment tests read each service's config schema to check the manifests against it.
+    {
+      files: ['test/deploy/**/*.ts'],
+      rules: { 'no-restricted-imports': ['error', { paths: [kafkajs], patterns: [boundaryPatterns()[0]] }] },
+    },
+    ...SERVICES.map((own) => ({ files: [`services/${own}/**/*.ts`], rules: { 'no-restricted-imports': rule(own) } })),
+  ];
+}
