@@ -1,0 +1,145 @@
+/**
+ * Our pipeline: the four services as processes and the sender's null provider, the requests published
+ * to `outreach.requested.v1`. Sends/s run from the first request to the last SendRecorded; latency is
+ * request → SendRecorded (the broker's append time). The throughput, steady-rate, fault, scaling and
+ * profile sections all run this, with different options.
+ */
+import { join } from 'node:path';
+import { createKafka, eventCodec, EventProducer, topicName, type SendRecorded } from '@outreach/shared';
+import { services } from '../lib/stack.js';
+import {
+  duplicateDeliveries,
+  latencyOf,
+  maxOf,
+  postgresPids,
+  readDeliveryLog,
+  UsageSampler,
+  type BenchRequest,
+} from './common.js';
+import { benchStack, feed, runId, until, type BenchEnv } from './harness.js';
+import type { SystemResult } from './report.js';
+
+export interface PipelineOptions {
+  /** Sender SIGKILLs, each at the next quarter of the sends recorded, the sender restarted each time. */
+  readonly kills?: number;
+  /** Runs the planner and the sender with `--cpu-prof`, writing under `<profileDir>/<service>`. */
+  readonly profileDir?: string;
+  /** Requests per second; all at once when absent. */
+  readonly pace?: number;
+  /** How long the null provider takes to answer after accepting a message. */
+  readonly providerDelayMs?: number;
+}
+
+export async function pipeline(
+  env: BenchEnv,
+  requests: readonly BenchRequest[],
+  options: PipelineOptions = {},
+): Promise<SystemResult> {
+  const run = runId('ours');
+  const deliveryLog = join(env.work, `${run}.deliveries`);
+  const kafka = createKafka({ brokers: env.kafkaBrokers.split(','), clientId: 'bench' });
+  const stack = await benchStack(env, run, (service) =>
+    service === 'sender'
+      ? {
+          MAIL_PROVIDER: 'null',
+          NULL_PROVIDER_LOG: deliveryLog,
+          NULL_PROVIDER_DELAY_MS: String(options.providerDelayMs ?? 0),
+          SEND_CONCURRENCY: '64',
+          SEND_BATCH_SIZE: '500',
+          SEND_RATE_PER_SECOND: '1000000',
+          LEASE_MS: '30000',
+          PROVIDER_TIMEOUT_MS: '10000',
+        }
+      : service === 'planner'
+        ? { REQUEST_BATCH_SIZE: '500' }
+        : {},
+  );
+  const nodeArgs = (service: string) =>
+    options.profileDir ? [`--cpu-prof`, `--cpu-prof-dir=${join(options.profileDir, service)}`] : [];
+  for (const service of ['experiment', 'liveness', 'sender', 'planner'] as const) {
+    await stack.start(service, { nodeArgs: nodeArgs(service) });
+  }
+  const pids = () => [
+    ...[...stack.processes].map(([key, p]) => ({ name: key.replace(/#\d+$/, ''), pid: p.child.pid ?? 0 })),
+    ...(env.kafkaPid ? [{ name: 'kafka broker', pid: env.kafkaPid }] : []),
+    ...postgresPids().map((pid) => ({ name: 'postgres (all backends)', pid })),
+  ];
+
+  // SendRecorded, by sendId, with its Kafka timestamp (the broker's append time).
+  const recorded = new Map<string, number>();
+  const outcomes = new Map<string, number>();
+  const reader = kafka.consumer({ groupId: `${run}-reader`, maxWaitTimeInMs: 100 });
+  await reader.connect();
+  await reader.subscribe({ topic: topicName('sendRecorded', stack.prefix), fromBeginning: true });
+  await reader.run({
+    eachBatch: async ({ batch }) => {
+      for (const message of batch.messages) {
+        if (!message.value) continue;
+        const event = eventCodec.decode(message.value) as SendRecorded;
+        if (!recorded.has(event.sendId)) {
+          recorded.set(event.sendId, Number(message.timestamp));
+          outcomes.set(event.outcome, (outcomes.get(event.outcome) ?? 0) + 1);
+        }
+      }
+    },
+  });
+
+  const distinct = new Set(requests.map((r) => r.sendId)).size;
+  const sampler = new UsageSampler(pids);
+  let publishedAt = new Map<string, number>();
+  const producer = new EventProducer(kafka);
+  const topic = topicName('outreachRequested', stack.prefix);
+  const started = Date.now();
+  let kills = 0;
+  try {
+    // The kills run while the requests are still arriving.
+    const feeding = feed(
+      requests,
+      (r) => r.sendId,
+      (chunk) => producer.publish(chunk.map((r) => ({ topic, event: r.event }))),
+      options.pace,
+    );
+    for (let k = 1; k <= (options.kills ?? 0); k++) {
+      await until(
+        `kill ${k}`,
+        () => recorded.size >= (distinct * k) / 4,
+        () => `${recorded.size}/${distinct}`,
+        600_000,
+        10, // kill within milliseconds of the mark, while work is in flight
+      );
+      await stack.stop('sender', 'SIGKILL');
+      await stack.start('sender');
+      kills++;
+    }
+    publishedAt = await feeding;
+    await until(
+      `${distinct} sends recorded`,
+      () => recorded.size >= distinct,
+      () => `${recorded.size}/${distinct} recorded, ${((Date.now() - started) / 1000).toFixed(0)} s`,
+      Math.max(300_000, distinct * 20),
+    );
+  } finally {
+    await producer.disconnect();
+    await reader.disconnect();
+  }
+  const usage = sampler.stop();
+  await stack.stopAll();
+  const last = maxOf(recorded.values());
+  const seconds = (last - started) / 1000;
+  const latencies = [...recorded].map(([sendId, at]) => at - (publishedAt.get(sendId) ?? at));
+  const deliveries = readDeliveryLog(deliveryLog);
+  await stack.dropData(services);
+  return {
+    system: 'outreach (ours)',
+    note: `outcomes: ${[...outcomes].map(([k, v]) => `${k} ${v}`).join(', ')}`,
+    requests: requests.length,
+    distinct,
+    sendsPerSecond: Math.round(distinct / seconds),
+    seconds: Math.round(seconds * 10) / 10,
+    latencyMs: latencyOf(latencies),
+    delivered: deliveries.size,
+    duplicates: duplicateDeliveries(deliveries),
+    usage,
+    kills,
+  };
+}

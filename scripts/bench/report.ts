@@ -1,0 +1,222 @@
+/**
+ * The benchmark report: its shape (what reports/bench/report.json holds, filled in section by section
+ * as the run goes) and its markdown rendering (report.md).
+ */
+import { cpus } from 'node:os';
+import { machineMarkdown, type MachineDescription } from '../lib/machine.js';
+import type { Latency, ProcessUsage } from './common.js';
+
+/** One system through one request set: ours, the ceiling, or a peer. */
+export interface SystemResult {
+  readonly system: string;
+  readonly requests: number;
+  readonly distinct: number;
+  readonly sendsPerSecond: number;
+  readonly seconds: number;
+  readonly latencyMs: Latency;
+  readonly delivered: number;
+  readonly duplicates: number;
+  readonly usage: readonly ProcessUsage[];
+  readonly kills: number;
+  readonly note?: string;
+}
+
+/** The sender's check endpoint at a fixed request rate over a seeded sent log. */
+export interface CheckResult {
+  readonly rows: number;
+  readonly targetRate: number;
+  readonly achievedRate: number;
+  readonly p50: number;
+  readonly p99: number;
+  readonly max: number;
+  readonly errors: number;
+}
+
+/** Experiment assignments over HTTP, one candidate per call and in batches. */
+export interface ExperimentResult {
+  readonly singlePerSecond: number;
+  readonly singleP99Ms: number;
+  readonly batchSize: number;
+  readonly batchedPerSecond: number;
+  readonly batchP99Ms: number;
+  readonly errors: number;
+}
+
+/** One liveness sweep size: the first sweep finds the due conversations, the next ones find none. */
+export interface SweepResult {
+  readonly open: number;
+  readonly seedSeconds: number;
+  readonly flagged: number;
+  readonly sweepWithDueMs: number;
+  readonly idleSweepMedianMs: number;
+}
+
+export interface ProfileShare {
+  readonly category: string;
+  /** Percent of the process's self time. */
+  readonly share: number;
+}
+
+export interface ProfileResult {
+  readonly requests: number;
+  readonly sendsPerSecond: number;
+  readonly sender: readonly ProfileShare[];
+  readonly planner: readonly ProfileShare[];
+}
+
+/** reports/bench/report.json. A section that did not run (`--only`) is absent or empty. */
+export interface BenchReport {
+  readonly machine: MachineDescription;
+  /** The throughput runs' request set: distinct requests plus their repeats. */
+  readonly requests: number;
+  readonly distinct: number;
+  main?: SystemResult[];
+  analysis?: string;
+  steady?: SystemResult[];
+  faults?: SystemResult[];
+  scaling?: SystemResult[];
+  check?: CheckResult;
+  experiment?: ExperimentResult;
+  sweep?: SweepResult[];
+  profile?: ProfileResult;
+}
+
+/** What the markdown says that the JSON does not hold. */
+export interface MarkdownOptions {
+  /** Requests per second of the steady-rate and fault runs. */
+  readonly steadyRate: number;
+}
+
+/** What bounds our pipeline: CPU per send, by process, against the machine's cores. */
+export function analysis(ours: SystemResult, ceil?: SystemResult): string {
+  const perSend = ours.usage
+    .map((u) => ({ name: u.name, micros: (u.cpuSeconds / ours.distinct) * 1e6 }))
+    .sort((a, b) => b.micros - a.micros);
+  const total = perSend.reduce((n, p) => n + p.micros, 0);
+  const cores = cpus().length;
+  const ceilTotal = ceil ? (ceil.usage.reduce((n, u) => n + u.cpuSeconds, 0) / ceil.distinct) * 1e6 : undefined;
+  return [
+    `**What is in the way.** Our pipeline spends ${Math.round(total)} µs of CPU per send across its processes ` +
+      `(${perSend.map((p) => `${p.name} ${Math.round(p.micros)} µs`).join(', ')}), not counting the driver. ` +
+      `On ${cores} cores that alone bounds it at about ${Math.round((cores * 1e6) / total)} sends/s` +
+      (ceilTotal ? `; the ceiling spends ${Math.round(ceilTotal)} µs per record.` : '.') +
+      ` The largest share is ${perSend[0]?.name ?? 'n/a'}: each send is several durable state transitions ` +
+      '(planner outbox insert and relay; sender claim, fence, record with its outbox row and relay; the liveness ' +
+      'and experiment projections of SendRecorded), each a PostgreSQL statement with WAL, where the ceiling has one upsert per hop.',
+  ].join('');
+}
+
+function usageText(usage: readonly ProcessUsage[]): string {
+  return usage.map((u) => `${u.name} ${u.cpuSeconds} s / ${u.peakRssMiB} MiB`).join('; ');
+}
+
+function cpuPerSend(r: SystemResult): string {
+  return r.usage
+    .filter((u) => u.cpuSeconds > 0)
+    .map((u) => `${u.name} ${Math.round((u.cpuSeconds / r.distinct) * 1e6)}`)
+    .join(', ');
+}
+
+const systemHeader =
+  '| system | requests | sends/s | seconds | latency p50 / p95 / p99 (ms) | delivered | duplicate deliveries | CPU seconds / peak RSS per process |\n|---|---|---|---|---|---|---|---|';
+
+function systemRow(r: SystemResult): string {
+  return `| ${r.system}${r.note ? ` (${r.note})` : ''} | ${r.requests} (${r.distinct} distinct) | ${r.sendsPerSecond} | ${r.seconds} | ${r.latencyMs.p50} / ${r.latencyMs.p95} / ${r.latencyMs.p99} | ${r.delivered} | ${r.duplicates} | ${usageText(r.usage)} |`;
+}
+
+export function markdown(report: BenchReport, options: MarkdownOptions): string {
+  const { main = [], steady = [], faults = [], scaling = [] } = report;
+  const ours = main.find((r) => r.system.startsWith('outreach'));
+  const ceil = main.find((r) => r.system.startsWith('ceiling'));
+  const peers = main.filter((r) => !r.system.startsWith('outreach') && !r.system.startsWith('ceiling'));
+  const fastest = [...peers].sort((a, b) => b.sendsPerSecond - a.sendsPerSecond)[0];
+  const ratio = (a?: SystemResult, b?: SystemResult) =>
+    a && b ? (a.sendsPerSecond / b.sendsPerSecond).toFixed(2) : 'n/a';
+  const lines = [
+    '# Benchmarks',
+    '',
+    machineMarkdown(report.machine),
+    '- Everything runs on this one machine at once: the services or workers, Kafka, PostgreSQL, Redis and the',
+    '  benchmark driver itself (which publishes the requests and reads the results), so they share its 2 cores.',
+    '',
+    '## Targets and where we stand',
+    '',
+    '| target | result |',
+    '|---|---|',
+    `| ≥ 5,000 end-to-end sends/s | ${ours?.sendsPerSecond ?? 'n/a'} sends/s (${ours ? `${(ours.sendsPerSecond / 5000).toFixed(2)}× the target` : ''}) |`,
+    `| ≥ 0.6× the ceiling | ${ratio(ours, ceil)}× (ceiling ${ceil?.sendsPerSecond ?? 'n/a'} sends/s) |`,
+    `| ≥ the faster peer (${fastest?.system ?? 'n/a'}) | ${ratio(ours, fastest)}× (${peers.map((p) => `${p.system} ${p.sendsPerSecond}/s, ours ${ratio(ours, p)}×`).join('; ')}) |`,
+    `| 0 duplicates where a peer has more | ${faults.map((f) => `${f.system}: ${f.duplicates}`).join('; ') || 'n/a'} |`,
+    '',
+    report.analysis ?? '',
+    '',
+    '## Side by side: throughput (every request published at once), same request set (10% repeats), null provider',
+    '',
+    'Latency here is queueing: every request is handed over at the start, so p50 is about half the drain time.',
+    '',
+    systemHeader,
+    ...main.map(systemRow),
+    '',
+    'CPU microseconds per send, by process: ' + main.map((r) => `**${r.system}**: ${cpuPerSend(r)}`).join('; ') + '.',
+    '',
+    `## Latency at a steady ${options.steadyRate} requests/s`,
+    '',
+    systemHeader,
+    ...steady.map(systemRow),
+    '',
+    `## Worker SIGKILL ×3 mid-run, at ${options.steadyRate} requests/s, provider answering 50 ms after accepting (sender for ours; one of two workers for the peers; restarted each time)`,
+    '',
+    'A delivery the provider accepted but whose answer was lost to the kill: the peers run the job again once their',
+    'lock (BullMQ, 30 s) or expiry (pg-boss, 15 s) lapses, and the candidate gets a second email; ours records the send',
+    'as `ambiguous` and never repeats it (an operator resolves it, docs/operations.md section 5). Our run is longer: a',
+    "killed sender's partitions wait for its Kafka session (30 s) to time out, and its in-flight sends for their lease.",
+    '',
+    systemHeader,
+    ...faults.map(systemRow),
+    '',
+    '## Pipeline scaling',
+    '',
+    systemHeader,
+    ...scaling.map(systemRow),
+    '',
+  ];
+  const { check, experiment, sweep, profile } = report;
+  if (check)
+    lines.push(
+      '## Check before compose (`GET /v1/sends/check`, autocannon)',
+      '',
+      `${check.rows.toLocaleString('en')} rows in the sent log; target ${check.targetRate} req/s, achieved ${check.achievedRate} req/s; latency p50 ${check.p50} ms, p99 ${check.p99} ms, max ${check.max} ms; ${check.errors} errors.`,
+      '',
+    );
+  if (experiment)
+    lines.push(
+      '## Experiment assignment (HTTP, autocannon)',
+      '',
+      `Single (\`PUT /v1/experiments/:id/assignments/:candidateId\`, new candidates): ${experiment.singlePerSecond} assignments/s, p99 ${experiment.singleP99Ms} ms. Batched (\`POST /v1/experiments/:id/assignments\`, ${experiment.batchSize} per call): ${experiment.batchedPerSecond} assignments/s, p99 ${experiment.batchP99Ms} ms per call. ${experiment.errors} errors.`,
+      '',
+    );
+  if (sweep?.length)
+    lines.push(
+      '## Liveness sweep',
+      '',
+      '| open conversations | seeded in (s) | flagged | sweep with 100 due (ms) | idle sweep, median of 20 (ms) |',
+      '|---|---|---|---|---|',
+      ...sweep.map(
+        (w) => `| ${w.open} | ${w.seedSeconds} | ${w.flagged} | ${w.sweepWithDueMs} | ${w.idleSweepMedianMs} |`,
+      ),
+      '',
+    );
+  if (profile)
+    lines.push(
+      `## Profile (\`--cpu-prof\` of planner and sender, ${profile.requests} requests, ${profile.sendsPerSecond} sends/s while profiled)`,
+      '',
+      '| where the self time goes | sender % | planner % |',
+      '|---|---|---|',
+      ...[...new Set([...profile.sender, ...profile.planner].map((c) => c.category))].map(
+        (category) =>
+          `| ${category} | ${profile.sender.find((c) => c.category === category)?.share ?? 0} | ${profile.planner.find((c) => c.category === category)?.share ?? 0} |`,
+      ),
+      '',
+    );
+  return lines.join('\n');
+}

@@ -1,0 +1,86 @@
+/**
+ * The verdict on one scenario: the SMTP sink's deliveries against the sender's sent log, never against
+ * the suite's own expectations. Pure: the run collects the inputs.
+ *
+ *   duplicates  emails delivered more than once for one send or one campaign+address: must be 0
+ *   lost        requests without a terminal outcome in the sent log: must be 0
+ *   ambiguous   sends whose provider call may or may not have happened: at most the sends in flight
+ *               at the faults, plus the connections the SMTP server cut after it had the message
+ *   mismatched  `sent` rows with no delivery, or deliveries recorded as failed, suppressed or not at all: 0
+ */
+import type { DeliveredMessage } from '@outreach/shared/testing';
+
+/** The sent log's final states: a send in any other is still on its way. */
+export const TERMINAL: ReadonlySet<string> = new Set(['sent', 'failed', 'suppressed', 'ambiguous']);
+
+export interface SentRow {
+  readonly sendId: string;
+  readonly status: string;
+}
+
+export interface Evidence {
+  /** The sendIds the requests map to. */
+  readonly expected: ReadonlySet<string>;
+  readonly log: readonly SentRow[];
+  readonly deliveries: readonly DeliveredMessage[];
+  /** What the scenario's faults could have caught mid-send. */
+  readonly inFlightAtFaults: number;
+  /** Connections the SMTP server cut after it had the message. */
+  readonly cut: number;
+}
+
+export interface Verdict {
+  /** Sends by status. */
+  readonly outcomes: Record<string, number>;
+  readonly duplicates: number;
+  readonly lost: number;
+  readonly ambiguous: number;
+  readonly ambiguousBound: number;
+  readonly mismatched: number;
+  /** Each broken guarantee, in words; none when the scenario passes. */
+  readonly violations: readonly string[];
+}
+
+export function judge({ expected, log, deliveries, inFlightAtFaults, cut }: Evidence): Verdict {
+  const bySendId = new Map(log.map((r) => [r.sendId, r]));
+  const perMessageId = new Map<string, number>();
+  const perSlot = new Map<string, number>();
+  for (const m of deliveries) {
+    perMessageId.set(m.messageId ?? '', (perMessageId.get(m.messageId ?? '') ?? 0) + 1);
+    const slot = `${m.headers.get('x-outreach-campaign')}|${m.to.join(',').toLowerCase()}`;
+    perSlot.set(slot, (perSlot.get(slot) ?? 0) + 1);
+  }
+  const duplicates =
+    [...perMessageId.values()].reduce((n, c) => n + Math.max(0, c - 1), 0) +
+    [...perSlot.values()].reduce((n, c) => n + Math.max(0, c - 1), 0);
+  const lost = [...expected].filter((id) => !TERMINAL.has(bySendId.get(id)?.status ?? '')).length;
+  const unexpectedRows = log.filter((r) => !expected.has(r.sendId)).length;
+  const sendIdOf = (messageId: string | undefined) => /^<([^@]+)@/.exec(messageId ?? '')?.[1] ?? '';
+  const delivered = new Set(deliveries.map((m) => sendIdOf(m.messageId)));
+  const sentUndelivered = log.filter((r) => r.status === 'sent' && !delivered.has(r.sendId)).length;
+  const deliveredUnsent = [...delivered].filter(
+    (id) => !['sent', 'ambiguous'].includes(bySendId.get(id)?.status ?? ''),
+  ).length;
+  const outcomes: Record<string, number> = {};
+  for (const r of log) outcomes[r.status] = (outcomes[r.status] ?? 0) + 1;
+  const ambiguous = outcomes.ambiguous ?? 0;
+  const ambiguousBound = inFlightAtFaults + cut;
+  const violations = [
+    duplicates > 0 && `${duplicates} duplicate deliveries`,
+    lost > 0 && `${lost} requests without a terminal outcome`,
+    unexpectedRows > 0 && `${unexpectedRows} sends that match no request`,
+    ambiguous > ambiguousBound &&
+      `${ambiguous} ambiguous sends, more than the ${ambiguousBound} in flight at the faults or cut by the server`,
+    sentUndelivered > 0 && `${sentUndelivered} sends recorded as sent that the SMTP sink never received`,
+    deliveredUnsent > 0 && `${deliveredUnsent} deliveries recorded as failed, suppressed or not at all`,
+  ].filter((v): v is string => typeof v === 'string');
+  return {
+    outcomes,
+    duplicates,
+    lost,
+    ambiguous,
+    ambiguousBound,
+    mismatched: sentUndelivered + deliveredUnsent,
+    violations,
+  };
+}

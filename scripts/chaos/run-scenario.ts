@@ -1,0 +1,119 @@
+/**
+ * One scenario from a clean state: its own topics, schemas and SMTP sink (and its own broker or
+ * database when the fault stops one), the planner and the sender as processes, the load, the fault,
+ * then the wait until every request is settled and the verdict. It leaves nothing behind.
+ */
+import { join } from 'node:path';
+import { createKafka, normalizeCandidateKey, sendIdFor, type OutreachRequested } from '@outreach/shared';
+import { SmtpSink } from '@outreach/shared/testing';
+import { root } from '../lib/paths.js';
+import { outreachRequest, Stack } from '../lib/stack.js';
+import { judge } from './checks.js';
+import { CAMPAIGN, CONCURRENCY, say, type ChaosConfig } from './common.js';
+import { Driver } from './driver.js';
+import { OwnInfra, type Infra } from './own-infra.js';
+import type { Result } from './report.js';
+import type { Scenario } from './scenario.js';
+import { startDefault } from './scenarios.js';
+import { SentLog } from './sent-log.js';
+
+export interface ScenarioOptions {
+  readonly config: ChaosConfig;
+  readonly portBase: number;
+}
+
+export async function runScenario(scenario: Scenario, shared: Infra, options: ScenarioOptions): Promise<Result> {
+  const { config } = options;
+  const started = Date.now();
+  const run = `chaos${Date.now().toString(36)}`;
+  const own = await OwnInfra.start(scenario, shared, join(root, '.infra', 'chaos', run));
+  const kafka = createKafka({ brokers: own.kafkaBrokers.split(','), clientId: `chaos-${scenario.name}` });
+  const sink = await new SmtpSink({
+    behaviour: () => (scenario.sinkDelayMs ? { delayMs: scenario.sinkDelayMs } : undefined),
+    ...(scenario.hostile && { hostile: scenario.hostile }),
+  }).start();
+  const stack = chaosStack(run, own, sink.port, options.portBase);
+  await stack.createTopics(scenario.partitions ?? 6);
+
+  const requests = requestsFor(config.requests);
+  const driver = new Driver(stack, sink, kafka, requests, own, config.timeoutMs);
+  const ticker = setInterval(
+    () => say(`  ${scenario.name}: ${sink.messages.length}/${requests.length} delivered`),
+    5_000,
+  );
+  const sentLog = new SentLog(own.databaseUrl, stack.schema('sender'));
+  try {
+    await (scenario.load ?? startDefault)(driver);
+    const inFlightAtFaults = await scenario.inject(driver);
+
+    const expected = new Set(
+      requests.map((r) => sendIdFor(r.campaignId, normalizeCandidateKey(r.candidateId), r.step)),
+    );
+    await sentLog.settled(expected.size, sink, config.timeoutMs, `every request of ${scenario.name} terminal`);
+    const cut = sink.misbehaved.length;
+    const verdict = judge({ expected, log: await sentLog.rows(), deliveries: sink.messages, inFlightAtFaults, cut });
+    if (cut > 0) driver.note(`the SMTP server cut ${cut} connections after the final dot`);
+    return {
+      scenario: scenario.name,
+      fault: scenario.fault,
+      requests: requests.length,
+      published: driver.published,
+      delivered: sink.messages.length,
+      outcomes: verdict.outcomes,
+      duplicates: verdict.duplicates,
+      lost: verdict.lost,
+      ambiguous: verdict.ambiguous,
+      ambiguousBound: verdict.ambiguousBound,
+      mismatched: verdict.mismatched,
+      seconds: Math.round((Date.now() - started) / 100) / 10,
+      notes: driver.notes,
+      violations: verdict.violations,
+    };
+  } catch (error) {
+    process.stderr.write(`${stack.tails(15)}\n`);
+    throw error;
+  } finally {
+    clearInterval(ticker);
+    await driver.close();
+    await stack.stopAll();
+    await sink.stop();
+    // Scenarios leave nothing behind on the shared broker and database.
+    await stack
+      .dropData(['planner', 'sender'])
+      .catch((error: unknown) => say(`clean-up of ${run} failed: ${String(error)}`));
+    await sentLog.end();
+    await own.cleanUp();
+  }
+}
+
+/** The run's planner and sender: short leases and timeouts, so that faults resolve within a scenario. */
+function chaosStack(run: string, infra: Infra, smtpPort: number, portBase: number): Stack {
+  return new Stack({
+    run,
+    kafkaBrokers: infra.kafkaBrokers,
+    databaseUrl: infra.databaseUrl,
+    portBase,
+    token: 'chaos-token',
+    smtpPort,
+    env: (service) =>
+      service === 'sender'
+        ? {
+            SEND_CONCURRENCY: String(CONCURRENCY),
+            SEND_BATCH_SIZE: '50',
+            LEASE_MS: '4000',
+            PROVIDER_TIMEOUT_MS: '1500',
+            RECONCILE_INTERVAL_MS: '300',
+            RETRY_BACKOFF_MS: '200',
+          }
+        : { EXPERIMENT_URL: 'http://127.0.0.1:9/unused' },
+  });
+}
+
+function requestsFor(count: number): OutreachRequested[] {
+  return Array.from({ length: count }, (_, i) =>
+    outreachRequest(
+      { requestId: `chaos-${i}`, campaignId: CAMPAIGN, candidateId: `cand-${i}`, email: `cand-${i}@example.com` },
+      'chaos',
+    ),
+  );
+}

@@ -1,0 +1,46 @@
+/** The shape of a reliability scenario, and what it can reach while it runs. */
+import type { createKafka, OutreachRequested } from '@outreach/shared';
+import type { SmtpHostility, SmtpSink } from '@outreach/shared/testing';
+import type { Stack } from '../lib/stack.js';
+
+export type Kafka = ReturnType<typeof createKafka>;
+
+export interface PublishOptions {
+  /** A new producer first: it sees partitions added since the last one connected at once. */
+  readonly fresh?: boolean;
+  /** Through the planner's HTTP endpoint instead of the topic. */
+  readonly via?: 'http';
+}
+
+/** What a scenario can reach while it runs. */
+export interface Run {
+  readonly stack: Stack;
+  readonly sink: SmtpSink;
+  readonly kafka: Kafka;
+  readonly requests: readonly OutreachRequested[];
+  /** Resolves once the SMTP sink has at least this share of the requests delivered. */
+  progress(share: number): Promise<void>;
+  /** Through the topic (a `fresh` producer sees new partitions at once), or the planner's HTTP endpoint. */
+  publish(requests: readonly OutreachRequested[], options?: PublishOptions): Promise<void>;
+  /** Resolves once the sender's readiness route reports it unready, or after `timeoutMs` (returns false). */
+  senderNoticesOutage(timeoutMs: number): Promise<boolean>;
+  /** Stop, stay down until the sender reports it unready (at most 15 s), start. True if it noticed. */
+  restartKafka?(): Promise<boolean>;
+  restartPostgres?(): Promise<boolean>;
+  note(text: string): void;
+}
+
+export interface Scenario {
+  readonly name: string;
+  readonly fault: string;
+  readonly partitions?: number;
+  readonly sinkDelayMs?: number;
+  /** How the SMTP sink misbehaves in transaction `n`; each time it does adds one to the ambiguous bound. */
+  readonly hostile?: (n: number) => SmtpHostility | undefined;
+  readonly ownKafka?: boolean;
+  readonly ownPostgres?: boolean;
+  /** Starts the processes and publishes the load (default: one planner, one sender, each request once). */
+  readonly load?: (run: Run) => Promise<void>;
+  /** Injects the fault; returns how many sends could have been in flight at it. */
+  readonly inject: (run: Run) => Promise<number>;
+}
