@@ -43,7 +43,20 @@ export async function isolatedSchema(databaseUrl: string, prefix: string): Promi
 }
 
 export { freePort, startProcess, type RunningProcess } from './process.js';
-export { SmtpSink, type DeliveredMessage, type SmtpHostility, type SmtpSinkOptions } from './smtp-sink.js';
+export {
+  SmtpSink,
+  type DeliveredMessage,
+  type MailpitApiOptions,
+  type SmtpHostility,
+  type SmtpSinkOptions,
+} from './smtp-sink.js';
+export { type HttpHostility } from './http-hostility.js';
+export {
+  FakeMailgun,
+  type FakeMailgunOptions,
+  type MailgunEndpoint,
+  type MailgunStoredMessage,
+} from './fake-mailgun.js';
 export { deciderSpec, type Decider } from './given.js';
 export {
   serviceTestEnv,

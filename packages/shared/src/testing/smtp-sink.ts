@@ -8,10 +8,16 @@
  * stall or a 4xx/5xx after the final dot). A message the server received in full is counted as
  * delivered whatever it answered (or did not), except when it answered with a refusal: that is
  * what a real server that queued it before losing the connection would have done.
+ *
+ * With startMailpitApi it also answers Mailpit's search API (`GET /api/v1/search`, the subset the
+ * sender's delivery lookup uses) over the messages it holds, so the lookup adapter that runs
+ * against Mailpit in docker-compose is tested against this server; that API can be hostile too.
  */
-import type { Server, Socket } from 'node:net';
+import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
+import type { AddressInfo, Server, Socket } from 'node:net';
 import { simpleParser } from 'mailparser';
 import { SMTPServer, type SMTPServerOptions } from 'smtp-server';
+import { playHostility, sendJson, type HttpHostility } from './http-hostility.js';
 
 export interface DeliveredMessage {
   readonly from: string;
@@ -52,6 +58,12 @@ export interface SmtpSinkOptions {
   readonly hostile?: (n: number) => SmtpHostility | undefined;
 }
 
+export interface MailpitApiOptions {
+  readonly port?: number;
+  /** Misbehave on API request `n` (1-based). */
+  readonly hostile?: (n: number) => HttpHostility | undefined;
+}
+
 export class SmtpSink {
   readonly messages: DeliveredMessage[] = [];
   /** Connections that failed mid-session (e.g. reset by a killed client). */
@@ -64,6 +76,10 @@ export class SmtpSink {
   /** The hostility planned for each session's current transaction. */
   private readonly planned = new Map<string, SmtpHostility>();
   port = 0;
+  /** Requests the Mailpit API answered (or misbehaved on). */
+  mailpitRequests = 0;
+  private api: HttpServer | undefined;
+  private readonly apiTimers = new Set<NodeJS.Timeout>();
 
   constructor(private readonly options: SmtpSinkOptions = {}) {}
 
@@ -206,7 +222,105 @@ export class SmtpSink {
     return this.messages.filter((m) => m.to.some((t) => t.toLowerCase() === wanted));
   }
 
+  /**
+   * Serves Mailpit's `GET /api/v1/search` (https://mailpit.axllent.org/docs/api-v1/) for the
+   * messages received so far, with Mailpit's own matching: `message-id:` is a case-insensitive
+   * substring match on the Message-ID without its brackets (an SQL LIKE, so `_` matches any
+   * character), `to:` a substring of a recipient; newest first; `start`/`limit` paging. Other
+   * search terms are refused (400), so a test never relies on syntax this stand-in ignores.
+   * Returns the base URL (`http://127.0.0.1:<port>`).
+   */
+  async startMailpitApi(options: MailpitApiOptions = {}): Promise<string> {
+    if (this.api) throw new Error('the Mailpit API is already started');
+    const api = createServer((req, res) => this.answerMailpit(req, res, options));
+    this.api = api;
+    await new Promise<void>((resolve, reject) => {
+      api.once('error', reject);
+      api.listen(options.port ?? 0, '127.0.0.1', () => resolve());
+    });
+    return `http://127.0.0.1:${(api.address() as AddressInfo).port}`;
+  }
+
+  private answerMailpit(req: IncomingMessage, res: ServerResponse, options: MailpitApiOptions): void {
+    const hostility = options.hostile?.(++this.mailpitRequests);
+    const url = new URL(req.url ?? '/', 'http://sink');
+    const answer = () => {
+      if (req.method !== 'GET' || url.pathname !== '/api/v1/search') {
+        res.writeHead(404, { 'content-type': 'text/plain' });
+        res.end('404 page not found');
+        return;
+      }
+      const result = this.mailpitSearch(url.searchParams);
+      if (typeof result === 'string') {
+        res.writeHead(400, { 'content-type': 'text/plain' });
+        res.end(result);
+        return;
+      }
+      sendJson(res, 200, result);
+    };
+    if (hostility) playHostility(req, res, hostility, answer, this.apiTimers);
+    else answer();
+  }
+
+  /** Mailpit's MessagesSummary for a search, or the text of its 400. */
+  private mailpitSearch(params: URLSearchParams): Record<string, unknown> | string {
+    const query = (params.get('query') ?? '').trim();
+    if (!query) return 'Error: no search query';
+    const filters: Array<(m: DeliveredMessage) => boolean> = [];
+    for (const term of query.split(/\s+/)) {
+      const lower = term.toLowerCase();
+      if (lower.startsWith('message-id:')) {
+        const like = likePattern(cleanSearch(term.slice('message-id:'.length)));
+        filters.push((m) => like.test(bare(m.messageId ?? '')));
+      } else if (lower.startsWith('to:')) {
+        const wanted = cleanSearch(term.slice('to:'.length));
+        filters.push((m) => m.to.some((t) => t.toLowerCase().includes(wanted)));
+      } else {
+        return `Error: the test sink does not implement the search term ${JSON.stringify(term)}`;
+      }
+    }
+    const start = Math.max(0, Number.parseInt(params.get('start') ?? '0', 10) || 0);
+    const limit = Math.max(1, Number.parseInt(params.get('limit') ?? '50', 10) || 50);
+    const matching = this.messages
+      .map((message, index) => ({ message, id: `sink-${index + 1}` }))
+      .filter(({ message }) => filters.every((f) => f(message)))
+      .reverse();
+    const address = (a: string) => ({ Name: '', Address: a });
+    return {
+      total: this.messages.length,
+      unread: this.messages.length,
+      messages_count: matching.length,
+      messages_unread: matching.length,
+      start,
+      tags: [],
+      messages: matching.slice(start, start + limit).map(({ message, id }) => ({
+        ID: id,
+        MessageID: bare(message.messageId ?? ''),
+        Read: false,
+        From: address(message.from),
+        To: message.to.map(address),
+        Cc: [],
+        Bcc: [],
+        ReplyTo: [],
+        Subject: message.subject ?? '',
+        Created: new Date(message.receivedAt).toISOString(),
+        Tags: [],
+        Size: (message.text ?? '').length,
+        Attachments: 0,
+        Snippet: (message.text ?? '').slice(0, 250),
+      })),
+    };
+  }
+
   async stop(): Promise<void> {
+    const api = this.api;
+    if (api) {
+      for (const timer of this.apiTimers) clearTimeout(timer);
+      this.apiTimers.clear();
+      api.closeAllConnections();
+      await new Promise<void>((resolve) => api.close(() => resolve()));
+      this.api = undefined;
+    }
     const server = this.server;
     if (!server) return;
     // Stalled sessions (a greeting or a reply never sent) would keep close() waiting.
@@ -214,4 +328,27 @@ export class SmtpSink {
     await new Promise<void>((resolve) => server.close(() => resolve()));
     this.server = undefined;
   }
+}
+
+/** Mailpit stores a Message-ID without its angle brackets. */
+function bare(messageId: string): string {
+  return messageId.trim().replace(/^<|>$/g, '');
+}
+
+/** Mailpit's cleanString: lower case, `<>"(),;` and line breaks become spaces, spaces collapse. */
+function cleanSearch(value: string): string {
+  return value
+    .replace(/[\r\n\t<>",;()]/g, ' ')
+    .trim()
+    .split(/\s+/)
+    .join(' ')
+    .toLowerCase();
+}
+
+/** SQLite's `LIKE '%value%'` (ASCII case-insensitive; `_` any one character, `%` any run). */
+function likePattern(value: string): RegExp {
+  const body = [...value]
+    .map((c) => (c === '_' ? '.' : c === '%' ? '.*' : c.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')))
+    .join('');
+  return new RegExp(body, 'i');
 }
