@@ -157,29 +157,87 @@ export interface Graces {
 
 export type StallReason = 'no_next_step' | 'next_step_overdue';
 
-/** When each rule would flag the conversation (epoch ms), if nothing happens before. */
-export function deadlines(
-  state: ConversationState,
-  graces: Graces,
-): { obligation: number | null; overdue: number | null } {
-  if (state.status === 'closed') return { obligation: null, overdue: null };
-  const obligation =
-    state.obligationSince === null
-      ? null
-      : state.obligationSince + (state.obligationKind === 'inbound' ? graces.inboundMs : graces.outboundMs);
-  const overdue = state.dueAt === null ? null : state.dueAt + graces.overdueMs;
-  return { obligation, overdue };
+export const obligationKinds: readonly ObligationKind[] = ['inbound', 'outbound'];
+
+/** A stall rule: a deadline at a state's time plus a grace; past it, the conversation is stalled. */
+export interface StallRule {
+  readonly reason: StallReason;
+  readonly deadline: 'obligation' | 'overdue';
+  /** The state's time the grace counts from (and the stall's `since`); no deadline while it is null. */
+  readonly anchor: 'obligationSince' | 'dueAt';
+  /** Which grace applies, by the obligation's kind. */
+  readonly grace: (kind: ObligationKind | null) => keyof Graces;
 }
 
-/** The stall at `now`, if any: an unmet obligation first (someone is waiting), then an overdue step. */
+/**
+ * The stall rules, in priority order: an unmet obligation first (someone is waiting), then an
+ * overdue step. The one definition: `deadlines` and `stallAt` read it, and the repository generates
+ * the SQL of its sweep and of a grace change from it (adapters/stall-sql.ts), so the sweep cannot
+ * drift from the fold (test/stall-rules.int.test.ts checks them against each other).
+ */
+export const stallRules: readonly StallRule[] = [
+  {
+    reason: 'no_next_step',
+    deadline: 'obligation',
+    anchor: 'obligationSince',
+    grace: (kind) => (kind === 'inbound' ? 'inboundMs' : 'outboundMs'),
+  },
+  { reason: 'next_step_overdue', deadline: 'overdue', anchor: 'dueAt', grace: () => 'overdueMs' },
+];
+
+export type Deadlines = Record<StallRule['deadline'], number | null>;
+
+/** When each rule would flag the conversation (epoch ms), if nothing happens before. */
+export function deadlines(state: ConversationState, graces: Graces): Deadlines {
+  const due: Deadlines = { obligation: null, overdue: null };
+  if (state.status === 'closed') return due;
+  for (const rule of stallRules) {
+    const anchor = state[rule.anchor];
+    if (anchor !== null) due[rule.deadline] = anchor + graces[rule.grace(state.obligationKind)];
+  }
+  return due;
+}
+
+/** The earliest deadline: when the sweep must look at the conversation next. */
+export function stallDeadline(due: Deadlines): number | null {
+  return (
+    stallRules
+      .map((rule) => due[rule.deadline])
+      .filter((d): d is number => d !== null)
+      .sort((a, b) => a - b)[0] ?? null
+  );
+}
+
+/** The stall at `now`, if any: the first rule in priority order whose deadline has passed. */
 export function stallAt(
   state: ConversationState,
   graces: Graces,
   now: number,
 ): { reason: StallReason; since: number } | null {
-  const { obligation, overdue } = deadlines(state, graces);
-  if (obligation !== null && now >= obligation)
-    return { reason: 'no_next_step', since: state.obligationSince as number };
-  if (overdue !== null && now >= overdue) return { reason: 'next_step_overdue', since: state.dueAt as number };
+  const due = deadlines(state, graces);
+  for (const rule of stallRules) {
+    const deadline = due[rule.deadline];
+    if (deadline !== null && now >= deadline) return { reason: rule.reason, since: state[rule.anchor] as number };
+  }
   return null;
+}
+
+/** A conversation re-folded from its stored events: what the projection persists. */
+export interface Refolded {
+  readonly state: ConversationState;
+  readonly deadlines: Deadlines;
+  readonly stallDeadline: number | null;
+  /** It was flagged and is no longer stalled at `now`: its flag is lifted and a recovery published. */
+  readonly healed: boolean;
+}
+
+export function refold(events: readonly TimedInput[], graces: Graces, now: number, flagged: boolean): Refolded {
+  const state = project(events);
+  const due = deadlines(state, graces);
+  return {
+    state,
+    deadlines: due,
+    stallDeadline: stallDeadline(due),
+    healed: flagged && stallAt(state, graces, now) === null,
+  };
 }

@@ -1,6 +1,15 @@
 /** Given these events, then this state (and this stall at this time): every rule and their interleavings. */
 import { describe, expect, it } from 'vitest';
-import { deadlines, initialState, project, stallAt, type ConversationInput, type TimedInput } from './conversation.js';
+import {
+  deadlines,
+  initialState,
+  project,
+  refold,
+  stallAt,
+  stallDeadline,
+  type ConversationInput,
+  type TimedInput,
+} from './conversation.js';
 
 const graces = { inboundMs: 60_000, outboundMs: 3_600_000, overdueMs: 300_000 };
 let n = 0;
@@ -147,5 +156,27 @@ describe('conversation rules', () => {
 
   it('starts with no obligation at all', () => {
     expect(stallAt(initialState, graces, Number.MAX_SAFE_INTEGER)).toBeNull();
+  });
+
+  it('the stall deadline is the earlier of the two, or none', () => {
+    expect(stallDeadline({ obligation: 500, overdue: 400 })).toBe(400);
+    expect(stallDeadline({ obligation: null, overdue: 400 })).toBe(400);
+    expect(stallDeadline({ obligation: 500, overdue: null })).toBe(500);
+    expect(stallDeadline({ obligation: null, overdue: null })).toBeNull();
+  });
+
+  it('a re-fold heals a flagged conversation that is no longer stalled, and only a flagged one', () => {
+    const unanswered = [at(0, { type: 'MessageReceived' })];
+    const answered = [...unanswered, at(70_000, { type: 'NextStepScheduled', stepId: 'reply', dueAt: 80_000 })];
+    expect(refold(answered, graces, 75_000, true)).toEqual({
+      state: project(answered),
+      deadlines: { obligation: null, overdue: 380_000 },
+      stallDeadline: 380_000,
+      healed: true,
+    });
+    expect(refold(answered, graces, 75_000, false).healed).toBe(false);
+    // Still stalled (now by the overdue step): the flag stays.
+    expect(refold(answered, graces, 380_000, true).healed).toBe(false);
+    expect(refold(unanswered, graces, 75_000, true)).toMatchObject({ stallDeadline: 60_000, healed: false });
   });
 });
