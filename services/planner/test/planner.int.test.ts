@@ -24,8 +24,6 @@ import {
   type ServiceTestEnv,
 } from '@outreach/shared/testing';
 import { afterEach, describe, expect, inject, it } from 'vitest';
-import { buildApp as buildExperiment, migrationsDir as experimentMigrations } from '../../experiment/src/app.js';
-import { ConfigSchema as ExperimentConfig } from '../../experiment/src/config.js';
 import { buildApp, migrationsDir } from '../src/app.js';
 import { ConfigSchema } from '../src/config.js';
 
@@ -43,11 +41,10 @@ afterEach(async () => {
 /** The real experiment service as a process on a fixed port (so it can be stopped and restarted). */
 async function experimentService(): Promise<{ url: string; start: () => Promise<RunningProcess> }> {
   experiment = await serviceTestEnv(
+    // Another service: run as a process from its folder, never imported (the lint boundary).
     {
       name: 'experiment',
-      configSchema: ExperimentConfig,
-      buildApp: buildExperiment,
-      migrationsDir: experimentMigrations,
+      migrationsDir: join(import.meta.dirname, '../../experiment/migrations'),
       entry: join(import.meta.dirname, '../../experiment/src/server.ts'),
     },
     infra,

@@ -38,8 +38,15 @@ export function testEmailHashKey(): EmailHashKey {
 
 export interface ServiceUnderTest<P extends TProperties> {
   readonly name: string;
-  readonly configSchema: TObject<P>;
-  readonly buildApp: (context: { config: BaseConfig & Static<TObject<P>>; logger: Logger }) => Promise<FastifyInstance>;
+  /**
+   * For in-process apps (`startApp`). A test of another service that runs this one only as a process
+   * leaves these out and names its folders by path: a service's src/ is not imported from outside it.
+   */
+  readonly configSchema?: TObject<P>;
+  readonly buildApp?: (context: {
+    config: BaseConfig & Static<TObject<P>>;
+    logger: Logger;
+  }) => Promise<FastifyInstance>;
   readonly migrationsDir: string;
   /** The TypeScript entry file, run through tsx for process tests. */
   readonly entry: string;
@@ -124,6 +131,8 @@ export async function serviceTestEnv<P extends TProperties>(
       return (await pool.query(sql, params)).rows;
     },
     async startApp(overrides = {}) {
+      if (!service.configSchema || !service.buildApp)
+        throw new Error(`${service.name} is declared for process tests only (no buildApp/configSchema)`);
       const config = loadConfig(service.configSchema, { ...env, ...overrides });
       const app = await service.buildApp({
         config,

@@ -2,7 +2,8 @@
  * What an outreach request must satisfy, normalized once, here at the edge: campaign, step,
  * candidate and address keys in their canonical forms, ids free of addresses and a correlation id
  * that may travel (canonicalSendKeys in @outreach/shared, the same function every ingress uses),
- * content per variant, follow-up steps.
+ * content per variant (covering every variant of the experiment), follow-up steps; and the content
+ * each candidate gets.
  * Pure: the experiment's answer and the emailHash key come in as values.
  */
 import {
@@ -141,4 +142,25 @@ export function chooseContent(
   return fallback
     ? { ok: true, content: fallback, variant: null }
     : { ok: false, reason: `candidate is not enrolled (${decision.reason}) and the request has no default content` };
+}
+
+export const UNKNOWN_EXPERIMENT = 'unknown experiment: experimentId names no experiment';
+
+/**
+ * Whether every variant of the experiment (null: there is no such experiment) would find content:
+ * the choice chooseContent makes for a candidate enrolled in each, checked before a request is
+ * accepted, so one that could not serve an arm is refused up front rather than dead-lettered later.
+ */
+export function variantCoverage(
+  contents: readonly Content[],
+  variants: readonly string[] | null,
+): { ok: true } | { ok: false; reason: string } {
+  if (variants === null) return { ok: false, reason: UNKNOWN_EXPERIMENT };
+  const missing = variants.filter((variant) => !chooseContent(contents, { enrolled: true, variant }).ok);
+  return missing.length === 0
+    ? { ok: true }
+    : {
+        ok: false,
+        reason: `no content for variant(s) ${missing.join(', ')} of the experiment (and no content without a variant)`,
+      };
 }

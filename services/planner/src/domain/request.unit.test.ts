@@ -1,7 +1,7 @@
 import { addressCandidateKey, sendIdFor, type OutreachRequested } from '@outreach/shared';
 import { testEmailHashKey } from '@outreach/shared/testing';
 import { describe, expect, it } from 'vitest';
-import { chooseContent, validateRequest as validate } from './request.js';
+import { chooseContent, UNKNOWN_EXPERIMENT, validateRequest as validate, variantCoverage } from './request.js';
 
 const key = testEmailHashKey();
 const validateRequest = (event: OutreachRequested) => validate(event, key);
@@ -150,5 +150,45 @@ describe('chooseContent', () => {
       ok: false,
       reason: expect.stringMatching(/not enrolled/),
     });
+  });
+});
+
+describe('variantCoverage (the rule the HTTP ingress applies before accepting a request)', () => {
+  const arms = [
+    { variant: 'A', subject: 'a', body: 'a' },
+    { variant: 'B', subject: 'b', body: 'b' },
+  ];
+  const shared = { variant: null, subject: 's', body: 's' };
+
+  it('given every variant has content, or a default covers the rest, then accepted', () => {
+    expect(variantCoverage(arms, ['A', 'B'])).toEqual({ ok: true });
+    expect(variantCoverage([arms[0] as (typeof arms)[number], shared], ['A', 'B', 'C'])).toEqual({ ok: true });
+    expect(variantCoverage([shared], ['A'])).toEqual({ ok: true });
+  });
+
+  it('given a variant with no content and no default, then refused, naming each missing variant', () => {
+    expect(variantCoverage(arms, ['A', 'B', 'C', 'D'])).toEqual({
+      ok: false,
+      reason: 'no content for variant(s) C, D of the experiment (and no content without a variant)',
+    });
+  });
+
+  it('given no such experiment, then refused', () => {
+    expect(variantCoverage(arms, null)).toEqual({ ok: false, reason: UNKNOWN_EXPERIMENT });
+  });
+
+  it('refuses exactly when some candidate enrolled in a variant would find no content (chooseContent)', () => {
+    const contentSets = [
+      arms,
+      [arms[0] as (typeof arms)[number]],
+      [shared],
+      [arms[1] as (typeof arms)[number], shared],
+    ];
+    const variantSets = [[], ['A'], ['B'], ['A', 'B'], ['C']];
+    for (const contents of contentSets)
+      for (const variants of variantSets)
+        expect(variantCoverage(contents, variants).ok).toBe(
+          variants.every((variant) => chooseContent(contents, { enrolled: true, variant }).ok),
+        );
   });
 });

@@ -16,6 +16,7 @@ import { PlannerRepository } from '../adapters/planner-repository.js';
 import type { Config } from '../config.js';
 import { conversationHandler } from '../workflow/conversations.js';
 import { ingressHandler } from '../workflow/ingress.js';
+import { emitDue } from '../workflow/scheduler.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -64,14 +65,14 @@ export default fp(
       groupId: `${config.CONSUMER_GROUP}-conversations`,
       topics: [topicName('conversationEvents', config.TOPIC_PREFIX), topicName('sendRecorded', config.TOPIC_PREFIX)],
       retry: retryCap(config),
-      handler: conversationHandler(repository, log('conversations')),
+      handler: conversationHandler({ pool: app.pg, repository, logger: log('conversations') }),
     });
     registerPeriodicTask(
       app,
       new PeriodicTask(
         'scheduler',
         async () => {
-          while ((await repository.emitDue(200)) === 200) {
+          while ((await emitDue({ pool: app.pg, repository }, 200)) === 200) {
             // a full batch: more may be due
           }
         },

@@ -1,7 +1,7 @@
 /**
  * From OutreachRequested to SendRequested (now) or a scheduled step (later): validate, resolve the
- * sticky variant (batched per experiment), pick the content, and record it all in one transaction
- * with the planner's outbox.
+ * sticky variant (batched per experiment), then, in one transaction with the planner's outbox and on
+ * its database clock, decide each request (domain/plan.ts) and store what was decided.
  */
 import {
   withTransaction,
@@ -14,48 +14,9 @@ import {
 } from '@outreach/shared';
 import type { Pool } from 'pg';
 import type { ExperimentClient } from '../adapters/experiment-client.js';
-import {
-  plannedSend,
-  type PlannerRepository,
-  type PlannedSend,
-  type StoredFollowUp,
-} from '../adapters/planner-repository.js';
-import { chooseContent, validateRequest, type PlannedRequest, type VariantDecision } from '../domain/request.js';
-
-export interface Decided {
-  readonly request: PlannedRequest;
-  readonly head: PlannedSend;
-  readonly followUps: readonly StoredFollowUp[];
-}
-
-/** Chooses the content of the head step and every follow-up for one decision; a reason when one lacks it. */
-export function decide(
-  request: PlannedRequest,
-  decision: VariantDecision | null,
-): { ok: true; decided: Decided } | { ok: false; reason: string } {
-  const head = chooseContent(request.contents, decision);
-  if (!head.ok) return { ok: false, reason: head.reason };
-  const followUps: StoredFollowUp[] = [];
-  for (const [i, followUp] of request.followUps.entries()) {
-    const chosen = chooseContent(followUp.contents, decision);
-    // Reasons name fields, never the caller's values: they go to logs and DLQ headers.
-    if (!chosen.ok) return { ok: false, reason: `followUps[${i}]: ${chosen.reason}` };
-    followUps.push({
-      step: followUp.step,
-      delayMs: followUp.delayMs,
-      content: chosen.content,
-      variant: chosen.variant,
-    });
-  }
-  return {
-    ok: true,
-    decided: {
-      request,
-      head: plannedSend(request, request.step, request.sendId, head.content, head.variant),
-      followUps,
-    },
-  };
-}
+import type { PlannerRepository } from '../adapters/planner-repository.js';
+import { decide, type Plan } from '../domain/plan.js';
+import { UNKNOWN_EXPERIMENT, validateRequest, type PlannedRequest, type VariantDecision } from '../domain/request.js';
 
 export function ingressHandler(deps: {
   pool: Pool;
@@ -103,30 +64,33 @@ export function ingressHandler(deps: {
       }
     }
 
-    const decided: Decided[] = [];
-    for (const { offset, request } of valid) {
-      const decision = request.experimentId
-        ? decisions.get(`${request.experimentId}\u0000${request.candidateKey}`)
-        : null;
-      if (decision === 'unknown_experiment') {
-        rejected.push({ offset, reason: 'unknown experiment: experimentId names no experiment' });
-        continue;
-      }
-      const result = decide(request, decision ?? null);
-      if (result.ok) decided.push(result.decided);
-      else rejected.push({ offset, reason: `invalid OutreachRequested: ${result.reason}` });
-    }
-
     await withTransaction(deps.pool, async (client) => {
-      const now = ((await client.query<{ now: Date }>('SELECT now() AS now')).rows[0] as { now: Date }).now.getTime();
-      const immediate: PlannedSend[] = [];
-      for (const { request, head, followUps } of decided) {
-        if (request.sendAt !== null && request.sendAt > now)
-          await deps.repository.schedule(client, head, new Date(request.sendAt));
-        else immediate.push(head);
-        await deps.repository.startSequence(client, head, followUps);
+      const now = await deps.repository.now(client);
+      const plans: Plan[] = [];
+      for (const { offset, request } of valid) {
+        const decision = request.experimentId
+          ? decisions.get(`${request.experimentId}\u0000${request.candidateKey}`)
+          : null;
+        if (decision === 'unknown_experiment') {
+          rejected.push({ offset, reason: UNKNOWN_EXPERIMENT });
+          continue;
+        }
+        const result = decide(request, decision ?? null, now);
+        if (result.ok) plans.push(result.plan);
+        else rejected.push({ offset, reason: `invalid OutreachRequested: ${result.reason}` });
       }
-      await deps.repository.sendNow(client, immediate);
+      await deps.repository.schedule(
+        client,
+        plans.flatMap((plan) => plan.schedule ?? []),
+      );
+      await deps.repository.startSequences(
+        client,
+        plans.flatMap((plan) => plan.sequence ?? []),
+      );
+      await deps.repository.enqueue(
+        client,
+        plans.flatMap((plan) => plan.send ?? []),
+      );
     });
     for (const rejection of rejected)
       deps.logger.warn({ offset: rejection.offset, reason: rejection.reason }, 'rejected outreach request');

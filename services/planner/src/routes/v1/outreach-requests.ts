@@ -3,7 +3,7 @@ import { AppError, topicName, TransientError, type OutreachRequested } from '@ou
 import { Type, type Static } from '@sinclair/typebox';
 // Unions list Null first: fastify's Ajv coerces types, and would turn null into "" for a string branch.
 import type { FastifyInstance } from 'fastify';
-import { validateRequest } from '../../domain/request.js';
+import { validateRequest, variantCoverage } from '../../domain/request.js';
 
 /**
  * Bounds at the edge, each with a reason in the 400: an id longer than the domain allows, a delay
@@ -98,16 +98,11 @@ export default async function outreachRequestRoutes(app: FastifyInstance): Promi
       let experimentChecked = false;
       if (event.experimentId) {
         try {
-          const variants = await app.experimentClient.variants(event.experimentId);
-          if (!variants) throw new AppError('UNPROCESSABLE', 'unknown experiment: experimentId names no experiment');
-          const hasDefault = event.contents.some((c) => c.variant === null);
-          const missing = variants.filter((v) => !event.contents.some((c) => c.variant === v));
-          if (missing.length > 0 && !hasDefault) {
-            throw new AppError(
-              'UNPROCESSABLE',
-              `no content for variant(s) ${missing.join(', ')} of the experiment (and no content without a variant)`,
-            );
-          }
+          const coverage = variantCoverage(
+            event.contents,
+            (await app.experimentClient.variants(event.experimentId)) ?? null,
+          );
+          if (!coverage.ok) throw new AppError('UNPROCESSABLE', coverage.reason);
           experimentChecked = true;
         } catch (error) {
           // The experiment service is down: accept; the request waits in Kafka until it answers.

@@ -1,0 +1,143 @@
+/**
+ * What the planner does with a request, and with the send of a sequence's step: the events to emit
+ * and the rows to keep, decided here; the repository stores and enqueues them as they are. Pure:
+ * the sticky variant and the database clock (`now`, read once per transaction) come in as values.
+ */
+import { sendIdFor, type NextStepScheduled, type SendRequested } from '@outreach/shared';
+import { chooseContent, type Content, type PlannedRequest, type VariantDecision } from './request.js';
+import { nextStepScheduled, sendRequested, type PlannedSend } from './step.js';
+
+export interface StoredFollowUp {
+  readonly step: string;
+  readonly delayMs: number;
+  readonly content: Content;
+  readonly variant: string | null;
+}
+
+/**
+ * A step to schedule (or reschedule) and its NextStepScheduled. The repository keeps both only
+ * while the step is still open: one already emitted or cancelled stays as it is.
+ */
+export interface Scheduling {
+  readonly send: PlannedSend;
+  readonly dueAt: number;
+  readonly event: NextStepScheduled;
+}
+
+/** Follow-ups waiting for the head step's send; the head is the template they are made from. */
+export interface Sequence {
+  readonly head: PlannedSend;
+  readonly followUps: readonly StoredFollowUp[];
+}
+
+/** A sequence that has just advanced past a sent step: `nextIndex` is the follow-up now due. */
+export interface AdvancedSequence {
+  readonly template: PlannedSend;
+  readonly followUps: readonly StoredFollowUp[];
+  readonly nextIndex: number;
+}
+
+/** What one request leads to: a send now or a scheduled step, and the sequence of its follow-ups. */
+export interface Plan {
+  readonly send: SendRequested | null;
+  readonly schedule: Scheduling | null;
+  readonly sequence: Sequence | null;
+}
+
+export function plannedSend(
+  request: PlannedRequest,
+  step: string,
+  sendId: string,
+  content: Content,
+  variant: string | null,
+): PlannedSend {
+  const {
+    requestId,
+    requestEventId,
+    correlationId,
+    campaignId,
+    candidateId,
+    candidateKey,
+    conversationId,
+    email,
+    emailNorm,
+  } = request;
+  return {
+    requestId,
+    requestEventId,
+    correlationId,
+    campaignId,
+    candidateId,
+    candidateKey,
+    conversationId,
+    email,
+    emailNorm,
+    sendId,
+    step,
+    experimentId: variant === null ? null : request.experimentId,
+    variant,
+    subject: content.subject,
+    body: content.body,
+  };
+}
+
+export function schedule(send: PlannedSend, dueAt: number, now: number): Scheduling {
+  return { send, dueAt, event: nextStepScheduled(send, dueAt, now) };
+}
+
+/**
+ * Chooses the content of the head step and of every follow-up for the candidate's variant decision,
+ * then plans the head: a SendRequested when due (no `sendAt`, or one not after `now`), else a
+ * scheduled step. Refused, with a reason, when a step has no content for the decision.
+ */
+export function decide(
+  request: PlannedRequest,
+  decision: VariantDecision | null,
+  now: number,
+): { ok: true; plan: Plan } | { ok: false; reason: string } {
+  const head = chooseContent(request.contents, decision);
+  if (!head.ok) return { ok: false, reason: head.reason };
+  const followUps: StoredFollowUp[] = [];
+  for (const [i, followUp] of request.followUps.entries()) {
+    const chosen = chooseContent(followUp.contents, decision);
+    // Reasons name fields, never the caller's values: they go to logs and DLQ headers.
+    if (!chosen.ok) return { ok: false, reason: `followUps[${i}]: ${chosen.reason}` };
+    followUps.push({
+      step: followUp.step,
+      delayMs: followUp.delayMs,
+      content: chosen.content,
+      variant: chosen.variant,
+    });
+  }
+  const send = plannedSend(request, request.step, request.sendId, head.content, head.variant);
+  const later = request.sendAt !== null && request.sendAt > now ? request.sendAt : null;
+  return {
+    ok: true,
+    plan: {
+      send: later === null ? sendRequested(send, null, now) : null,
+      schedule: later === null ? null : schedule(send, later, now),
+      sequence: followUps.length > 0 ? { head: send, followUps } : null,
+    },
+  };
+}
+
+/**
+ * The follow-up a sequence schedules once the step it waited for was sent (at `sentAt`, the
+ * sender's record): due `delayMs` after that send, with the head's candidate and experiment and the
+ * follow-up's own content. Null when the sequence has no follow-up left.
+ */
+export function planFollowUp(sequence: AdvancedSequence, sentAt: number, now: number): Scheduling | null {
+  const followUp = sequence.followUps[sequence.nextIndex];
+  if (!followUp) return null;
+  const { template } = sequence;
+  const send: PlannedSend = {
+    ...template,
+    step: followUp.step,
+    sendId: sendIdFor(template.campaignId, template.candidateKey, followUp.step),
+    variant: followUp.variant,
+    experimentId: followUp.variant === null ? null : template.experimentId,
+    subject: followUp.content.subject,
+    body: followUp.content.body,
+  };
+  return schedule(send, sentAt + followUp.delayMs, now);
+}

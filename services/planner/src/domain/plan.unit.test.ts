@@ -1,0 +1,238 @@
+/**
+ * Given a request (validated) and the candidate's variant decision, when decided at the database's
+ * `now`, then what to emit and keep; given a sequence that advanced, when its step was sent, then
+ * the follow-up it schedules.
+ */
+import { sendIdFor, uuidV5, type OutreachRequested } from '@outreach/shared';
+import { testEmailHashKey } from '@outreach/shared/testing';
+import { describe, expect, it } from 'vitest';
+import { decide, planFollowUp, type AdvancedSequence, type StoredFollowUp } from './plan.js';
+import { validateRequest, type Content, type PlannedRequest, type VariantDecision } from './request.js';
+import type { PlannedSend } from './step.js';
+
+const NOW = 1_700_000_000_000;
+
+function planned(fields: Partial<OutreachRequested> = {}): PlannedRequest {
+  const validation = validateRequest(
+    {
+      eventId: '0b7f9a52-4a67-4e35-8b0c-1d7a3f1e9c11',
+      occurredAt: 0,
+      producer: 'ats',
+      correlationId: 'corr',
+      causationId: null,
+      requestId: 'r1',
+      campaignId: 'camp',
+      candidateId: 'Ada',
+      email: 'ada@example.com',
+      step: 'intro',
+      experimentId: null,
+      contents: [{ variant: null, subject: 'Hi', body: 'Body' }],
+      sendAt: null,
+      conversationId: null,
+      followUps: [],
+      ...fields,
+    },
+    testEmailHashKey(),
+  );
+  if (!validation.ok) throw new Error(validation.reason);
+  return validation.request;
+}
+
+const given = (fields: Partial<OutreachRequested>, decision: VariantDecision | null = null) => ({
+  whenDecidedAt: (now: number) => decide(planned(fields), decision, now),
+});
+
+const arms = [
+  { variant: 'A', subject: 'a', body: 'body a' },
+  { variant: 'B', subject: 'b', body: 'body b' },
+];
+const followUp = (
+  step: string,
+  delayMs: number,
+  contents: readonly Content[] = [{ variant: null, subject: step, body: `${step} body` }],
+) => ({
+  step,
+  delayMs,
+  contents,
+});
+
+describe('decide (a request)', () => {
+  it('given no sendAt, then a SendRequested now and nothing scheduled', () => {
+    const result = given({}).whenDecidedAt(NOW);
+    expect(result).toEqual({
+      ok: true,
+      plan: {
+        send: expect.objectContaining({
+          type: 'SendRequested',
+          eventId: uuidV5('send-requested', sendIdFor('camp', 'Ada', 'intro')),
+          occurredAt: NOW,
+          causationId: '0b7f9a52-4a67-4e35-8b0c-1d7a3f1e9c11',
+          sendId: sendIdFor('camp', 'Ada', 'intro'),
+          step: 'intro',
+          experimentId: null,
+          variant: null,
+          subject: 'Hi',
+          scheduledFor: null,
+        }),
+        schedule: null,
+        sequence: null,
+      },
+    });
+  });
+
+  it('given a sendAt that is not after now (the database clock), then it is sent now', () => {
+    for (const sendAt of [NOW, NOW - 60_000]) {
+      const result = given({ sendAt }).whenDecidedAt(NOW);
+      expect(result.ok && result.plan.schedule).toBeNull();
+      expect(result.ok && result.plan.send?.scheduledFor).toBeNull();
+    }
+  });
+
+  it('given a sendAt after now, then the step is scheduled for it, with its NextStepScheduled, and nothing is sent', () => {
+    const result = given({ sendAt: NOW + 1 }).whenDecidedAt(NOW);
+    expect(result).toEqual({
+      ok: true,
+      plan: {
+        send: null,
+        schedule: {
+          send: expect.objectContaining({ sendId: sendIdFor('camp', 'Ada', 'intro'), step: 'intro', subject: 'Hi' }),
+          dueAt: NOW + 1,
+          event: {
+            type: 'NextStepScheduled',
+            eventId: uuidV5('next-step-scheduled', 'camp:Ada', 'intro', String(NOW + 1)),
+            occurredAt: NOW,
+            producer: 'planner',
+            correlationId: 'corr',
+            causationId: '0b7f9a52-4a67-4e35-8b0c-1d7a3f1e9c11',
+            conversationId: 'camp:Ada',
+            campaignId: 'camp',
+            candidateKey: 'Ada',
+            stepId: 'intro',
+            dueAt: NOW + 1,
+          },
+        },
+        sequence: null,
+      },
+    });
+  });
+
+  it("given follow-ups and a candidate in arm B, then every step carries B's content (or the shared one) and the sequence waits on the head", () => {
+    const result = given(
+      {
+        experimentId: 'exp',
+        contents: arms,
+        followUps: [followUp('nudge', 60_000, arms), followUp('last', 120_000)],
+      },
+      { enrolled: true, variant: 'B' },
+    ).whenDecidedAt(NOW);
+    expect(result.ok).toBe(true);
+    if (!result.ok) return;
+    expect(result.plan.send).toMatchObject({ variant: 'B', experimentId: 'exp', subject: 'b' });
+    expect(result.plan.sequence).toEqual({
+      head: expect.objectContaining({ step: 'intro', variant: 'B', experimentId: 'exp', subject: 'b' }),
+      followUps: [
+        { step: 'nudge', delayMs: 60_000, content: arms[1], variant: 'B' },
+        {
+          step: 'last',
+          delayMs: 120_000,
+          content: { variant: null, subject: 'last', body: 'last body' },
+          variant: 'B',
+        },
+      ],
+    });
+  });
+
+  it('given a candidate not enrolled, then the default content, without a variant or an experiment', () => {
+    const result = given(
+      { experimentId: 'exp', contents: [...arms, { variant: null, subject: 'd', body: 'default' }] },
+      { enrolled: false, reason: 'exclusion group' },
+    ).whenDecidedAt(NOW);
+    expect(result.ok && result.plan.send).toMatchObject({ variant: null, experimentId: null, subject: 'd' });
+  });
+
+  it('given no content for the assigned variant, then refused with a reason', () => {
+    expect(given({ experimentId: 'exp', contents: arms }, { enrolled: true, variant: 'C' }).whenDecidedAt(NOW)).toEqual(
+      { ok: false, reason: 'request has no content for the assigned variant C' },
+    );
+    expect(
+      given({ experimentId: 'exp', contents: arms }, { enrolled: false, reason: 'experiment is paused' }).whenDecidedAt(
+        NOW,
+      ),
+    ).toEqual({
+      ok: false,
+      reason: 'candidate is not enrolled (experiment is paused) and the request has no default content',
+    });
+  });
+
+  it('given a follow-up without content for the variant, then refused, naming the follow-up and not its content', () => {
+    const result = given(
+      {
+        experimentId: 'exp',
+        contents: arms,
+        followUps: [followUp('nudge', 60_000, [{ variant: 'A', subject: 'secret subject', body: 'secret body' }])],
+      },
+      { enrolled: true, variant: 'B' },
+    ).whenDecidedAt(NOW);
+    expect(result).toEqual({ ok: false, reason: 'followUps[0]: request has no content for the assigned variant B' });
+  });
+});
+
+describe('planFollowUp (a sequence whose awaited step was sent)', () => {
+  const template: PlannedSend = {
+    requestId: 'r1',
+    requestEventId: '0b7f9a52-4a67-4e35-8b0c-1d7a3f1e9c11',
+    correlationId: 'corr',
+    campaignId: 'camp',
+    candidateId: 'Ada',
+    candidateKey: 'Ada',
+    conversationId: 'camp:Ada',
+    email: 'ada@example.com',
+    emailNorm: 'ada@example.com',
+    experimentId: 'exp',
+    sendId: sendIdFor('camp', 'Ada', 'intro'),
+    step: 'intro',
+    variant: 'B',
+    subject: 'b',
+    body: 'body b',
+  };
+  const followUps: StoredFollowUp[] = [
+    { step: 'nudge', delayMs: 60_000, content: { variant: 'B', subject: 'nudge b', body: 'nb' }, variant: 'B' },
+    { step: 'last', delayMs: 120_000, content: { variant: null, subject: 'last', body: 'lb' }, variant: null },
+  ];
+  const advancedTo = (nextIndex: number): AdvancedSequence => ({ template, followUps, nextIndex });
+
+  it("given the head was sent, then the first follow-up is scheduled delayMs after the sender's record, as its own send", () => {
+    const sentAt = NOW - 5_000;
+    expect(planFollowUp(advancedTo(0), sentAt, NOW)).toEqual({
+      send: {
+        ...template,
+        step: 'nudge',
+        sendId: sendIdFor('camp', 'Ada', 'nudge'),
+        variant: 'B',
+        experimentId: 'exp',
+        subject: 'nudge b',
+        body: 'nb',
+      },
+      dueAt: sentAt + 60_000,
+      event: expect.objectContaining({
+        type: 'NextStepScheduled',
+        eventId: uuidV5('next-step-scheduled', 'camp:Ada', 'nudge', String(sentAt + 60_000)),
+        occurredAt: NOW,
+        stepId: 'nudge',
+        dueAt: sentAt + 60_000,
+      }),
+    });
+  });
+
+  it('given a follow-up without a variant, then its send names no experiment', () => {
+    expect(planFollowUp(advancedTo(1), NOW, NOW)?.send).toMatchObject({
+      step: 'last',
+      variant: null,
+      experimentId: null,
+    });
+  });
+
+  it('given a sequence with no follow-up left, then nothing to schedule', () => {
+    expect(planFollowUp(advancedTo(2), NOW, NOW)).toBeNull();
+  });
+});

@@ -1,0 +1,160 @@
+/** Given a step's past events, when the scheduler emits it or a reply cancels it, then these events (or a refusal). */
+import { sendIdFor, uuidV5, type StepCancelled } from '@outreach/shared';
+import { deciderSpec } from '@outreach/shared/testing';
+import { describe, expect, it } from 'vitest';
+import {
+  decideStep,
+  evolveStep,
+  initialStep,
+  nextStepScheduled,
+  sendRequested,
+  type PlannedSend,
+  type StepCommand,
+  type StepEvent,
+  type StepState,
+} from './step.js';
+
+const given = deciderSpec<StepState, StepCommand, StepEvent>({
+  initialState: initialStep,
+  evolve: evolveStep,
+  decide: decideStep,
+});
+
+const send: PlannedSend = {
+  requestId: 'r1',
+  requestEventId: '0b7f9a52-4a67-4e35-8b0c-1d7a3f1e9c11',
+  correlationId: 'corr',
+  campaignId: 'camp',
+  candidateId: 'Ada',
+  candidateKey: 'Ada',
+  conversationId: 'camp:Ada',
+  email: 'ada@example.com',
+  emailNorm: 'ada@example.com',
+  experimentId: 'exp',
+  sendId: sendIdFor('camp', 'Ada', 'reminder'),
+  step: 'reminder',
+  variant: 'B',
+  subject: 'Hello',
+  body: 'Would you like to talk?',
+};
+
+const scheduled = (dueAt: number, at = 0) => nextStepScheduled(send, dueAt, at);
+const emitted = (dueAt: number, at: number) => sendRequested(send, dueAt, at);
+const emit = (now: number): StepCommand => ({ type: 'EmitStep', send, now });
+const cancel = (now: number, reason = 'candidate replied'): StepCommand => ({
+  type: 'CancelStep',
+  step: { conversationId: 'camp:Ada', campaignId: 'camp', candidateKey: 'Ada', step: 'reminder' },
+  reason,
+  correlationId: 'corr',
+  causationId: 'reply-1',
+  now,
+});
+
+describe('a scheduled step', () => {
+  it('given its schedule and a reschedule, then it waits for the later due time', () => {
+    given([scheduled(1_000), scheduled(5_000, 10)]).thenState({ status: 'scheduled', dueAt: 5_000 });
+  });
+
+  it('given a step already emitted or cancelled, then a reschedule leaves it as it is', () => {
+    given([scheduled(1_000), emitted(1_000, 1_000), scheduled(9_000, 2_000)]).thenState({ status: 'emitted' });
+    given([scheduled(1_000), cancelled(500), scheduled(9_000, 2_000)]).thenState({ status: 'cancelled' });
+  });
+
+  it('given a scheduled step, then a send of the same step due at once leaves it scheduled (same sendId)', () => {
+    given([scheduled(1_000), sendRequested(send, null, 10)]).thenState({ status: 'scheduled', dueAt: 1_000 });
+  });
+
+  it('given a scheduled step, when the scheduler emits it once due, then one SendRequested for its due time', () => {
+    given([scheduled(1_000)])
+      .when(emit(1_250))
+      .then([
+        {
+          type: 'SendRequested',
+          eventId: uuidV5('send-requested', send.sendId),
+          occurredAt: 1_250,
+          producer: 'planner',
+          correlationId: 'corr',
+          causationId: send.requestEventId,
+          sendId: send.sendId,
+          requestId: 'r1',
+          campaignId: 'camp',
+          candidateId: 'Ada',
+          candidateKey: 'Ada',
+          email: 'ada@example.com',
+          emailNorm: 'ada@example.com',
+          step: 'reminder',
+          experimentId: 'exp',
+          variant: 'B',
+          subject: 'Hello',
+          body: 'Would you like to talk?',
+          scheduledFor: 1_000,
+        },
+      ]);
+    given([scheduled(1_000)])
+      .when(emit(1_000))
+      .then([emitted(1_000, 1_000)]);
+  });
+
+  it('given a scheduled step, when emitted before it is due, then refused', () => {
+    given([scheduled(1_000)])
+      .when(emit(999))
+      .thenThrows(/before it is due/);
+    given([scheduled(1_000), scheduled(5_000, 10)])
+      .when(emit(1_000))
+      .thenThrows(/before it is due/);
+  });
+
+  it('given a step that is not scheduled, when emitted, then refused: a step is emitted once, only from its schedule', () => {
+    given([])
+      .when(emit(2_000))
+      .thenThrows(/is none, not scheduled/);
+    given([scheduled(1_000), emitted(1_000, 1_000)])
+      .when(emit(2_000))
+      .thenThrows(/is emitted, not scheduled/);
+    given([scheduled(1_000), cancelled(500)])
+      .when(emit(2_000))
+      .thenThrows(/is cancelled, not scheduled/);
+  });
+
+  it('given a scheduled step, when the conversation stops, then a StepCancelled with the reason', () => {
+    given([scheduled(1_000)])
+      .when(cancel(700))
+      .then([cancelled(700)]);
+    given([scheduled(1_000), cancelled(700)]).thenState({ status: 'cancelled' });
+  });
+
+  it('given a step already sent, cancelled or never scheduled, when the conversation stops, then nothing to cancel', () => {
+    given([scheduled(1_000), emitted(1_000, 1_000)])
+      .when(cancel(2_000))
+      .then([]);
+    given([scheduled(1_000), cancelled(700)])
+      .when(cancel(2_000, 'conversation closed'))
+      .then([]);
+    given([]).when(cancel(2_000)).then([]);
+  });
+
+  it('names its events by what happened, not when: an emit or a cancel decided again is the same event', () => {
+    const [first] = decideStep({ status: 'scheduled', dueAt: 1_000 }, emit(3_000));
+    const [again] = decideStep({ status: 'scheduled', dueAt: 1_000 }, emit(4_000));
+    expect(again?.eventId).toBe(first?.eventId);
+    expect(cancelled(900).eventId).toBe(cancelled(700).eventId);
+    expect(scheduled(1_000, 20).eventId).toBe(scheduled(1_000, 10).eventId);
+    expect(scheduled(2_000, 10).eventId).not.toBe(scheduled(1_000, 10).eventId);
+  });
+});
+
+function cancelled(at: number): StepCancelled {
+  return {
+    type: 'StepCancelled',
+    eventId: uuidV5('step-cancelled', 'camp:Ada', 'reminder', 'candidate replied'),
+    occurredAt: at,
+    producer: 'planner',
+    correlationId: 'corr',
+    causationId: 'reply-1',
+    conversationId: 'camp:Ada',
+    campaignId: 'camp',
+    candidateKey: 'Ada',
+    stepId: 'reminder',
+    reason: 'candidate replied',
+  };
+}
