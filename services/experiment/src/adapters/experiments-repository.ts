@@ -2,6 +2,10 @@
  * The experiment service's SQL. Sticky assignment is `INSERT … ON CONFLICT DO NOTHING` on
  * `PRIMARY KEY (experiment_id, candidate_key)` followed by a read: racing first calls compute the
  * same bucket anyway, and whichever row landed first is the one everybody returns from then on.
+ *
+ * Every set of weights is a numbered period (`weight_periods`), written in the transaction that
+ * sets the weights, and each assignment stores the period whose weights computed it: the report
+ * tests each period against its own weights, whatever the clocks of concurrent requests said.
  */
 import {
   enqueueEvents,
@@ -23,9 +27,49 @@ export interface Experiment {
   readonly status: ExperimentStatus;
   readonly exclusionGroup: string | null;
   readonly variants: readonly Variant[];
+  /** The period of `variants`' weights: read with them in one statement, stored on each assignment. */
+  readonly weightsPeriod: number;
   readonly createdAt: Date;
   readonly updatedAt: Date;
 }
+
+/** Imported pre-platform history: one exposure, already validated (domain/exposure-history.ts). */
+export interface ImportedExposure {
+  readonly eventId: string;
+  readonly experimentId: string;
+  readonly candidateKey: string;
+  readonly variant: string;
+  readonly exposedAt: Date;
+  readonly origin: string | null;
+}
+
+export type ImportOutcome =
+  | {
+      readonly kind: 'imported';
+      readonly importedAt: Date;
+      readonly newExposures: number;
+      readonly contaminations: readonly VariantContaminated[];
+    }
+  | { readonly kind: 'already-imported'; readonly importedAt: Date };
+
+export interface ContaminationCount {
+  readonly experimentId: string;
+  /** Candidates seen in more than one arm (assigned or exposed, platform or imported). */
+  readonly candidates: number;
+  /** Of those, candidates with at least one imported exposure. */
+  readonly withImportedHistory: number;
+}
+
+interface ContaminationRow {
+  experimentId: string;
+  candidateKey: string;
+  assigned: string | null;
+  exposed: string[];
+  detectedAt: Date;
+}
+
+/** The most contaminated candidates a report lists; `contamination.candidates` counts them all. */
+const REPORT_CONTAMINATED_LIMIT = 1_000;
 
 export type Assignment =
   | {
@@ -54,7 +98,7 @@ export class ExperimentsRepository {
     private readonly assignmentsTopic: string,
   ) {}
 
-  async create(experiment: Omit<Experiment, 'createdAt' | 'updatedAt'>): Promise<boolean> {
+  async create(experiment: Omit<Experiment, 'createdAt' | 'updatedAt' | 'weightsPeriod'>): Promise<boolean> {
     return withTransaction(this.pool, async (client) => {
       const inserted = await client.query(
         `INSERT INTO experiments (experiment_id, salt, status, exclusion_group) VALUES ($1, $2, $3, $4)
@@ -63,6 +107,7 @@ export class ExperimentsRepository {
       );
       if (inserted.rowCount === 0) return false;
       await this.writeVariants(client, experiment.experimentId, experiment.variants);
+      await this.recordWeights(client, experiment.experimentId);
       return true;
     });
   }
@@ -76,6 +121,25 @@ export class ExperimentsRepository {
     );
   }
 
+  /**
+   * Opens a new weights period when the variants' weights (or order) differ from the last one's.
+   * Callers hold the experiment's row lock, so concurrent changes number their periods in turn.
+   */
+  private async recordWeights(client: Queryable, experimentId: string): Promise<void> {
+    await client.query(
+      `WITH current AS (
+         SELECT jsonb_agg(jsonb_build_object('name', name, 'weight', weight) ORDER BY position, name) AS weights
+         FROM variants WHERE experiment_id = $1
+       ), last AS (
+         SELECT period, weights FROM weight_periods WHERE experiment_id = $1 ORDER BY period DESC LIMIT 1
+       )
+       INSERT INTO weight_periods (experiment_id, period, weights)
+       SELECT $1, coalesce((SELECT period FROM last), 0) + 1, current.weights FROM current
+       WHERE current.weights IS DISTINCT FROM (SELECT weights FROM last)`,
+      [experimentId],
+    );
+  }
+
   /** Changes weights (for future assignments only) and/or status. Variants can be added, never removed. */
   async update(
     experimentId: string,
@@ -83,6 +147,9 @@ export class ExperimentsRepository {
     within?: PoolClient,
   ): Promise<void> {
     const run = async (client: PoolClient) => {
+      // The row lock orders concurrent changes: each reads the periods the one before it wrote. NO KEY:
+      // assignments' foreign-key checks (KEY SHARE) go on meanwhile.
+      await client.query('SELECT 1 FROM experiments WHERE experiment_id = $1 FOR NO KEY UPDATE', [experimentId]);
       if (change.status) {
         await client.query('UPDATE experiments SET status = $2, updated_at = now() WHERE experiment_id = $1', [
           experimentId,
@@ -91,26 +158,25 @@ export class ExperimentsRepository {
       }
       if (change.variants) {
         await this.writeVariants(client, experimentId, change.variants);
+        await this.recordWeights(client, experimentId);
         await client.query('UPDATE experiments SET updated_at = now() WHERE experiment_id = $1', [experimentId]);
       }
     };
     await (within ? run(within) : withTransaction(this.pool, run));
   }
 
+  /** One statement, so the variants and their period come from one snapshot (a PATCH writes both). */
   async find(experimentId: string, client: Queryable = this.pool): Promise<Experiment | undefined> {
-    const { rows } = await client.query<Omit<Experiment, 'variants'>>(
-      `SELECT experiment_id AS "experimentId", salt, status, exclusion_group AS "exclusionGroup",
-              created_at AS "createdAt", updated_at AS "updatedAt"
-       FROM experiments WHERE experiment_id = $1`,
+    const { rows } = await client.query<Experiment>(
+      `SELECT e.experiment_id AS "experimentId", e.salt, e.status, e.exclusion_group AS "exclusionGroup",
+              e.created_at AS "createdAt", e.updated_at AS "updatedAt",
+              (SELECT coalesce(jsonb_agg(jsonb_build_object('name', v.name, 'weight', v.weight) ORDER BY v.position, v.name), '[]')
+               FROM variants v WHERE v.experiment_id = e.experiment_id) AS variants,
+              (SELECT max(p.period) FROM weight_periods p WHERE p.experiment_id = e.experiment_id) AS "weightsPeriod"
+       FROM experiments e WHERE e.experiment_id = $1`,
       [experimentId],
     );
-    const experiment = rows[0];
-    if (!experiment) return undefined;
-    const variants = await client.query<Variant>(
-      'SELECT name, weight FROM variants WHERE experiment_id = $1 ORDER BY position, name',
-      [experimentId],
-    );
-    return { ...experiment, variants: variants.rows };
+    return rows[0];
   }
 
   /** Stored assignments only (GET never creates). */
@@ -197,11 +263,17 @@ export class ExperimentsRepository {
 
     const buckets = eligible.map((key) => bucketOf(experiment.salt, key));
     const inserted = await client.query<{ candidateKey: string; variant: string; assignedAt: Date }>(
-      `INSERT INTO assignments (experiment_id, candidate_key, variant, bucket)
-       SELECT $1, * FROM unnest($2::text[], $3::text[], $4::float8[])
+      `INSERT INTO assignments (experiment_id, candidate_key, variant, bucket, period)
+       SELECT $1, k, v, b, $5 FROM unnest($2::text[], $3::text[], $4::float8[]) AS t(k, v, b)
        ON CONFLICT (experiment_id, candidate_key) DO NOTHING
        RETURNING candidate_key AS "candidateKey", variant, assigned_at AS "assignedAt"`,
-      [experimentId, eligible, buckets.map((b) => variantForBucket(experiment.variants, b)), buckets],
+      [
+        experimentId,
+        eligible,
+        buckets.map((b) => variantForBucket(experiment.variants, b)),
+        buckets,
+        experiment.weightsPeriod,
+      ],
     );
     const created = new Set(inserted.rows.map((r) => r.candidateKey));
     // Rows a racing transaction inserted first: read them back, they are the truth.
@@ -253,50 +325,11 @@ export class ExperimentsRepository {
           exposures.map((e) => e.recordedAt),
         ],
       );
-      if (inserted.rows.length === 0) return [];
-      // A candidate is contaminated when the variants it was assigned and exposed to are not one.
-      const { rows } = await client.query<{
-        experimentId: string;
-        candidateKey: string;
-        assigned: string | null;
-        exposed: string[];
-      }>(
-        `WITH touched AS (SELECT DISTINCT * FROM unnest($1::text[], $2::text[]) AS t(experiment_id, candidate_key))
-         SELECT t.experiment_id AS "experimentId", t.candidate_key AS "candidateKey", a.variant AS assigned,
-                array_agg(DISTINCT e.variant ORDER BY e.variant) AS exposed
-         FROM touched t
-         JOIN exposure_events e USING (experiment_id, candidate_key)
-         LEFT JOIN assignments a USING (experiment_id, candidate_key)
-         GROUP BY t.experiment_id, t.candidate_key, a.variant`,
-        [inserted.rows.map((r) => r.experimentId), inserted.rows.map((r) => r.candidateKey)],
-      );
-      const contaminated = rows.filter((r) => new Set([...r.exposed, ...(r.assigned ? [r.assigned] : [])]).size > 1);
-      const events: VariantContaminated[] = [];
-      for (const row of contaminated) {
-        const changed = await client.query<{ detectedAt: Date }>(
-          `INSERT INTO contaminations (experiment_id, candidate_key, assigned_variant, exposed_variants) VALUES ($1, $2, $3, $4)
-           ON CONFLICT (experiment_id, candidate_key) DO UPDATE SET exposed_variants = excluded.exposed_variants, detected_at = now()
-             WHERE contaminations.exposed_variants IS DISTINCT FROM excluded.exposed_variants
-           RETURNING detected_at AS "detectedAt"`,
-          [row.experimentId, row.candidateKey, row.assigned, row.exposed],
-        );
-        const detectedAt = changed.rows[0]?.detectedAt;
-        if (!detectedAt) continue;
+      const rows = await this.detectContaminations(client, inserted.rows);
+      const events = rows.map((row) => {
         const cause = exposures.find((e) => e.experimentId === row.experimentId && e.candidateKey === row.candidateKey);
-        events.push({
-          type: 'VariantContaminated',
-          eventId: uuidV5('variant-contaminated', row.experimentId, row.candidateKey, ...row.exposed),
-          occurredAt: detectedAt.getTime(),
-          producer: 'experiment',
-          correlationId: cause?.correlationId ?? row.candidateKey,
-          causationId: cause?.eventId ?? null,
-          experimentId: row.experimentId,
-          candidateKey: row.candidateKey,
-          assignedVariant: row.assigned ?? row.exposed[0] ?? '',
-          exposedVariants: row.exposed,
-          detectedAt: detectedAt.getTime(),
-        });
-      }
+        return contaminationEvent(row, cause?.correlationId ?? row.candidateKey, cause?.eventId ?? null);
+      });
       await enqueueEvents(
         client,
         events.map((event) => ({ topic: this.assignmentsTopic, event })),
@@ -305,10 +338,138 @@ export class ExperimentsRepository {
     });
   }
 
-  /** Counts per variant, contaminated candidates excluded from assignment and exposure metrics. */
+  /**
+   * The one contamination rule, for every way an exposure arrives: a candidate whose assigned and
+   * exposed variants (platform sends and imported history alike) are not all one is contaminated.
+   * Upserts the touched candidates' findings and returns the ones that are new or widened.
+   */
+  private async detectContaminations(
+    client: Queryable,
+    touched: ReadonlyArray<{ experimentId: string; candidateKey: string }>,
+  ): Promise<ContaminationRow[]> {
+    if (touched.length === 0) return [];
+    const { rows } = await client.query<ContaminationRow>(
+      `WITH touched AS (SELECT DISTINCT * FROM unnest($1::text[], $2::text[]) AS t(experiment_id, candidate_key)),
+       seen AS (
+         SELECT t.experiment_id, t.candidate_key, a.variant AS assigned,
+                array_agg(DISTINCT e.variant ORDER BY e.variant) AS exposed
+         FROM touched t
+         JOIN exposure_events e USING (experiment_id, candidate_key)
+         LEFT JOIN assignments a USING (experiment_id, candidate_key)
+         GROUP BY t.experiment_id, t.candidate_key, a.variant
+       )
+       INSERT INTO contaminations (experiment_id, candidate_key, assigned_variant, exposed_variants)
+       SELECT experiment_id, candidate_key, assigned, exposed FROM seen
+       WHERE cardinality(exposed) > 1 OR (assigned IS NOT NULL AND assigned <> ALL (exposed))
+       ORDER BY experiment_id, candidate_key
+       ON CONFLICT (experiment_id, candidate_key) DO UPDATE SET exposed_variants = excluded.exposed_variants, detected_at = now()
+         WHERE contaminations.exposed_variants IS DISTINCT FROM excluded.exposed_variants
+       RETURNING experiment_id AS "experimentId", candidate_key AS "candidateKey", assigned_variant AS assigned,
+                 exposed_variants AS exposed, detected_at AS "detectedAt"`,
+      [touched.map((r) => r.experimentId), touched.map((r) => r.candidateKey)],
+    );
+    return rows;
+  }
+
+  /**
+   * Imports pre-platform exposures in one transaction: all of the file or none of it. The import
+   * row (keyed by the file's content) goes first, so a second run of the same file, even a
+   * concurrent one, finds it and writes nothing; exposures already present (the same line in
+   * another file) are skipped by their content-derived event ids.
+   */
+  async importExposures(
+    file: { importId: string; contentSha256: string; lines: number },
+    exposures: readonly ImportedExposure[],
+  ): Promise<ImportOutcome> {
+    return withTransaction(this.pool, async (client) => {
+      const claimed = await client.query<{ importedAt: Date }>(
+        `INSERT INTO exposure_imports (import_id, content_sha256, lines, exposures, new_exposures) VALUES ($1, $2, $3, $4, 0)
+         ON CONFLICT DO NOTHING RETURNING imported_at AS "importedAt"`,
+        [file.importId, file.contentSha256, file.lines, exposures.length],
+      );
+      const importedAt = claimed.rows[0]?.importedAt;
+      if (!importedAt) {
+        const earlier = await client.query<{ importedAt: Date }>(
+          'SELECT imported_at AS "importedAt" FROM exposure_imports WHERE content_sha256 = $1',
+          [file.contentSha256],
+        );
+        return { kind: 'already-imported', importedAt: earlier.rows[0]?.importedAt as Date };
+      }
+      const touched: Array<{ experimentId: string; candidateKey: string }> = [];
+      for (let start = 0; start < exposures.length; start += 5_000) {
+        const batch = exposures.slice(start, start + 5_000);
+        const inserted = await client.query<{ experimentId: string; candidateKey: string }>(
+          `INSERT INTO exposure_events (event_id, experiment_id, candidate_key, variant, recorded_at, source, import_id, origin)
+           SELECT id, x, c, v, t, 'import', $7, o FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::text[])
+             AS u(id, x, c, v, t, o)
+           ON CONFLICT (event_id) DO NOTHING
+           RETURNING experiment_id AS "experimentId", candidate_key AS "candidateKey"`,
+          [
+            batch.map((e) => e.eventId),
+            batch.map((e) => e.experimentId),
+            batch.map((e) => e.candidateKey),
+            batch.map((e) => e.variant),
+            batch.map((e) => e.exposedAt),
+            batch.map((e) => e.origin),
+            file.importId,
+          ],
+        );
+        touched.push(...inserted.rows);
+      }
+      await client.query('UPDATE exposure_imports SET new_exposures = $2 WHERE import_id = $1', [
+        file.importId,
+        touched.length,
+      ]);
+      const correlationId = `import:${file.importId}`;
+      const events = (await this.detectContaminations(client, touched)).map((row) =>
+        contaminationEvent(row, correlationId, null),
+      );
+      await enqueueEvents(
+        client,
+        events.map((event) => ({ topic: this.assignmentsTopic, event })),
+      );
+      return { kind: 'imported', importedAt, newExposures: touched.length, contaminations: events };
+    });
+  }
+
+  /** Seed 000-3 step 1 per experiment: how many candidates were seen in more than one arm. */
+  async contaminationCounts(experimentIds: readonly string[]): Promise<ContaminationCount[]> {
+    const { rows } = await this.pool.query<ContaminationCount>(
+      `SELECT x.experiment_id AS "experimentId", count(c.candidate_key)::int AS candidates,
+              count(c.candidate_key) FILTER (WHERE EXISTS (
+                SELECT 1 FROM exposure_events e
+                WHERE e.experiment_id = c.experiment_id AND e.candidate_key = c.candidate_key AND e.source = 'import'
+              ))::int AS "withImportedHistory"
+       FROM unnest($1::text[]) AS x(experiment_id)
+       LEFT JOIN contaminations c ON c.experiment_id = x.experiment_id
+       GROUP BY x.experiment_id ORDER BY x.experiment_id`,
+      [experimentIds],
+    );
+    return rows;
+  }
+
+  /**
+   * Counts per variant, contaminated candidates excluded from assignment and exposure metrics, and
+   * the assignments per weights period. An assignment without a stored period (written before
+   * periods were) belongs to the last period in force at its assigned_at.
+   */
   async report(experimentId: string): Promise<{
-    variants: Array<{ variant: string; assigned: number; exposedCandidates: number; exposures: number }>;
+    variants: Array<{
+      variant: string;
+      assigned: number;
+      exposedCandidates: number;
+      exposures: number;
+      importedCandidates: number;
+      importedExposures: number;
+    }>;
     assignedTotal: number;
+    periods: Array<{
+      period: number;
+      effectiveFrom: Date;
+      weights: Variant[] | null;
+      observed: Record<string, number>;
+    }>;
+    contamination: ContaminationCount;
     contaminated: Array<{
       candidateKey: string;
       assignedVariant: string | null;
@@ -316,19 +477,25 @@ export class ExperimentsRepository {
       detectedAt: Date;
     }>;
   }> {
-    const [assigned, exposed, contaminated, all] = await Promise.all([
-      this.pool.query<{ variant: string; n: number }>(
-        `SELECT a.variant, count(*)::int AS n FROM assignments a
-         WHERE a.experiment_id = $1
-           AND NOT EXISTS (SELECT 1 FROM contaminations c WHERE c.experiment_id = a.experiment_id AND c.candidate_key = a.candidate_key)
-         GROUP BY a.variant`,
+    const clean = `NOT EXISTS (SELECT 1 FROM contaminations c WHERE c.experiment_id = $1 AND c.candidate_key = x.candidate_key)`;
+    const [byPeriod, exposed, periods, contaminated, all, [contamination]] = await Promise.all([
+      this.pool.query<{ period: number; variant: string; n: number }>(
+        `SELECT coalesce(x.period,
+                         (SELECT max(p.period) FROM weight_periods p WHERE p.experiment_id = $1 AND p.effective_from <= x.assigned_at),
+                         (SELECT min(p.period) FROM weight_periods p WHERE p.experiment_id = $1)) AS period,
+                x.variant, count(*)::int AS n
+         FROM assignments x WHERE x.experiment_id = $1 AND ${clean}
+         GROUP BY 1, 2`,
         [experimentId],
       ),
-      this.pool.query<{ variant: string; candidates: number; exposures: number }>(
-        `SELECT e.variant, count(DISTINCT e.candidate_key)::int AS candidates, count(*)::int AS exposures FROM exposure_events e
-         WHERE e.experiment_id = $1
-           AND NOT EXISTS (SELECT 1 FROM contaminations c WHERE c.experiment_id = e.experiment_id AND c.candidate_key = e.candidate_key)
-         GROUP BY e.variant`,
+      this.pool.query<{ variant: string; source: 'send' | 'import'; candidates: number; exposures: number }>(
+        `SELECT x.variant, x.source, count(DISTINCT x.candidate_key)::int AS candidates, count(*)::int AS exposures
+         FROM exposure_events x WHERE x.experiment_id = $1 AND ${clean}
+         GROUP BY 1, 2`,
+        [experimentId],
+      ),
+      this.pool.query<{ period: number; effectiveFrom: Date; weights: Variant[] | null }>(
+        `SELECT period, effective_from AS "effectiveFrom", weights FROM weight_periods WHERE experiment_id = $1 ORDER BY period`,
         [experimentId],
       ),
       this.pool.query<{
@@ -339,27 +506,41 @@ export class ExperimentsRepository {
       }>(
         `SELECT candidate_key AS "candidateKey", assigned_variant AS "assignedVariant", exposed_variants AS "exposedVariants",
                 detected_at AS "detectedAt"
-         FROM contaminations WHERE experiment_id = $1 ORDER BY detected_at, candidate_key`,
+         FROM contaminations WHERE experiment_id = $1 ORDER BY detected_at, candidate_key LIMIT ${REPORT_CONTAMINATED_LIMIT}`,
         [experimentId],
       ),
       this.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM assignments WHERE experiment_id = $1', [
         experimentId,
       ]),
+      this.contaminationCounts([experimentId]),
     ]);
-    const names = new Set([...assigned.rows.map((r) => r.variant), ...exposed.rows.map((r) => r.variant)]);
+    const assignedOf = (variant: string) => sum(byPeriod.rows.filter((r) => r.variant === variant).map((r) => r.n));
+    const exposedOf = (variant: string, source: 'send' | 'import') =>
+      exposed.rows.find((r) => r.variant === variant && r.source === source);
+    const names = new Set([...byPeriod.rows.map((r) => r.variant), ...exposed.rows.map((r) => r.variant)]);
     return {
       variants: [...names].sort().map((variant) => ({
         variant,
-        assigned: assigned.rows.find((r) => r.variant === variant)?.n ?? 0,
-        exposedCandidates: exposed.rows.find((r) => r.variant === variant)?.candidates ?? 0,
-        exposures: exposed.rows.find((r) => r.variant === variant)?.exposures ?? 0,
+        assigned: assignedOf(variant),
+        exposedCandidates: exposedOf(variant, 'send')?.candidates ?? 0,
+        exposures: exposedOf(variant, 'send')?.exposures ?? 0,
+        importedCandidates: exposedOf(variant, 'import')?.candidates ?? 0,
+        importedExposures: exposedOf(variant, 'import')?.exposures ?? 0,
       })),
       assignedTotal: all.rows[0]?.n ?? 0,
+      periods: periods.rows.map((p) => ({
+        ...p,
+        observed: Object.fromEntries(byPeriod.rows.filter((r) => r.period === p.period).map((r) => [r.variant, r.n])),
+      })),
+      contamination: contamination ?? { experimentId, candidates: 0, withImportedHistory: 0 },
       contaminated: contaminated.rows,
     };
   }
 
-  /** Exposure counts per (experiment, variant): what a replay must reproduce. */
+  /**
+   * Exposure counts per (experiment, variant): what a replay must reproduce. Only exposures from
+   * SendRecorded: imported history is not in the log.
+   */
   async exposureCounts(): Promise<
     Array<{ experimentId: string; variant: string; exposures: number; candidates: number }>
   > {
@@ -370,7 +551,7 @@ export class ExperimentsRepository {
       candidates: number;
     }>(
       `SELECT experiment_id AS "experimentId", variant, count(*)::int AS exposures, count(DISTINCT candidate_key)::int AS candidates
-       FROM exposure_events GROUP BY experiment_id, variant ORDER BY 1, 2`,
+       FROM exposure_events WHERE source = 'send' GROUP BY experiment_id, variant ORDER BY 1, 2`,
     );
     return rows;
   }
@@ -386,4 +567,26 @@ export class ExperimentsRepository {
       client.release();
     }
   }
+}
+
+const sum = (values: readonly number[]) => values.reduce((a, b) => a + b, 0);
+
+function contaminationEvent(
+  row: ContaminationRow,
+  correlationId: string,
+  causationId: string | null,
+): VariantContaminated {
+  return {
+    type: 'VariantContaminated',
+    eventId: uuidV5('variant-contaminated', row.experimentId, row.candidateKey, ...row.exposed),
+    occurredAt: row.detectedAt.getTime(),
+    producer: 'experiment',
+    correlationId,
+    causationId,
+    experimentId: row.experimentId,
+    candidateKey: row.candidateKey,
+    assignedVariant: row.assigned ?? row.exposed[0] ?? '',
+    exposedVariants: row.exposed,
+    detectedAt: row.detectedAt.getTime(),
+  };
 }

@@ -1,7 +1,7 @@
 /**
  * The assignment method, documented for analysts (see the README):
  *
- *   bucket = first 64 bits of SHA-256("<experiment salt>:<candidate key>") / 2^64   ∈ [0, 1)
+ *   bucket = first 53 bits of SHA-256("<experiment salt>:<candidate key>") / 2^53   ∈ [0, 1)
  *   variant = the first variant, in declared order, whose cumulative weight share exceeds bucket
  *
  * The salt is per experiment, so sequential candidate ids do not line up across experiments, and two
@@ -15,6 +15,7 @@ export interface Variant {
   readonly weight: number;
 }
 
+/** 53 bits: every integer below 2^53 is exact in a double, so the bucket loses nothing to rounding. */
 export function bucketOf(salt: string, candidateKey: string): number {
   const digest = createHash('sha256').update(`${salt}:${candidateKey}`, 'utf8').digest();
   return Number(digest.readBigUInt64BE(0) >> 11n) / 2 ** 53;

@@ -30,7 +30,8 @@ export async function dryRun(
       weight: (all[(i + 1) % all.length] as Variant).weight + 1,
     }));
     await repository.update(experiment.experimentId, { variants: rotated }, client);
-    const second = await repository.assign({ ...active, variants: rotated }, ids, 'dry-run', client);
+    const changed = (await repository.find(experiment.experimentId, client)) as Experiment;
+    const second = await repository.assign({ ...changed, status: 'active' }, ids, 'dry-run', client);
     let stable = 0;
     let flipped = 0;
     let notEnrolled = 0;

@@ -5,7 +5,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Experiment } from '../../adapters/experiments-repository.js';
 import { definitionProblems } from '../../domain/assignment.js';
-import { sampleRatioMismatch } from '../../domain/srm.js';
+import { rampSampleRatioMismatch } from '../../domain/srm.js';
 import { dryRun } from '../../workflow/dry-run.js';
 
 /**
@@ -16,6 +16,8 @@ import { dryRun } from '../../workflow/dry-run.js';
 const MAX_WEIGHT = 1_000_000;
 const MAX_BATCH = 10_000;
 const MAX_DRY_RUN = 1_000_000;
+/** A p-value below it is a sample-ratio mismatch. */
+const SRM_THRESHOLD = 0.001;
 const VariantSchema = Type.Object(
   { name: Type.String({ maxLength: 64 }), weight: Type.Integer({ maximum: MAX_WEIGHT }) },
   { additionalProperties: false },
@@ -173,26 +175,46 @@ export default async function experimentRoutes(app: FastifyInstance): Promise<vo
     },
   );
 
+  /**
+   * Balance is tested per period of constant weights (domain/srm.ts), so a ramp from 10/90 to
+   * 50/50 is not a mismatch; the periods are listed with what each expected.
+   */
   app.get<{ Params: Static<typeof IdParams> }>(
     '/experiments/:id/report',
     { config: { scope: 'read' }, schema: { params: IdParams } },
     async (request) => {
       const experiment = await load(request.params.id);
       const report = await app.experiments.report(experiment.experimentId);
-      const weights = Object.fromEntries(experiment.variants.map((v) => [v.name, v.weight]));
-      const observed = Object.fromEntries(
-        experiment.variants.map((v) => [v.name, report.variants.find((r) => r.variant === v.name)?.assigned ?? 0]),
+      const weightsOf = (variants: readonly { name: string; weight: number }[]) =>
+        Object.fromEntries(variants.map((v) => [v.name, v.weight]));
+      const srm = rampSampleRatioMismatch(
+        report.periods.map((p) => ({ weights: p.weights && weightsOf(p.weights), observed: p.observed })),
+        SRM_THRESHOLD,
       );
+      const { periods, ...combined } = srm;
       return {
         experimentId: experiment.experimentId,
         status: experiment.status,
-        weights,
+        weights: weightsOf(experiment.variants),
         assignedTotal: report.assignedTotal,
         variants: report.variants,
         sampleRatioMismatch: {
-          ...sampleRatioMismatch(observed, weights),
-          threshold: 0.001,
-          over: 'assignments, contaminated excluded',
+          ...combined,
+          threshold: SRM_THRESHOLD,
+          over: 'assignments, contaminated excluded, each against the weights in force when it was made',
+          periods: report.periods.map((p, i) => ({
+            period: p.period,
+            from: p.effectiveFrom,
+            until: report.periods[i + 1]?.effectiveFrom ?? null,
+            weights: p.weights && weightsOf(p.weights),
+            observed: p.observed,
+            ...periods[i],
+          })),
+        },
+        contamination: {
+          candidates: report.contamination.candidates,
+          withImportedHistory: report.contamination.withImportedHistory,
+          listed: report.contaminated.length,
         },
         contaminated: report.contaminated,
         method:
