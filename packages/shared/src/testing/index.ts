@@ -94,3 +94,16 @@ export {
   type Spelling,
   type Violation,
 } from './http-attacks.js';
+export { selfSignedCertificate, type TestCertificate, type TestCertificateOptions } from './x509.js';
+export {
+  deliveryStatusNotification,
+  sesNotification,
+  signedSnsMessage,
+  signSendGridWebhook,
+  TEST_SNS_CERT_URL,
+  TEST_SNS_TOPIC_ARN,
+  type DsnOptions,
+  type DsnRecipient,
+  type SesNotificationOptions,
+  type SnsMessageFields,
+} from './feedback-fixtures.js';
