@@ -7,6 +7,7 @@ import { createLogger, createMetricsRegistry, createPool, topicName } from '@out
 import { testEmailHashKey, waitFor } from '@outreach/shared/testing';
 import { afterEach, expect, inject, it } from 'vitest';
 import { SmtpProvider } from '../src/adapters/providers/smtp.js';
+import { CampaignsRepository } from '../src/adapters/campaigns-repository.js';
 import { SendsRepository } from '../src/adapters/sends-repository.js';
 import { validateSendRequest, type ValidSend } from '../src/domain/request.js';
 import { alwaysRun, SendPipeline } from '../src/workflow/send-pipeline.js';
@@ -32,6 +33,7 @@ it('a worker whose lease was taken over does not send', async () => {
   });
   const pipeline = new SendPipeline({
     repository,
+    campaigns: new CampaignsRepository(pool, repository),
     provider,
     logger: createLogger({ name: 'fencing', level: 'silent' }),
     emailHashKey,

@@ -1,5 +1,5 @@
 import { Gauge, holdsAtSign, metric, type Registry } from '@outreach/shared';
-import type { SendsRepository } from './sends-repository.js';
+import type { ReportsRepository } from './reports-repository.js';
 
 /** At most this many campaigns get their own series; the rest are summed under OTHER_CAMPAIGNS. */
 export const MAX_CAMPAIGN_LABELS = 50;
@@ -25,7 +25,10 @@ export function campaignSeries(
 }
 
 /** Gauges read from the database at scrape time: what an operator must act on. */
-export function registerSenderGauges(registry: Registry, repository: SendsRepository): void {
+export function registerSenderGauges(
+  registry: Registry,
+  repository: Pick<ReportsRepository, 'ambiguousCount' | 'heldByCampaign'>,
+): void {
   metric(
     registry,
     'sender_ambiguous_sends',

@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
 import { ErrorRateWindow } from './error-rate.js';
-import { sendRecorded } from './outcomes.js';
 import { TokenBucket } from './rate-limit.js';
 
 describe('ErrorRateWindow', () => {
@@ -64,29 +63,5 @@ describe('TokenBucket', () => {
     expect(bucket.take(0)).toBe(100);
     expect(bucket.take(100)).toBe(0);
     expect(bucket.take(150)).toBe(50);
-  });
-});
-
-describe('sendRecorded', () => {
-  const send = {
-    sendId: '6f9e3c1e-4b2a-5f0e-9d7c-5a3b1e0f2d4c',
-    campaignId: 'c',
-    candidateKey: 'k',
-    emailHash: 'h',
-    emailHashKeyId: 'k1',
-    step: 's',
-    experimentId: null,
-    variant: null,
-    correlationId: 'corr',
-    causationId: null,
-  };
-  it('derives the event id from the send and the outcome, so recording twice is one event', () => {
-    const a = sendRecorded(send, 'sent', { recordedAt: 1 });
-    const b = sendRecorded(send, 'sent', { recordedAt: 2 });
-    expect(a.eventId).toBe(b.eventId);
-    expect(sendRecorded(send, 'held', { recordedAt: 1 }).eventId).not.toBe(a.eventId);
-  });
-  it('carries the id of the key its emailHash was made with', () => {
-    expect(sendRecorded(send, 'sent', { recordedAt: 1 })).toMatchObject({ emailHash: 'h', emailHashKeyId: 'k1' });
   });
 });

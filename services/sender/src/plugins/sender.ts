@@ -13,7 +13,11 @@ import fp from 'fastify-plugin';
 import { NullProvider } from '../adapters/providers/null.js';
 import type { MailProvider } from '../adapters/providers/port.js';
 import { SmtpProvider } from '../adapters/providers/smtp.js';
+import { CampaignsRepository } from '../adapters/campaigns-repository.js';
+import { ReportsRepository } from '../adapters/reports-repository.js';
+import { SendQueries } from '../adapters/send-queries.js';
 import { SendsRepository } from '../adapters/sends-repository.js';
+import { SuppressionsRepository } from '../adapters/suppressions-repository.js';
 import type { Config } from '../config.js';
 import { Reconciler } from '../workflow/reconciler.js';
 import { SendPipeline } from '../workflow/send-pipeline.js';
@@ -21,7 +25,13 @@ import { registerSenderGauges } from '../adapters/gauges.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
+    /** The send state machine's writes (an operator's resolution among them). */
     readonly sends: SendsRepository;
+    /** What the API reads of sends. */
+    readonly sendQueries: SendQueries;
+    readonly campaigns: CampaignsRepository;
+    readonly suppressions: SuppressionsRepository;
+    readonly reports: ReportsRepository;
     readonly reconciler: Reconciler;
     /** The key emailHash is made with (read once, at start). */
     readonly emailHashKey: EmailHashKey;
@@ -54,10 +64,13 @@ export default fp(
       config.LEASE_MS,
       emailHashKey,
     );
+    const campaigns = new CampaignsRepository(app.pg, repository);
+    const reports = new ReportsRepository(app.pg, emailHashKey);
     const provider = createProvider(config);
     const logger = app.log.child({ component: 'send-pipeline' }) as Logger;
     const pipeline = new SendPipeline({
       repository,
+      campaigns,
       provider,
       logger,
       emailHashKey,
@@ -86,10 +99,14 @@ export default fp(
       config.RECONCILE_INTERVAL_MS,
     );
     app.decorate('sends', repository);
+    app.decorate('sendQueries', new SendQueries(app.pg));
+    app.decorate('campaigns', campaigns);
+    app.decorate('suppressions', new SuppressionsRepository(app.pg));
+    app.decorate('reports', reports);
     app.decorate('reconciler', reconciler);
     watchPeriodicTask(app, reconciler.loop);
     app.decorate('emailHashKey', emailHashKey);
-    registerSenderGauges(app.metrics, repository);
+    registerSenderGauges(app.metrics, reports);
 
     registerConsumer(app, {
       partitionsConsumedConcurrently: config.CONSUMER_PARTITION_CONCURRENCY,

@@ -4,13 +4,14 @@
  *   token (this is also how held sends go out after a resume, and operator "retry" resolutions);
  * - `sending` past its lease: the provider may or may not have the message. With a provider that
  *   can look the idempotency key up, the lookup decides; otherwise the send becomes `ambiguous`
- *   and an operator resolves it. It is never re-sent automatically.
+ *   and an operator resolves it. It is never re-sent automatically (domain/send.ts decides which).
  * Several instances may sweep at once: claims are taken with SKIP LOCKED, and every transition is
  * conditional on the token and status, so each send is finished by exactly one of them.
  */
 import { Counter, metric, PeriodicTask, type Logger, type Registry } from '@outreach/shared';
 import type { MailProvider } from '../adapters/providers/port.js';
 import type { SendsRepository } from '../adapters/sends-repository.js';
+import { decide, type LeaseLookup } from '../domain/send.js';
 import { alwaysRun, type SendPipeline } from './send-pipeline.js';
 
 export class Reconciler {
@@ -75,26 +76,30 @@ export class Reconciler {
       if (claims.length > 0) await this.pipeline.process(claims, alwaysRun);
 
       const expired = await this.repository.expiredSending(this.batchSize);
-      for (const { row, ...claim } of expired) {
+      for (const { row, state, ...claim } of expired) {
         const verdict = this.provider.lookup ? await this.provider.lookup(row.sendId) : 'unknown';
-        if (verdict === 'sent') {
-          await this.repository.record(claim, row, {
-            outcome: 'sent',
-            providerMessageId: row.providerMessageId ?? row.sendId,
-          });
-        } else if (verdict === 'not_sent') {
-          await this.repository.retryLater(claim, 'lease expired; the provider has no record of it', 0);
-        } else if (
-          await this.repository.record(claim, row, {
-            outcome: 'ambiguous',
-            reason: 'lease expired while sending: the provider may or may not have accepted it',
-          })
-        ) {
-          this.ambiguous.inc();
-          this.logger.error(
-            { sendId: row.sendId, campaignId: row.campaignId },
-            'send is ambiguous: its worker died while sending',
-          );
+        const lookup: LeaseLookup =
+          verdict === 'sent'
+            ? { kind: 'sent', providerMessageId: row.providerMessageId ?? row.sendId }
+            : { kind: verdict };
+        const [event] = decide(state, { type: 'ExpireSendingLease', token: claim.token, lookup });
+        switch (event?.type) {
+          case 'RetryScheduled':
+            await this.repository.retryLater(claim, 'ExpireSendingLease', event);
+            break;
+          case 'Sent':
+            await this.repository.record({ claim, row, command: 'ExpireSendingLease', event });
+            break;
+          case 'Ambiguous':
+            if (await this.repository.record({ claim, row, command: 'ExpireSendingLease', event })) {
+              this.ambiguous.inc();
+              this.logger.error(
+                { sendId: row.sendId, campaignId: row.campaignId },
+                'send is ambiguous: its worker died while sending',
+              );
+            }
+            break;
+          default: // a refusal: nothing to apply
         }
       }
       moved += claims.length + expired.length;

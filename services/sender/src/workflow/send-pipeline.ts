@@ -1,6 +1,7 @@
 /**
- * The sender's state machine (README): claim → checks → fence → send → record (+ outbox), for a
- * chunk of SendRequested from Kafka, and for claims the reconciler re-drives.
+ * Drives sends through the state machine of domain/send.ts (README): claim → checks → fence → send
+ * → record (+ outbox), for a chunk of SendRequested from Kafka, and for claims the reconciler
+ * re-drives. The provider's verdict becomes an event through `outcomeOf`; the repository applies it.
  */
 import {
   Counter,
@@ -18,13 +19,18 @@ import {
 } from '@outreach/shared';
 import pLimit from 'p-limit';
 import type { MailMessage, MailProvider, SendResult } from '../adapters/providers/port.js';
-import type { Claim, FenceResult, RecordEntry, SendRow, SendsRepository } from '../adapters/sends-repository.js';
+import type { CampaignsRepository } from '../adapters/campaigns-repository.js';
+import type { SendRow } from '../adapters/send-rows.js';
+import type { Claim, FenceResult, RecordEntry, SendsRepository } from '../adapters/sends-repository.js';
 import { ErrorRateWindow, type ErrorRatePolicy } from '../domain/error-rate.js';
 import { TokenBucket } from '../domain/rate-limit.js';
 import { validateSendRequest, type ValidSend } from '../domain/request.js';
+import { outcomeOf, verdictWaitMs, type OutcomePolicy, type ResultEvent } from '../domain/send.js';
 
 export interface SendPipelineOptions {
   readonly repository: SendsRepository;
+  /** Where auto-pause pauses a campaign. */
+  readonly campaigns: Pick<CampaignsRepository, 'pause'>;
   readonly provider: MailProvider;
   readonly logger: Logger;
   /** The emailHash key each validated send is hashed with. */
@@ -93,8 +99,14 @@ export class SendPipeline {
   /** SEND_CONCURRENCY bounds the process's provider calls, across the partitions it works on at once. */
   private readonly limit: ReturnType<typeof pLimit>;
   private readonly lateVerdicts = new Set<Promise<void>>();
+  private readonly policy: OutcomePolicy;
 
   constructor(private readonly options: SendPipelineOptions) {
+    this.policy = {
+      maxAttempts: options.maxAttempts,
+      retryBackoffMs: options.retryBackoffMs,
+      leaseMs: options.leaseMs,
+    };
     this.metrics = sendMetrics(options.metrics);
     this.bucket = new TokenBucket(options.ratePerSecond, Math.max(1, options.concurrency), Date.now());
     this.errorRate = new ErrorRateWindow(options.autoPause);
@@ -133,10 +145,9 @@ export class SendPipeline {
     this.metrics.conflicts.inc({ kind: 'redelivery' }, own.length);
     const newlySkipped = await repository.recordDuplicates(duplicates);
     this.metrics.outcomes.inc({ outcome: 'skipped_duplicate' }, newlySkipped);
-    // A redelivered request whose earlier claim expired unsent (its worker died before the fence).
-    const takenOver = await repository.takeOverExpiredClaims(
-      own.filter((c) => c.status === 'claimed' && c.leaseExpired).map((c) => c.send.sendId),
-    );
+    // A redelivered request whose earlier claim lapsed unsent (its worker died before the fence);
+    // the take-over's conditional update leaves every other redelivery as it is.
+    const takenOver = await repository.takeOverExpiredClaims(own.map((c) => c.send.sendId));
     this.metrics.takeovers.inc(takenOver.length);
     await this.process([...claimed, ...takenOver], control);
     return { rejected };
@@ -221,7 +232,7 @@ export class SendPipeline {
 
   /** Fence, call the provider (bounded by a timeout shorter than the lease), record. */
   async sendOne(claim: Claim): Promise<void> {
-    const { repository, provider, logger } = this.options;
+    const { provider, logger } = this.options;
     const fence = await this.fences.submit(claim);
     if (fence.kind === 'lost') {
       this.metrics.lost.inc();
@@ -250,47 +261,26 @@ export class SendPipeline {
       (performance.now() - started) / 1000,
     );
 
+    const event = outcomeOf(result, row.attempts, this.policy);
+    const recorded = await this.settle(claim, row, event);
     switch (result.kind) {
       case 'sent':
-        if (
-          await this.record({
-            claim,
-            row,
-            result: { outcome: 'sent', providerMessageId: result.providerMessageId },
-          })
-        ) {
-          this.metrics.outcomes.inc({ outcome: 'sent' });
-        } else {
-          log.warn('sent, but the send was resolved elsewhere meanwhile');
-        }
+        if (recorded) this.metrics.outcomes.inc({ outcome: 'sent' });
+        else log.warn('sent, but the send was resolved elsewhere meanwhile');
         break;
       case 'rejected':
-        await this.record({
-          claim,
-          row,
-          result: { outcome: 'failed', reason: `provider rejected: ${result.reason}` },
-        });
         this.metrics.outcomes.inc({ outcome: 'failed' });
         log.warn({ reason: result.reason }, 'provider rejected the message');
         break;
       case 'unknown':
-        // With a late verdict possible, the same statement marks the wait: no operator retry can
-        // slip in between the record and the mark.
-        await this.record({
-          claim,
-          row,
-          result: {
-            outcome: 'ambiguous',
-            reason: result.reason,
-            ...(result.late && { verdictWithinMs: result.lateWithinMs ?? this.options.leaseMs }),
-          },
-        });
+        // With a late verdict possible, the record marks the wait in the same statement: no
+        // operator retry can slip in between the record and the mark.
         this.metrics.outcomes.inc({ outcome: 'ambiguous' });
         log.error({ reason: result.reason }, 'send outcome unknown: recorded as ambiguous, not retried');
         if (result.late) this.awaitLateVerdict(claim, row, result.late);
         break;
       case 'not_sent':
-        await this.notSent(claim, row, result.reason);
+        if (event.type === 'Failed') this.metrics.outcomes.inc({ outcome: 'failed' });
         log.warn({ reason: result.reason, attempts: row.attempts }, 'provider did not take the message');
         break;
       default: {
@@ -301,24 +291,16 @@ export class SendPipeline {
 
     const pauseReason = this.errorRate.record(row.campaignId, result.kind !== 'sent', Date.now());
     if (pauseReason) {
-      await repository.pause(row.campaignId, pauseReason);
+      await this.options.campaigns.pause(row.campaignId, pauseReason);
       this.metrics.autoPauses.inc();
       logger.error({ campaignId: row.campaignId, reason: pauseReason, alert: 'auto_pause' }, 'campaign auto-paused');
     }
   }
 
-  /** The provider certainly does not have it: retry with backoff, or give up after the last attempt. */
-  private async notSent(claim: Claim, row: SendRow, reason: string): Promise<void> {
-    if (row.attempts >= this.options.maxAttempts) {
-      await this.record({
-        claim,
-        row,
-        result: { outcome: 'failed', reason: `gave up after ${row.attempts} attempts: ${reason}` },
-      });
-      this.metrics.outcomes.inc({ outcome: 'failed' });
-    } else {
-      await this.options.repository.retryLater(claim, reason, this.options.retryBackoffMs * 2 ** (row.attempts - 1));
-    }
+  /** Applies a provider verdict's event: a retry goes back to `claimed`; the rest are recorded. */
+  private async settle(claim: Claim, row: SendRow, event: ResultEvent): Promise<boolean> {
+    if (event.type === 'RetryScheduled') return this.options.repository.retryLater(claim, 'RecordResult', event);
+    return this.record({ claim, row, command: 'RecordResult', event });
   }
 
   /**
@@ -331,38 +313,25 @@ export class SendPipeline {
     const log = this.options.logger.child({ sendId: row.sendId, campaignId: row.campaignId });
     const task = late
       .then(async (verdict) => {
+        if (verdict.kind === 'unknown') {
+          // A provider call that itself ended in a pending verdict (our backstop fired first), or
+          // none will come, and an operator may now resolve it either way (a wait of 0).
+          const withinMs = verdictWaitMs(verdict, this.policy);
+          await this.options.repository.awaitVerdict(claim, { type: 'VerdictAwaited', withinMs });
+          if (verdict.late) this.awaitLateVerdict(claim, row, verdict.late);
+          return;
+        }
+        const event = outcomeOf(verdict, row.attempts, this.policy);
+        const recorded = await this.settle(claim, row, event);
         switch (verdict.kind) {
-          case 'unknown':
-            // A provider call that itself ended in a pending verdict (our backstop fired first).
-            if (verdict.late) {
-              await this.options.repository.awaitVerdict(claim, verdict.lateWithinMs ?? this.options.leaseMs);
-              this.awaitLateVerdict(claim, row, verdict.late);
-            }
-            // No verdict will come: an operator may now resolve it either way.
-            else await this.options.repository.awaitVerdict(claim, 0);
-            return;
           case 'sent':
-            if (
-              await this.record({
-                claim,
-                row,
-                result: { outcome: 'sent', providerMessageId: verdict.providerMessageId },
-              })
-            )
-              this.metrics.lateVerdicts.inc({ result: 'sent' });
+            if (recorded) this.metrics.lateVerdicts.inc({ result: 'sent' });
             break;
           case 'rejected':
-            if (
-              await this.record({
-                claim,
-                row,
-                result: { outcome: 'failed', reason: `provider rejected: ${verdict.reason}` },
-              })
-            )
-              this.metrics.lateVerdicts.inc({ result: 'rejected' });
+            if (recorded) this.metrics.lateVerdicts.inc({ result: 'rejected' });
             break;
           case 'not_sent':
-            await this.notSent(claim, row, verdict.reason);
+            if (event.type === 'Failed') this.metrics.outcomes.inc({ outcome: 'failed' });
             this.metrics.lateVerdicts.inc({ result: 'not_sent' });
             break;
           default: {

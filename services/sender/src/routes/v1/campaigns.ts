@@ -16,7 +16,7 @@ export default async function campaignRoutes(app: FastifyInstance): Promise<void
     { config: { scope: 'read' }, schema: { params: CampaignParams } },
     async (request) => ({
       campaignId: campaignIdOf(request.params),
-      ...(await app.sends.campaign(campaignIdOf(request.params))),
+      ...(await app.campaigns.campaign(campaignIdOf(request.params))),
     }),
   );
 
@@ -25,7 +25,7 @@ export default async function campaignRoutes(app: FastifyInstance): Promise<void
     '/campaigns/:campaignId/pause',
     { config: { scope: 'operate' }, schema: { params: CampaignParams, body: Type.Optional(PauseBody) } },
     async (request) => {
-      await app.sends.pause(campaignIdOf(request.params), request.body?.reason ?? 'paused by an operator');
+      await app.campaigns.pause(campaignIdOf(request.params), request.body?.reason ?? 'paused by an operator');
       return { campaignId: campaignIdOf(request.params), paused: true };
     },
   );
@@ -35,7 +35,7 @@ export default async function campaignRoutes(app: FastifyInstance): Promise<void
     '/campaigns/:campaignId/resume',
     { config: { scope: 'operate' }, schema: { params: CampaignParams } },
     async (request) => {
-      const released = await app.sends.resume(campaignIdOf(request.params));
+      const released = await app.campaigns.resume(campaignIdOf(request.params));
       app.reconciler.wake();
       return { campaignId: campaignIdOf(request.params), paused: false, released };
     },

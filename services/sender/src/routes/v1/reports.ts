@@ -15,7 +15,7 @@ export default async function reportRoutes(app: FastifyInstance): Promise<void> 
     { config: { scope: 'read' }, schema: { querystring: DuplicatesQuery } },
     async (request) => {
       const { campaignId } = request.query;
-      const duplicates = await app.sends.duplicates(campaignId === undefined ? null : campaignIdParam(campaignId));
+      const duplicates = await app.reports.duplicates(campaignId === undefined ? null : campaignIdParam(campaignId));
       return { duplicates, total: duplicates.length };
     },
   );

@@ -10,7 +10,8 @@ import {
 } from '@outreach/shared';
 import { Type, type Static } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import type { SendRow } from '../../adapters/sends-repository.js';
+import type { SendRow } from '../../adapters/send-rows.js';
+import { SEND_STATUSES } from '../../domain/send.js';
 
 const CheckQuery = Type.Object({
   campaignId: Type.String({ minLength: 1, maxLength: 256 }),
@@ -20,9 +21,7 @@ const CheckQuery = Type.Object({
 });
 const SendParams = Type.Object({ sendId: Type.String({ format: 'uuid' }) });
 const ListQuery = Type.Object({
-  status: Type.Union(
-    (['claimed', 'sending', 'sent', 'suppressed', 'failed', 'ambiguous', 'held'] as const).map((s) => Type.Literal(s)),
-  ),
+  status: Type.Union(SEND_STATUSES.map((s) => Type.Literal(s))),
   campaignId: Type.Optional(Type.String({ minLength: 1, maxLength: 256 })),
   /** The last sendId of the previous page. */
   after: Type.Optional(Type.String({ format: 'uuid' })),
@@ -70,7 +69,12 @@ export default async function sendsRoutes(app: FastifyInstance): Promise<void> {
       const { candidateId, email } = request.query;
       // The key the send was filed under: an address given as candidate id is its keyed hash.
       const candidateKey = candidateKeyFor(candidateId, app.emailHashKey);
-      const existing = await app.sends.check(campaignId, candidateKey, step, email ? normalizeEmail(email) : null);
+      const existing = await app.sendQueries.check(
+        campaignId,
+        candidateKey,
+        step,
+        email ? normalizeEmail(email) : null,
+      );
       return {
         sendId: sendIdFor(campaignId, candidateKey, step),
         alreadySent: existing?.status === 'sent',
@@ -86,7 +90,7 @@ export default async function sendsRoutes(app: FastifyInstance): Promise<void> {
     { config: { scope: 'read' }, schema: { querystring: ListQuery } },
     async (request) => {
       const { status, campaignId, after, limit } = request.query;
-      const rows = await app.sends.list({
+      const rows = await app.sendQueries.list({
         status,
         campaignId: campaignId === undefined ? null : campaignIdParam(campaignId),
         after: after ?? null,
@@ -103,9 +107,9 @@ export default async function sendsRoutes(app: FastifyInstance): Promise<void> {
     '/sends/:sendId',
     { config: { scope: 'read' }, schema: { params: SendParams } },
     async (request) => {
-      const row = await app.sends.find(request.params.sendId);
+      const row = await app.sendQueries.find(request.params.sendId);
       if (row) return view(row, app.emailHashKey);
-      const skipped = await app.sends.findSkipped(request.params.sendId);
+      const skipped = await app.sendQueries.findSkipped(request.params.sendId);
       if (skipped) return { ...skipped, status: 'skipped_duplicate' };
       throw new AppError('NOT_FOUND', 'no send with this sendId');
     },
@@ -126,7 +130,7 @@ export default async function sendsRoutes(app: FastifyInstance): Promise<void> {
         );
       }
       if (request.body.resolution === 'retry') app.reconciler.wake();
-      return view((await app.sends.find(request.params.sendId)) as SendRow, app.emailHashKey);
+      return view((await app.sendQueries.find(request.params.sendId)) as SendRow, app.emailHashKey);
     },
   );
 }

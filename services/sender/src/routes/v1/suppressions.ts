@@ -31,7 +31,7 @@ export default async function suppressionRoutes(app: FastifyInstance): Promise<v
       // Only an address a send could have: anything else would be stored and never match.
       const address = canonicalAddress(request.params.email);
       if (!address) throw new AppError('BAD_REQUEST', 'email is not a deliverable address');
-      await app.sends.suppress(address.norm, request.body.reason, request.body.note ?? null);
+      await app.suppressions.suppress(address.norm, request.body.reason, request.body.note ?? null);
       return { ...hashOf(address.norm), suppressed: true, reason: request.body.reason };
     },
   );
@@ -41,7 +41,7 @@ export default async function suppressionRoutes(app: FastifyInstance): Promise<v
     { config: { scope: 'read' }, schema: { params: EmailParams } },
     async (request) => {
       const emailNorm = normalizeEmail(request.params.email);
-      const suppression = await app.sends.suppression(emailNorm);
+      const suppression = await app.suppressions.suppression(emailNorm);
       if (!suppression) throw new AppError('NOT_FOUND', 'address is not suppressed');
       return { ...hashOf(emailNorm), suppressed: true, ...suppression };
     },
@@ -51,7 +51,7 @@ export default async function suppressionRoutes(app: FastifyInstance): Promise<v
     '/suppressions/:email',
     { config: { scope: 'operate' }, schema: { params: EmailParams } },
     async (request) => {
-      if (!(await app.sends.unsuppress(normalizeEmail(request.params.email))))
+      if (!(await app.suppressions.unsuppress(normalizeEmail(request.params.email))))
         throw new AppError('NOT_FOUND', 'address is not suppressed');
       return { suppressed: false };
     },

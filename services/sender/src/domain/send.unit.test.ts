@@ -1,0 +1,457 @@
+/**
+ * The send state machine, given/when/then. The matrix below is the transition table in this test's
+ * own words: every command in every status, legal or refused. Changing a transition in send.ts
+ * fails the cells it moves, by name; the repository's SQL follows the table (its int tests, and
+ * test/schema.int.test.ts for the migration's constraint and indexes, show what that changes).
+ */
+import { deciderSpec } from '@outreach/shared/testing';
+import { describe, expect, it } from 'vitest';
+import {
+  decide,
+  evolve,
+  initialState,
+  outcomeOf,
+  recordedOf,
+  SEND_STATUSES,
+  sendRecorded,
+  statusesFor,
+  transition,
+  TRANSITIONS,
+  type EventType,
+  type Outcome,
+  type SendCommand,
+  type SendEvent,
+  type SendState,
+  type Status,
+  type TransitionEvent,
+} from './send.js';
+
+const spec = deciderSpec<SendState, SendCommand, SendEvent>({ initialState, evolve, decide });
+
+const A = 'token-a';
+const B = 'token-b';
+const OTHER = '6f9e3c1e-4b2a-5f0e-9d7c-5a3b1e0f2d4c';
+const policy = { maxAttempts: 3, retryBackoffMs: 100, leaseMs: 60_000 };
+
+const claimed: SendEvent = { type: 'Claimed', token: A };
+const fenced: SendEvent = { type: 'Fenced' };
+const lapsed: SendEvent = { type: 'LeaseLapsed' };
+
+/** A history that reaches each status, under claim A, with its lease lapsed (so no lease guard refuses). */
+const REACH: Record<Status, readonly SendEvent[]> = {
+  none: [],
+  claimed: [claimed, lapsed],
+  sending: [claimed, fenced, lapsed],
+  sent: [claimed, fenced, { type: 'Sent', providerMessageId: 'p-1' }],
+  suppressed: [claimed, { type: 'Suppressed', suppression: 'unsubscribe' }],
+  failed: [claimed, fenced, { type: 'Failed', reason: 'provider rejected: smtp 550' }],
+  ambiguous: [claimed, fenced, { type: 'Ambiguous', reason: 'smtp no reply', verdictWithinMs: 0 }],
+  held: [claimed, { type: 'Held' }],
+};
+
+const COMMANDS = {
+  'Claim (slot free)': { type: 'Claim', newToken: B, heldBy: null },
+  'Claim (slot taken)': { type: 'Claim', newToken: B, heldBy: { sendId: OTHER, sameCandidate: true } },
+  RenewLease: { type: 'RenewLease', token: A },
+  ReleaseClaim: { type: 'ReleaseClaim', token: A },
+  TakeOverClaim: { type: 'TakeOverClaim', newToken: B },
+  'Check (suppressed)': { type: 'Check', token: A, suppression: 'bounce', paused: false },
+  'Check (paused)': { type: 'Check', token: A, suppression: null, paused: true },
+  'Check (clear)': { type: 'Check', token: A, suppression: null, paused: false },
+  'Fence (open)': { type: 'Fence', token: A, paused: false },
+  'Fence (paused)': { type: 'Fence', token: A, paused: true },
+  'CheckExposure (another variant)': {
+    type: 'CheckExposure',
+    token: A,
+    experimentId: 'exp',
+    variant: 'b',
+    exposedVariant: 'a',
+  },
+  'CheckExposure (same variant)': {
+    type: 'CheckExposure',
+    token: A,
+    experimentId: 'exp',
+    variant: 'a',
+    exposedVariant: 'a',
+  },
+  'RecordResult (sent)': { type: 'RecordResult', token: A, result: { kind: 'sent', providerMessageId: 'p' }, policy },
+  'RecordResult (rejected)': { type: 'RecordResult', token: A, result: { kind: 'rejected', reason: 'r' }, policy },
+  'RecordResult (not_sent)': { type: 'RecordResult', token: A, result: { kind: 'not_sent', reason: 'r' }, policy },
+  'RecordResult (unknown)': { type: 'RecordResult', token: A, result: { kind: 'unknown', reason: 'r' }, policy },
+  AwaitVerdict: { type: 'AwaitVerdict', token: A, withinMs: 1_000 },
+  'ExpireSendingLease (provider has it)': {
+    type: 'ExpireSendingLease',
+    token: A,
+    lookup: { kind: 'sent', providerMessageId: 'p' },
+  },
+  'ExpireSendingLease (provider has not)': { type: 'ExpireSendingLease', token: A, lookup: { kind: 'not_sent' } },
+  'ExpireSendingLease (cannot tell)': { type: 'ExpireSendingLease', token: A, lookup: { kind: 'unknown' } },
+  Resume: { type: 'Resume', newToken: B },
+  'Resolve (sent)': { type: 'Resolve', resolution: 'sent' },
+  'Resolve (retry)': { type: 'Resolve', resolution: 'retry', newToken: B },
+} satisfies Record<string, SendCommand>;
+
+type Cell = readonly [EventType, Status] | 'no change';
+
+/** Where each command applies, with the event and the status it leads to; every other cell is refused. */
+// prettier-ignore
+const MATRIX: Record<keyof typeof COMMANDS, Partial<Record<Status, Cell>>> = {
+  'Claim (slot free)':                     { none: ['Claimed', 'claimed'] },
+  'Claim (slot taken)':                    { none: ['SkippedAsDuplicate', 'none'] },
+  RenewLease:                              { claimed: ['LeaseRenewed', 'claimed'] },
+  ReleaseClaim:                            { claimed: ['ClaimReleased', 'claimed'] },
+  TakeOverClaim:                           { claimed: ['ClaimTakenOver', 'claimed'] },
+  'Check (suppressed)':                    { claimed: ['Suppressed', 'suppressed'] },
+  'Check (paused)':                        { claimed: ['Held', 'held'] },
+  'Check (clear)':                         { claimed: 'no change' },
+  'Fence (open)':                          { claimed: ['Fenced', 'sending'] },
+  'Fence (paused)':                        { claimed: ['Held', 'held'] },
+  'CheckExposure (another variant)':       { sending: ['ExposureConflicted', 'failed'] },
+  'CheckExposure (same variant)':          { sending: 'no change' },
+  'RecordResult (sent)':                   { sending: ['Sent', 'sent'],                ambiguous: ['Sent', 'sent'] },
+  'RecordResult (rejected)':               { sending: ['Failed', 'failed'],            ambiguous: ['Failed', 'failed'] },
+  'RecordResult (not_sent)':               { sending: ['RetryScheduled', 'claimed'],   ambiguous: ['RetryScheduled', 'claimed'] },
+  'RecordResult (unknown)':                { sending: ['Ambiguous', 'ambiguous'],      ambiguous: ['Ambiguous', 'ambiguous'] },
+  AwaitVerdict:                            { ambiguous: ['VerdictAwaited', 'ambiguous'] },
+  'ExpireSendingLease (provider has it)':  { sending: ['Sent', 'sent'] },
+  'ExpireSendingLease (provider has not)': { sending: ['RetryScheduled', 'claimed'] },
+  'ExpireSendingLease (cannot tell)':      { sending: ['Ambiguous', 'ambiguous'] },
+  Resume:                                  { held: ['Resumed', 'claimed'] },
+  'Resolve (sent)':                        { ambiguous: ['ResolvedAsSent', 'sent'] },
+  'Resolve (retry)':                       { ambiguous: ['ResolvedForRetry', 'claimed'] },
+};
+
+const STATUSES: readonly Status[] = ['none', ...SEND_STATUSES];
+const NAMES = Object.keys(COMMANDS) as Array<keyof typeof COMMANDS>;
+
+describe('the status × command matrix', () => {
+  const cells = STATUSES.flatMap((status) => NAMES.map((name) => ({ status, name, cell: MATRIX[name][status] })));
+
+  it.each(cells.filter((c) => c.cell === undefined))('$name in $status is refused as illegal', ({ status, name }) => {
+    const command = COMMANDS[name];
+    spec(REACH[status])
+      .when(command)
+      .then([{ type: 'Refused', command: command.type, why: 'illegal' }]);
+  });
+
+  it.each(cells.filter((c) => c.cell !== undefined))('$name in $status: $cell', ({ status, name, cell }) => {
+    const given = spec(REACH[status]);
+    const events = decide(given.state, COMMANDS[name]);
+    if (cell === 'no change') {
+      given.when(COMMANDS[name]).then([]);
+      return;
+    }
+    const [type, to] = cell as readonly [EventType, Status];
+    expect(events.map((e) => e.type)).toEqual([type]);
+    expect(spec([...REACH[status], ...events]).state.status).toBe(to);
+  });
+
+  it('refuses 157 of the 184 cells: a command applies only where the table says', () => {
+    expect(STATUSES).toHaveLength(8);
+    expect(NAMES).toHaveLength(23);
+    expect(cells.filter((c) => c.cell === undefined)).toHaveLength(157);
+  });
+
+  it('TRANSITIONS is exactly the legal cells of the matrix: no row untested, none missing', () => {
+    const fromTable = TRANSITIONS.flatMap((t) => t.from.map((from) => `${t.command} ${from} ${t.event} ${t.to}`));
+    const fromMatrix = cells.flatMap(({ status, name, cell }) =>
+      cell === undefined || cell === 'no change' ? [] : [`${COMMANDS[name].type} ${status} ${cell[0]} ${cell[1]}`],
+    );
+    expect([...new Set(fromMatrix)].sort()).toEqual([...fromTable].sort());
+    // An event leads to one status, whichever command makes it (evolve relies on it).
+    for (const event of new Set(TRANSITIONS.map((t) => t.event)))
+      expect(new Set(TRANSITIONS.filter((t) => t.event === event).map((t) => t.to)).size, event).toBe(1);
+  });
+
+  it('gives the repository the statuses each command applies in', () => {
+    expect(statusesFor('Check')).toEqual(['claimed']);
+    expect(statusesFor('RecordResult')).toEqual(['sending', 'ambiguous']);
+    expect(statusesFor('ExpireSendingLease')).toEqual(['sending']);
+    expect(statusesFor('Resume')).toEqual(['held']);
+    expect(statusesFor('Claim')).toEqual([]);
+    expect(() => transition('Fence', 'Sent')).toThrow(/no transition Fence → Sent/);
+  });
+});
+
+describe('guards: the claim token, the lease, a pending verdict', () => {
+  const underClaim = cellsWhere((command) => 'token' in command);
+
+  it.each(underClaim)('$name in $status under a stale token is refused: the claim was lost', ({ status, name }) => {
+    const command = { ...COMMANDS[name], token: 'stale' } as SendCommand;
+    spec(REACH[status])
+      .when(command)
+      .then([{ type: 'Refused', command: command.type, why: 'claim_lost' }]);
+  });
+
+  it('a claim is taken over only once its lease lapsed on the database clock', () => {
+    spec([claimed])
+      .when(COMMANDS.TakeOverClaim)
+      .then([{ type: 'Refused', command: 'TakeOverClaim', why: 'lease_running' }]);
+    spec([claimed, lapsed])
+      .when(COMMANDS.TakeOverClaim)
+      .then([{ type: 'ClaimTakenOver', token: B }]);
+  });
+
+  it('a send in flight is not declared ambiguous while its lease runs', () => {
+    spec([claimed, fenced])
+      .when(COMMANDS['ExpireSendingLease (cannot tell)'])
+      .then([{ type: 'Refused', command: 'ExpireSendingLease', why: 'lease_running' }]);
+  });
+
+  it('an operator cannot retry while a late verdict is awaited, but can resolve it as sent', () => {
+    const awaiting = [claimed, fenced, { type: 'Ambiguous', reason: 'timeout', verdictWithinMs: 600_000 } as const];
+    spec(awaiting)
+      .when(COMMANDS['Resolve (retry)'])
+      .then([{ type: 'Refused', command: 'Resolve', why: 'verdict_pending' }]);
+    spec(awaiting)
+      .when(COMMANDS['Resolve (sent)'])
+      .then([{ type: 'ResolvedAsSent' }]);
+    spec([...awaiting, lapsed])
+      .when(COMMANDS['Resolve (retry)'])
+      .then([{ type: 'ResolvedForRetry', token: B }]);
+    // The provider gave up without a verdict: the wait ends, and a retry is the operator's to make.
+    spec([...awaiting, { type: 'VerdictAwaited', withinMs: 0 }])
+      .when(COMMANDS['Resolve (retry)'])
+      .then([{ type: 'ResolvedForRetry', token: B }]);
+  });
+});
+
+describe('stories', () => {
+  it('a worker whose lease was taken over cannot fence; the new holder can (the fence)', () => {
+    const takenOver = [claimed, lapsed, { type: 'ClaimTakenOver', token: B } as const];
+    spec(takenOver)
+      .when({ type: 'Fence', token: A, paused: false })
+      .then([{ type: 'Refused', command: 'Fence', why: 'claim_lost' }]);
+    spec(takenOver)
+      .when({ type: 'Fence', token: B, paused: false })
+      .then([{ type: 'Fenced' }]);
+  });
+
+  it('a late answer lands under the same claim after the timeout made the send ambiguous', () => {
+    const ambiguous = [claimed, fenced, { type: 'Ambiguous', reason: 'timeout', verdictWithinMs: 600_000 } as const];
+    spec(ambiguous)
+      .when(COMMANDS['RecordResult (sent)'])
+      .then([{ type: 'Sent', providerMessageId: 'p' }]);
+    spec(ambiguous)
+      .when({ type: 'RecordResult', token: B, result: { kind: 'sent', providerMessageId: 'p' }, policy })
+      .then([{ type: 'Refused', command: 'RecordResult', why: 'claim_lost' }]);
+  });
+
+  it('a redelivered request whose send exists claims nothing', () => {
+    spec([claimed, fenced])
+      .when(COMMANDS['Claim (slot free)'])
+      .then([{ type: 'Refused', command: 'Claim', why: 'illegal' }]);
+  });
+
+  it('a slot held by another send skips the request, saying whether by candidate or by address', () => {
+    spec([])
+      .when(COMMANDS['Claim (slot taken)'])
+      .then([
+        {
+          type: 'SkippedAsDuplicate',
+          duplicateOf: OTHER,
+          reason: `candidate already has send ${OTHER} for this campaign step`,
+        },
+      ]);
+    spec([])
+      .when({ type: 'Claim', newToken: B, heldBy: { sendId: OTHER, sameCandidate: false } })
+      .then([
+        {
+          type: 'SkippedAsDuplicate',
+          duplicateOf: OTHER,
+          reason: `address already has send ${OTHER} for this campaign step`,
+        },
+      ]);
+  });
+
+  it('a suppressed address is never mailed, paused campaign or not', () => {
+    spec([claimed])
+      .when({ type: 'Check', token: A, suppression: 'complaint', paused: true })
+      .then([{ type: 'Suppressed', suppression: 'complaint' }]);
+  });
+
+  it('a second variant of an experiment to an exposed candidate fails at the fence', () => {
+    spec([claimed, fenced])
+      .when(COMMANDS['CheckExposure (another variant)'])
+      .then([
+        {
+          type: 'ExposureConflicted',
+          exposedVariant: 'a',
+          reason: 'exposure_conflict: candidate was already sent variant a of experiment exp',
+        },
+      ]);
+  });
+
+  it('a provider that certainly did not take it is retried with doubling backoff, then given up', () => {
+    const notSent = {
+      type: 'RecordResult',
+      token: A,
+      result: { kind: 'not_sent', reason: 'smtp 451' },
+      policy,
+    } as const;
+    const retried = { type: 'RetryScheduled', reason: 'smtp 451', retryInMs: 100 } as const;
+    spec([claimed, fenced]).when(notSent).then([retried]);
+    spec([claimed, fenced, retried, lapsed, fenced])
+      .when(notSent)
+      .then([{ ...retried, retryInMs: 200 }]);
+    spec([claimed, fenced, retried, fenced, retried, fenced])
+      .when(notSent)
+      .then([{ type: 'Failed', reason: 'gave up after 3 attempts: smtp 451' }]);
+  });
+
+  it('a lapsed sending lease: the lookup decides, and without one the send is ambiguous, never re-sent', () => {
+    const sending = [claimed, fenced, lapsed];
+    spec(sending)
+      .when(COMMANDS['ExpireSendingLease (provider has it)'])
+      .then([{ type: 'Sent', providerMessageId: 'p' }]);
+    spec(sending)
+      .when(COMMANDS['ExpireSendingLease (provider has not)'])
+      .then([{ type: 'RetryScheduled', reason: 'lease expired; the provider has no record of it', retryInMs: 0 }]);
+    spec(sending)
+      .when(COMMANDS['ExpireSendingLease (cannot tell)'])
+      .then([
+        {
+          type: 'Ambiguous',
+          reason: 'lease expired while sending: the provider may or may not have accepted it',
+          verdictWithinMs: 0,
+        },
+      ]);
+  });
+
+  it('folds a send from claim to a resumed hold, and its lease along', () => {
+    spec([claimed]).thenState({ status: 'claimed', token: A, lease: 'running', attempts: 0 });
+    spec([claimed, { type: 'Held' }]).thenState({ status: 'held', token: A, lease: 'none', attempts: 0 });
+    spec([claimed, { type: 'Held' }, lapsed]).thenState({ status: 'held', token: A, lease: 'none', attempts: 0 });
+    spec([claimed, { type: 'Held' }, { type: 'Resumed', token: B }]).thenState({
+      status: 'claimed',
+      token: B,
+      lease: 'lapsed',
+      attempts: 0,
+    });
+    spec([claimed, fenced, { type: 'Refused', command: 'Fence', why: 'illegal' }]).thenState({
+      status: 'sending',
+      token: A,
+      lease: 'running',
+      attempts: 1,
+    });
+  });
+});
+
+describe('outcomeOf', () => {
+  it('maps each provider verdict, and waits for a late one as long as the provider says, or a lease', () => {
+    expect(outcomeOf({ kind: 'sent', providerMessageId: 'p' }, 1, policy)).toEqual({
+      type: 'Sent',
+      providerMessageId: 'p',
+    });
+    expect(outcomeOf({ kind: 'rejected', reason: 'smtp 550' }, 1, policy)).toEqual({
+      type: 'Failed',
+      reason: 'provider rejected: smtp 550',
+    });
+    expect(outcomeOf({ kind: 'unknown', reason: 'cut' }, 1, policy)).toEqual({
+      type: 'Ambiguous',
+      reason: 'cut',
+      verdictWithinMs: 0,
+    });
+    const late = Promise.resolve();
+    expect(outcomeOf({ kind: 'unknown', reason: 'cut', late, lateWithinMs: 5_000 }, 1, policy)).toMatchObject({
+      verdictWithinMs: 5_000,
+    });
+    expect(outcomeOf({ kind: 'unknown', reason: 'cut', late }, 1, policy)).toMatchObject({ verdictWithinMs: 60_000 });
+    expect(outcomeOf({ kind: 'not_sent', reason: 'x' }, 2, policy)).toEqual({
+      type: 'RetryScheduled',
+      reason: 'x',
+      retryInMs: 200,
+    });
+    expect(outcomeOf({ kind: 'not_sent', reason: 'x' }, 4, policy)).toEqual({
+      type: 'Failed',
+      reason: 'gave up after 4 attempts: x',
+    });
+  });
+});
+
+describe('recordedOf: which transitions publish a SendRecorded', () => {
+  const SAMPLES: Record<EventType, TransitionEvent> = {
+    Claimed: { type: 'Claimed', token: A },
+    SkippedAsDuplicate: { type: 'SkippedAsDuplicate', duplicateOf: OTHER, reason: 'dup' },
+    LeaseRenewed: { type: 'LeaseRenewed' },
+    ClaimReleased: { type: 'ClaimReleased' },
+    ClaimTakenOver: { type: 'ClaimTakenOver', token: B },
+    Suppressed: { type: 'Suppressed', suppression: 'unsubscribe' },
+    Held: { type: 'Held' },
+    Fenced: { type: 'Fenced' },
+    ExposureConflicted: { type: 'ExposureConflicted', exposedVariant: 'a', reason: 'exposure_conflict: x' },
+    Sent: { type: 'Sent', providerMessageId: 'p' },
+    Failed: { type: 'Failed', reason: 'f' },
+    Ambiguous: { type: 'Ambiguous', reason: 'a', verdictWithinMs: 0 },
+    RetryScheduled: { type: 'RetryScheduled', reason: 'r', retryInMs: 0 },
+    VerdictAwaited: { type: 'VerdictAwaited', withinMs: 0 },
+    Resumed: { type: 'Resumed', token: B },
+    ResolvedAsSent: { type: 'ResolvedAsSent' },
+    ResolvedForRetry: { type: 'ResolvedForRetry', token: B },
+  };
+
+  it('publishes an outcome exactly where a request ends (for now), with its reason', () => {
+    const published = Object.fromEntries(Object.values(SAMPLES).map((e) => [e.type, recordedOf(e)]));
+    expect(published).toEqual({
+      Claimed: null,
+      SkippedAsDuplicate: { outcome: 'skipped_duplicate', reason: 'dup', providerMessageId: null },
+      LeaseRenewed: null,
+      ClaimReleased: null,
+      ClaimTakenOver: null,
+      Suppressed: { outcome: 'suppressed', reason: 'suppressed (unsubscribe)', providerMessageId: null },
+      Held: { outcome: 'held', reason: 'campaign is paused', providerMessageId: null },
+      Fenced: null,
+      ExposureConflicted: { outcome: 'failed', reason: 'exposure_conflict: x', providerMessageId: null },
+      Sent: { outcome: 'sent', reason: null, providerMessageId: 'p' },
+      Failed: { outcome: 'failed', reason: 'f', providerMessageId: null },
+      Ambiguous: { outcome: 'ambiguous', reason: 'a', providerMessageId: null },
+      RetryScheduled: null,
+      VerdictAwaited: null,
+      Resumed: null,
+      ResolvedAsSent: { outcome: 'sent', reason: 'resolved by an operator', providerMessageId: null },
+      ResolvedForRetry: null,
+    });
+    // Every outcome of the contract has a transition that publishes it, and its status is that outcome.
+    const outcomes = new Set(Object.values(published).flatMap((r) => (r ? [r.outcome] : [])));
+    expect([...outcomes].sort()).toEqual(
+      (['ambiguous', 'failed', 'held', 'sent', 'skipped_duplicate', 'suppressed'] satisfies Outcome[]).sort(),
+    );
+    for (const t of TRANSITIONS) {
+      const outcome = recordedOf(SAMPLES[t.event])?.outcome;
+      if (outcome !== undefined && outcome !== 'skipped_duplicate') expect(t.to).toBe(outcome);
+    }
+  });
+});
+
+describe('sendRecorded', () => {
+  const send = {
+    sendId: '6f9e3c1e-4b2a-5f0e-9d7c-5a3b1e0f2d4c',
+    campaignId: 'c',
+    candidateKey: 'k',
+    emailHash: 'h',
+    emailHashKeyId: 'k1',
+    step: 's',
+    experimentId: null,
+    variant: null,
+    correlationId: 'corr',
+    causationId: null,
+  };
+  it('derives the event id from the send and the outcome, so recording twice is one event', () => {
+    const a = sendRecorded(send, 'sent', { recordedAt: 1 });
+    const b = sendRecorded(send, 'sent', { recordedAt: 2 });
+    expect(a.eventId).toBe(b.eventId);
+    expect(sendRecorded(send, 'held', { recordedAt: 1 }).eventId).not.toBe(a.eventId);
+  });
+  it('carries the id of the key its emailHash was made with', () => {
+    expect(sendRecorded(send, 'sent', { recordedAt: 1 })).toMatchObject({ emailHash: 'h', emailHashKeyId: 'k1' });
+  });
+});
+
+function cellsWhere(predicate: (command: SendCommand) => boolean) {
+  return STATUSES.flatMap((status) =>
+    NAMES.filter((name) => predicate(COMMANDS[name]) && MATRIX[name][status] !== undefined).map((name) => ({
+      status,
+      name,
+    })),
+  );
+}
