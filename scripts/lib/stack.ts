@@ -105,9 +105,12 @@ export class Stack {
       API_TOKENS_READ: options.token,
       RATE_LIMIT_MAX: '100000000',
       LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
+      NODE_ENV: 'development',
       // sender
       ...this.emailHashKey,
       SMTP_PORT: String(options.smtpPort),
+      // The suites' SMTP sinks offer no TLS.
+      SMTP_REQUIRE_TLS: 'false',
       SEND_CONCURRENCY: '16',
       SEND_RATE_PER_SECOND: '1000',
       LEASE_MS: '8000',

@@ -14,8 +14,20 @@ export const ConfigSchema = Type.Object({
   NULL_PROVIDER_DELAY_MS: Type.Integer({ minimum: 0, default: 0 }),
   SMTP_HOST: Type.String({ default: '127.0.0.1' }),
   SMTP_PORT: Type.Integer({ minimum: 1, maximum: 65535, default: 1025 }),
+  /** Implicit TLS (port 465): the session is encrypted from the first byte. */
   SMTP_SECURE: Type.Boolean({ default: false }),
+  /**
+   * On a plain port, STARTTLS is required before anything is said (no message, no credentials in
+   * clear text). Turn off only for a development server that offers no TLS (Mailpit, test sinks).
+   */
+  SMTP_REQUIRE_TLS: Type.Boolean({ default: true }),
+  /** A PEM file of certificates to trust for the SMTP server (a private CA); else the public CAs. */
+  SMTP_TLS_CA_FILE: Type.String({ default: '' }),
+  /** The name the server's certificate must carry, when SMTP_HOST is an address or an alias. */
+  SMTP_TLS_SERVERNAME: Type.String({ default: '' }),
   SMTP_USER: Type.String({ default: '' }),
+  /** A file holding the SMTP password (a mounted secret). Preferred over SMTP_PASSWORD. */
+  SMTP_PASSWORD_FILE: Type.String({ default: '' }),
   SMTP_PASSWORD: Type.String({ default: '' }),
   MAIL_FROM: Type.String({ default: 'Outreach <outreach@example.com>' }),
   MESSAGE_ID_DOMAIN: Type.String({ default: 'outreach.local', pattern: '^[A-Za-z0-9.-]+$' }),
@@ -42,8 +54,51 @@ export const ConfigSchema = Type.Object({
 
 export type Config = BaseConfig & Static<typeof ConfigSchema>;
 
+/** Names that are placeholders, never a production sender's identity (RFC 2606/6761 and ours). */
+const PLACEHOLDER_DOMAIN = /(^|\.)(example\.(com|org|net)|localhost|local|invalid|test|example|internal)$/i;
+
+function domainOf(value: string): string {
+  const address = /<([^>]*)>\s*$/.exec(value)?.[1] ?? value;
+  return address.slice(address.lastIndexOf('@') + 1).trim();
+}
+
+/**
+ * In production the sender's identity must be set: a From, Message-ID domain and unsubscribe
+ * address at example.com would send real mail that no one can answer or unsubscribe from.
+ */
+function checkProductionIdentity(config: Config): void {
+  const urlHost = (() => {
+    try {
+      return new URL(config.UNSUBSCRIBE_URL).hostname;
+    } catch {
+      return '';
+    }
+  })();
+  const checks: Array<[string, string]> = [
+    ['MAIL_FROM', domainOf(config.MAIL_FROM)],
+    ['MESSAGE_ID_DOMAIN', config.MESSAGE_ID_DOMAIN],
+    ['UNSUBSCRIBE_MAILTO', domainOf(config.UNSUBSCRIBE_MAILTO)],
+    ['UNSUBSCRIBE_URL', urlHost],
+  ];
+  for (const [name, domain] of checks) {
+    if (domain === '' || PLACEHOLDER_DOMAIN.test(domain))
+      throw new ConfigError(
+        `invalid configuration: ${name} must be set to your own domain when NODE_ENV=production (it is ${domain === '' ? 'empty' : `at ${domain}`})`,
+      );
+  }
+  if (!config.UNSUBSCRIBE_URL.startsWith('https://'))
+    throw new ConfigError('invalid configuration: UNSUBSCRIBE_URL must be an https URL when NODE_ENV=production');
+}
+
 /** Rules between settings that a schema cannot express. */
 export function checkConfig(config: Config): void {
+  if (config.MAIL_PROVIDER === 'smtp' && config.SMTP_USER !== '' && !config.SMTP_SECURE && !config.SMTP_REQUIRE_TLS)
+    throw new ConfigError(
+      'invalid configuration: SMTP_USER is set but neither SMTP_REQUIRE_TLS nor SMTP_SECURE is: credentials are never sent in clear text',
+    );
+  if (config.SMTP_PASSWORD !== '' && config.SMTP_PASSWORD_FILE !== '')
+    throw new ConfigError('invalid configuration: set SMTP_PASSWORD_FILE or SMTP_PASSWORD, not both');
+  if (config.NODE_ENV === 'production' && config.MAIL_PROVIDER !== 'null') checkProductionIdentity(config);
   if (config.PROVIDER_TIMEOUT_MS * 2 > config.LEASE_MS) {
     throw new ConfigError(
       `PROVIDER_TIMEOUT_MS (${config.PROVIDER_TIMEOUT_MS}) must be at most half of LEASE_MS (${config.LEASE_MS}), so a lease never expires while its provider call can still succeed`,

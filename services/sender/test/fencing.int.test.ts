@@ -26,6 +26,7 @@ it('a worker whose lease was taken over does not send', async () => {
     host: '127.0.0.1',
     port: t.sink.port,
     secure: false,
+    requireTLS: false,
     messageIdDomain: 'test',
     timeoutMs: 400,
     finalReplyTimeoutMs: 1_000,

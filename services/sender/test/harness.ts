@@ -39,6 +39,8 @@ export async function senderTestEnv(
       partitions: options.partitions ?? 3,
       env: {
         SMTP_HOST: '127.0.0.1',
+        // The sink offers no TLS unless a test gives it a certificate (smtp-tls.int.test.ts).
+        SMTP_REQUIRE_TLS: 'false',
         SMTP_PORT: String(sink.port),
         LEASE_MS: '6000',
         PROVIDER_TIMEOUT_MS: '2000',

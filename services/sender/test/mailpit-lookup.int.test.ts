@@ -32,6 +32,7 @@ async function setup(
     host: '127.0.0.1',
     port: sink.port,
     secure: false,
+    requireTLS: false,
     messageIdDomain: DOMAIN,
     timeoutMs: TIMEOUT,
     finalReplyTimeoutMs: 1_000,

@@ -26,6 +26,7 @@ async function setup(script: Script, options: { maxConnections?: number } = {}) 
     host: '127.0.0.1',
     port: peer.port,
     secure: false,
+    requireTLS: false,
     messageIdDomain: 'attack.test',
     timeoutMs: TIMEOUT,
     finalReplyTimeoutMs: 10_000,

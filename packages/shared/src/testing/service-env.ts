@@ -105,6 +105,8 @@ export async function serviceTestEnv<P extends TProperties>(
     API_TOKENS_OPERATE: 'test-token',
     API_TOKENS_READ: 'test-token',
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+    // Production refuses placeholder identities (the sender's From, Message-ID domain...).
+    NODE_ENV: 'development',
     HTTP_HOST: '127.0.0.1',
     HTTP_PORT: '0',
     ...options.env,

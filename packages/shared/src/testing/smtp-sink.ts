@@ -27,6 +27,10 @@ export interface DeliveredMessage {
   readonly headers: ReadonlyMap<string, string>;
   readonly text: string | undefined;
   readonly receivedAt: number;
+  /** The session was encrypted (STARTTLS or implicit TLS) when the message arrived. */
+  readonly secure: boolean;
+  /** The user the session authenticated as, if it did. */
+  readonly user: string | undefined;
 }
 
 /** How a transaction goes wrong, by the protocol moment it goes wrong at. */
@@ -56,6 +60,13 @@ export interface SmtpSinkOptions {
    * stalls are decided per connection, counted the same way).
    */
   readonly hostile?: (n: number) => SmtpHostility | undefined;
+  /**
+   * Offer TLS with this key and certificate (PEM): STARTTLS on a plain port, or the whole session
+   * encrypted from the first byte with `implicit`. Without it the sink offers no STARTTLS.
+   */
+  readonly tls?: { readonly key: string; readonly cert: string; readonly implicit?: boolean };
+  /** Offer AUTH (PLAIN, LOGIN) for this one user; without it the sink offers no AUTH. */
+  readonly auth?: { readonly user: string; readonly password: string };
 }
 
 export interface MailpitApiOptions {
@@ -71,6 +82,8 @@ export class SmtpSink {
   /** Transactions begun (MAIL FROM commands seen), and how each hostile one was played. */
   transactions = 0;
   readonly misbehaved: SmtpHostility[] = [];
+  /** AUTH attempts seen, and whether each came over an encrypted session. */
+  readonly authAttempts: Array<{ readonly user: string; readonly secure: boolean; readonly ok: boolean }> = [];
   private server: SMTPServer | undefined;
   private readonly sockets = new Map<number, Socket>();
   /** The hostility planned for each session's current transaction. */
@@ -114,7 +127,24 @@ export class SmtpSink {
     const hostile = this.options.hostile;
     const serverOptions: SMTPServerOptions = {
       authOptional: true,
-      disabledCommands: ['STARTTLS', 'AUTH'],
+      disabledCommands: [
+        ...(this.options.tls && !this.options.tls.implicit ? [] : ['STARTTLS']),
+        ...(this.options.auth ? [] : ['AUTH']),
+      ],
+      // smtp-server refuses AUTH before TLS unless told otherwise; the sink allows it so a test can
+      // show that our client never tries (authAttempts records whether each came encrypted).
+      allowInsecureAuth: true,
+      authMethods: ['PLAIN', 'LOGIN'],
+      ...(this.options.tls
+        ? { key: this.options.tls.key, cert: this.options.tls.cert, secure: this.options.tls.implicit ?? false }
+        : {}),
+      onAuth: (auth, session, callback) => {
+        const expected = this.options.auth;
+        const ok = expected !== undefined && auth.username === expected.user && auth.password === expected.password;
+        this.authAttempts.push({ user: auth.username ?? '', secure: session.secure, ok });
+        if (ok) callback(null, { user: auth.username });
+        else callback(Object.assign(new Error('invalid credentials'), { responseCode: 535 }));
+      },
       logger: false,
       onConnect: (session, callback) => {
         const plan = hostile?.(this.transactions + 1);
@@ -177,6 +207,8 @@ export class SmtpSink {
               headers,
               text: parsed.text,
               receivedAt: Date.now(),
+              secure: session.secure,
+              user: typeof session.user === 'string' ? session.user : undefined,
             });
             if (plan?.at === 'dot' && plan.act === 'drop') {
               this.play(plan);

@@ -1,4 +1,6 @@
+import { readFileSync } from 'node:fs';
 import {
+  ConfigError,
   loadEmailHashKey,
   registerConsumer,
   registerOutboxRelay,
@@ -38,14 +40,31 @@ declare module 'fastify' {
   }
 }
 
+/** A mounted file's content, trimmed; unreadable is a configuration error naming the variable. */
+function readSecretFile(variable: string, path: string): string {
+  try {
+    return readFileSync(path, 'utf8').trim();
+  } catch (error) {
+    throw new ConfigError(
+      `invalid configuration: ${variable} cannot be read (${(error as NodeJS.ErrnoException).code ?? 'unreadable'})`,
+    );
+  }
+}
+
 export function createProvider(config: Config): MailProvider {
   if (config.MAIL_PROVIDER === 'null')
     return new NullProvider(config.NULL_PROVIDER_LOG || undefined, config.NULL_PROVIDER_DELAY_MS);
+  const password = config.SMTP_PASSWORD_FILE
+    ? readSecretFile('SMTP_PASSWORD_FILE', config.SMTP_PASSWORD_FILE)
+    : config.SMTP_PASSWORD;
   return new SmtpProvider({
     host: config.SMTP_HOST,
     port: config.SMTP_PORT,
     secure: config.SMTP_SECURE,
-    ...(config.SMTP_USER ? { user: config.SMTP_USER, password: config.SMTP_PASSWORD } : {}),
+    requireTLS: config.SMTP_REQUIRE_TLS,
+    ...(config.SMTP_TLS_CA_FILE ? { ca: readSecretFile('SMTP_TLS_CA_FILE', config.SMTP_TLS_CA_FILE) } : {}),
+    ...(config.SMTP_TLS_SERVERNAME ? { servername: config.SMTP_TLS_SERVERNAME } : {}),
+    ...(config.SMTP_USER ? { user: config.SMTP_USER, password } : {}),
     messageIdDomain: config.MESSAGE_ID_DOMAIN,
     timeoutMs: config.PROVIDER_TIMEOUT_MS,
     finalReplyTimeoutMs: config.SMTP_FINAL_REPLY_TIMEOUT_MS,

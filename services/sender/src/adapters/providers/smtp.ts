@@ -28,7 +28,18 @@ import type { MailMessage, MailProvider, SendResult } from './port.js';
 export interface SmtpProviderOptions {
   readonly host: string;
   readonly port: number;
+  /** Implicit TLS: the session is encrypted from the first byte (port 465). */
   readonly secure: boolean;
+  /**
+   * On a plain port, the session must upgrade with STARTTLS before anything else is said: a server
+   * that does not offer it gets no message and no credentials (a connect-phase failure, retried).
+   * Off only for development servers that offer no TLS at all (Mailpit, the test sink).
+   */
+  readonly requireTLS: boolean;
+  /** Certificates to trust (PEM), for a server whose certificate is not from a public CA. */
+  readonly ca?: string;
+  /** The name the server's certificate must carry when `host` is an address or an internal alias. */
+  readonly servername?: string;
   readonly user?: string;
   readonly password?: string;
   /** Domain of the deterministic Message-ID `<sendId@domain>`. */
@@ -160,7 +171,16 @@ export class SmtpProvider implements MailProvider {
       host: options.host,
       port: options.port,
       secure: options.secure,
-      ignoreTLS: !options.secure,
+      requireTLS: options.requireTLS && !options.secure,
+      // Without TLS required, no STARTTLS is attempted: opportunistic TLS that falls back to plain
+      // text on any failure protects nothing and makes the failure mode depend on the server.
+      ignoreTLS: !options.requireTLS && !options.secure,
+      tls: {
+        minVersion: 'TLSv1.2',
+        rejectUnauthorized: true,
+        ...(options.ca ? { ca: options.ca } : {}),
+        ...(options.servername ? { servername: options.servername } : {}),
+      },
       connectionTimeout: options.timeoutMs,
       greetingTimeout: options.timeoutMs,
       // Inactivity bound of the whole session: long enough to hear a late reply to the final dot.
@@ -247,6 +267,12 @@ export class SmtpProvider implements MailProvider {
       connection.connect((error) => {
         if (error) return finish(classify(error, 'connect'), false);
         if (!options.user) return transmit();
+        // Never credentials in clear text, whatever the configuration says (checkConfig refuses it too).
+        if (!connection.secure)
+          return finish(
+            { kind: 'not_sent', reason: 'smtp refused to authenticate over an unencrypted session' },
+            false,
+          );
         connection.login({ user: options.user, pass: options.password ?? '' }, (loginError) => {
           if (loginError) finish(classify(loginError, 'connect'), false);
           else transmit();

@@ -1,0 +1,59 @@
+/** Issue #16, SMTP settings: what the sender refuses at start (exit 78, naming the variable). */
+import { loadConfig } from '@outreach/shared';
+import { describe, expect, it } from 'vitest';
+import { checkConfig, ConfigSchema, type Config } from '../src/config.js';
+
+const base = {
+  KAFKA_BROKERS: '127.0.0.1:9092',
+  DATABASE_URL: 'postgres://u@h/db',
+  EMAIL_HASH_KEY: 'k'.repeat(40),
+  EMAIL_HASH_KEY_ID: 't',
+  NODE_ENV: 'development',
+};
+const identity = {
+  MAIL_FROM: 'Recruiting <recruiting@mail.acme-corp.com>',
+  MESSAGE_ID_DOMAIN: 'mail.acme-corp.com',
+  UNSUBSCRIBE_MAILTO: 'unsubscribe@mail.acme-corp.com',
+  UNSUBSCRIBE_URL: 'https://outreach.acme-corp.com/v1/unsubscribe',
+};
+const check = (env: Record<string, string>) => () =>
+  checkConfig(loadConfig(ConfigSchema, { ...base, ...env }) as Config);
+
+describe('sender SMTP and identity settings', () => {
+  it('requires TLS by default', () => {
+    expect(loadConfig(ConfigSchema, base).SMTP_REQUIRE_TLS).toBe(true);
+  });
+
+  it('refuses credentials without TLS', () => {
+    expect(check({ SMTP_USER: 'u', SMTP_PASSWORD: 'p', SMTP_REQUIRE_TLS: 'false' })).toThrow(/clear text/);
+    expect(check({ SMTP_USER: 'u', SMTP_PASSWORD: 'p' })).not.toThrow();
+    expect(check({ SMTP_USER: 'u', SMTP_PASSWORD: 'p', SMTP_REQUIRE_TLS: 'false', SMTP_SECURE: 'true' })).not.toThrow();
+  });
+
+  it('refuses a password given twice', () => {
+    expect(check({ SMTP_PASSWORD: 'p', SMTP_PASSWORD_FILE: '/run/secrets/p' })).toThrow(/not both/);
+  });
+
+  it('in production, refuses every placeholder identity, naming the variable', () => {
+    const prod = { NODE_ENV: 'production', ...identity };
+    expect(check(prod)).not.toThrow();
+    expect(check({ NODE_ENV: 'production' })).toThrow(/MAIL_FROM must be set/);
+    for (const [name, value] of [
+      ['MAIL_FROM', 'Outreach <outreach@example.com>'],
+      ['MAIL_FROM', 'outreach@EXAMPLE.ORG'],
+      ['MAIL_FROM', 'Outreach <o@mail.example.net>'],
+      ['MESSAGE_ID_DOMAIN', 'outreach.local'],
+      ['MESSAGE_ID_DOMAIN', 'localhost'],
+      ['UNSUBSCRIBE_MAILTO', 'unsubscribe@example.com'],
+      ['UNSUBSCRIBE_MAILTO', 'u@corp.invalid'],
+      ['UNSUBSCRIBE_URL', ''],
+      ['UNSUBSCRIBE_URL', 'https://example.com/u'],
+      ['UNSUBSCRIBE_URL', 'not a url'],
+    ] as const) {
+      expect(check({ ...prod, [name]: value }), `${name}=${value}`).toThrow(new RegExp(`${name} must be set`));
+    }
+    expect(check({ ...prod, UNSUBSCRIBE_URL: 'http://outreach.acme-corp.com/u' })).toThrow(/https/);
+    // The null provider sends nothing: its identity does not matter.
+    expect(check({ NODE_ENV: 'production', MAIL_PROVIDER: 'null' })).not.toThrow();
+  });
+});
