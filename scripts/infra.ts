@@ -6,6 +6,10 @@
  *   npm run infra:status   what runs, and whether it answers
  *   npm run infra:down     stop only what this checkout started, by pid   [--purge: delete data]
  *
+ * `up` also starts the secured stack (ADR 010): a second broker with TLS, SASL, mutual TLS and ACLs,
+ * and a PostgreSQL with TLS and password or certificate logins, both trusting a CA made here
+ * (scripts/lib/secured.ts, scripts/lib/pki.ts). INFRA_SECURED=off skips it.
+ *
  * Everything lives under .infra/ (git-ignored): jars, data, logs, pid files and state.json; except,
  * when run as root, the owned PostgreSQL's files, which live in $TMPDIR/outreach-pg-<hash> (see
  * ownedPostgresHome; `infra:down -- --purge` removes them too).
@@ -26,16 +30,34 @@ import {
   rmSync,
   writeFileSync,
 } from 'node:fs';
-import { createConnection } from 'node:net';
+import { createConnection, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { redactUrl, waitForKafka, waitForPostgres } from '@outreach/shared';
+import { redactUrl, waitForKafka, waitForPostgres, type KafkaSecurity } from '@outreach/shared';
+import { ensurePki, PkiError } from './lib/pki.js';
+import {
+  newPasswords,
+  PKI_CLIENTS,
+  postgresHba,
+  postgresSuperuserUrl,
+  scramFormatArgs,
+  SECURED_KAFKA_PRINCIPALS,
+  securedKafkaProperties,
+  superUserSecurity,
+  KAFKA_SUPER_USER,
+  type SecuredKafkaInfo,
+  type SecuredKafkaPorts,
+  type SecuredPostgresInfo,
+} from './lib/secured.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const INFRA_DIR = resolve(process.env.INFRA_DIR ?? join(ROOT, '.infra'));
 const KAFKA_DIR = join(INFRA_DIR, 'kafka');
 const PG_DIR = join(INFRA_DIR, 'postgres');
+const SECURED_KAFKA_DIR = join(INFRA_DIR, 'kafka-secured');
+const SECURED_PG_DIR = join(INFRA_DIR, 'postgres-tls');
+const PKI_DIR = join(INFRA_DIR, 'pki');
 const STATE_FILE = join(INFRA_DIR, 'state.json');
 const POM = join(ROOT, 'infra', 'kafka', 'pom.xml');
 const LOG4J_CONFIG = join(ROOT, 'infra', 'kafka', 'log4j2.yaml');
@@ -53,12 +75,29 @@ export interface KafkaInstance {
   readonly dir: string;
   readonly port: number;
   readonly controllerPort: number;
+  /** A secured broker: its own configuration, SCRAM users at format time, and how its probe logs in. */
+  readonly secured?: {
+    readonly properties: (dataDir: string) => string;
+    readonly formatArgs: readonly string[];
+    readonly probe: KafkaSecurity;
+    /** Listeners beyond `port` and `controllerPort`. */
+    readonly extraPorts: readonly number[];
+    readonly heap?: string;
+  };
 }
 
 /** One PostgreSQL server this project owns: its directory and port. */
 export interface PostgresInstance {
   readonly dir: string;
   readonly port: number;
+  /** ssl=on with these files, this pg_hba.conf, and the URL to reach it by (it refuses plaintext). */
+  readonly tls?: {
+    readonly cert: string;
+    readonly key: string;
+    readonly ca: string;
+    readonly hba: string;
+    readonly url: (database: string) => string;
+  };
 }
 
 export const defaultKafka: KafkaInstance = { dir: KAFKA_DIR, port: KAFKA_PORT, controllerPort: KAFKA_CONTROLLER_PORT };
@@ -69,6 +108,13 @@ export interface InfraState {
   readonly databaseUrl: string;
   readonly kafka: { readonly source: 'env' | 'local'; readonly pid?: number; readonly clusterId?: string };
   readonly postgres: { readonly source: 'env' | 'machine' | 'local'; readonly version?: string };
+  /** The secured broker and TLS PostgreSQL (ADR 010), when started. */
+  readonly secured?: SecuredInfra;
+}
+
+export interface SecuredInfra {
+  readonly kafka: SecuredKafkaInfo & { readonly pid: number };
+  readonly postgres: SecuredPostgresInfo;
 }
 
 export class InfraError extends Error {
@@ -265,13 +311,15 @@ export async function startKafka(
   instance: KafkaInstance,
 ): Promise<{ brokers: string; pid: number; clusterId: string }> {
   const brokers = `${KAFKA_HOST}:${instance.port}`;
+  const name = instance.secured ? 'kafka (secured)' : 'kafka';
+  const probe = instance.secured?.probe;
   const running = ourKafkaPid(instance);
   if (running !== undefined) {
-    log(`kafka: already running (pid ${running}), checking it answers ...`);
-    const { clusterId } = await waitForKafka([brokers], READY_TIMEOUT_MS);
+    log(`${name}: already running (pid ${running}), checking it answers ...`);
+    const { clusterId } = await waitForKafka([brokers], READY_TIMEOUT_MS, probe);
     return { brokers, pid: running, clusterId };
   }
-  for (const port of [instance.port, instance.controllerPort]) {
+  for (const port of [instance.port, instance.controllerPort, ...(instance.secured?.extraPorts ?? [])]) {
     if (await portInUse(port)) {
       throw new InfraError(
         `port ${port} is already taken by a process this checkout did not start. ` +
@@ -286,23 +334,38 @@ export async function startKafka(
   mkdirSync(dataDir, { recursive: true });
   mkdirSync(logsDir, { recursive: true });
   const properties = join(instance.dir, 'server.properties');
-  writeFileSync(properties, kafkaProperties(instance, dataDir));
+  writeFileSync(
+    properties,
+    instance.secured ? instance.secured.properties(dataDir) : kafkaProperties(instance, dataDir),
+  );
 
   if (!existsSync(join(dataDir, 'meta.properties'))) {
     const clusterId = execFileSync(java, javaArgs(instance, libs, 'kafka.tools.StorageTool', 'random-uuid'), {
       encoding: 'utf8',
     }).trim();
-    log(`kafka: formatting ${dataDir} (cluster ${clusterId})`);
+    log(`${name}: formatting ${dataDir} (cluster ${clusterId})`);
     execFileSync(
       java,
-      javaArgs(instance, libs, 'kafka.tools.StorageTool', 'format', '--standalone', '-t', clusterId, '-c', properties),
+      javaArgs(
+        instance,
+        libs,
+        'kafka.tools.StorageTool',
+        'format',
+        '--standalone',
+        '-t',
+        clusterId,
+        '-c',
+        properties,
+        ...(instance.secured?.formatArgs ?? []),
+      ),
       { stdio: ['ignore', 'ignore', 'inherit'] },
     );
   }
 
   const stdoutLog = join(logsDir, 'stdout.log');
   const out = openSync(stdoutLog, 'a');
-  const child = spawn(java, [...KAFKA_HEAP.split(/\s+/), ...javaArgs(instance, libs, 'kafka.Kafka', properties)], {
+  const heap = instance.secured?.heap ?? KAFKA_HEAP;
+  const child = spawn(java, [...heap.split(/\s+/), ...javaArgs(instance, libs, 'kafka.Kafka', properties)], {
     detached: true,
     stdio: ['ignore', out, out],
   });
@@ -311,7 +374,7 @@ export async function startKafka(
   const pid = child.pid;
   writeFileSync(join(instance.dir, 'kafka.pid'), `${pid}\n`);
   child.unref();
-  log(`kafka: started broker pid ${pid}, waiting for a metadata response on ${brokers} ...`);
+  log(`${name}: started broker pid ${pid}, waiting for a metadata response on ${brokers} ...`);
 
   const exited = new Promise<never>((_, reject) =>
     child.once('exit', (code) =>
@@ -324,7 +387,7 @@ export async function startKafka(
       ),
     ),
   );
-  const { clusterId } = await Promise.race([waitForKafka([brokers], READY_TIMEOUT_MS), exited]);
+  const { clusterId } = await Promise.race([waitForKafka([brokers], READY_TIMEOUT_MS, probe), exited]);
   child.removeAllListeners('exit');
   return { brokers, pid, clusterId };
 }
@@ -467,7 +530,7 @@ async function postgresUp(): Promise<InfraState['postgres'] & { url: string }> {
 
 /** Starts (or reuses) a PostgreSQL server this project owns; returns the URL of its `test` database. */
 export async function startOwnedPostgres(instance: PostgresInstance): Promise<string> {
-  const url = ownedPgUrl(instance);
+  const url = instance.tls ? instance.tls.url('test') : ownedPgUrl(instance);
   const port = instance.port;
   const bin = postgresBinDir();
   if (!bin) {
@@ -496,24 +559,36 @@ export async function startOwnedPostgres(instance: PostgresInstance): Promise<st
     ]);
     execFileSync(cmd, args, { cwd: POSTGRES_CWD, stdio: ['ignore', 'ignore', 'inherit'] });
   }
+  const tlsOptions = instance.tls ? installPostgresTls(instance.tls, home, dataDir) : '';
+  const postmaster = readPid(join(dataDir, 'postmaster.pid'));
+  const ours = postmaster !== undefined && isAlive(postmaster);
+  if (instance.tls && !ours && (await portInUse(port))) {
+    throw new InfraError(
+      `port ${port} is already taken by a process this checkout did not start; set SECURED_PG_PORT or free it`,
+    );
+  }
   if (!(await portInUse(port))) {
-    log(`postgres: starting the project's own server on port ${port}`);
+    log(`postgres: starting the project's own server on port ${port}${instance.tls ? ' (TLS)' : ''}`);
     const [cmd, args] = asPostgresUser(join(bin, 'pg_ctl'), [
       '-D',
       dataDir,
       '-l',
       join(home, 'postgres.log'),
       '-o',
-      `-p ${port} -k ${runDir} -c listen_addresses=127.0.0.1 -c max_connections=200`,
+      `-p ${port} -k ${runDir} -c listen_addresses=127.0.0.1 -c max_connections=200${tlsOptions}`,
       '-w',
       'start',
     ]);
     execFileSync(cmd, args, { cwd: POSTGRES_CWD, stdio: ['ignore', 'ignore', 'inherit'] });
   }
-  await waitForPostgres(`postgres://postgres@127.0.0.1:${port}/postgres`, READY_TIMEOUT_MS);
+  await waitForPostgres(
+    instance.tls ? instance.tls.url('postgres') : `postgres://postgres@127.0.0.1:${port}/postgres`,
+    READY_TIMEOUT_MS,
+  );
   const [cmd, args] = asPostgresUser(join(bin, 'psql'), [
     '-h',
-    '127.0.0.1',
+    // The TLS server refuses plaintext TCP; its own administration goes through the Unix socket.
+    instance.tls ? runDir : '127.0.0.1',
     '-p',
     String(port),
     '-U',
@@ -526,7 +601,7 @@ export async function startOwnedPostgres(instance: PostgresInstance): Promise<st
   if (execFileSync(cmd, args, { cwd: POSTGRES_CWD, encoding: 'utf8' }).trim() !== '1') {
     const [ccmd, cargs] = asPostgresUser(join(bin, 'createdb'), [
       '-h',
-      '127.0.0.1',
+      instance.tls ? runDir : '127.0.0.1',
       '-p',
       String(port),
       '-U',
@@ -537,6 +612,36 @@ export async function startOwnedPostgres(instance: PostgresInstance): Promise<st
   }
   await waitForPostgres(url, READY_TIMEOUT_MS);
   return url;
+}
+
+/**
+ * Copies the server's certificate, key and CA next to its data (the key must belong to the user the
+ * server runs as, mode 0600) and writes its pg_hba.conf; returns the server options that use them.
+ */
+function installPostgresTls(tls: NonNullable<PostgresInstance['tls']>, home: string, dataDir: string): string {
+  const dir = join(home, 'tls');
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const files = { 'server.crt': tls.cert, 'server.key': tls.key, 'ca.crt': tls.ca };
+  const owner = process.getuid?.() === 0 ? postgresUser() : undefined;
+  for (const [name, source] of Object.entries(files)) {
+    const target = join(dir, name);
+    writeFileSync(target, readFileSync(source), { mode: 0o600 });
+    chmodSync(target, 0o600);
+    if (owner) lchownSync(target, owner.uid, owner.gid);
+  }
+  const hba = join(dataDir, 'pg_hba.conf');
+  writeFileSync(hba, tls.hba);
+  if (owner) {
+    lchownSync(dir, owner.uid, owner.gid);
+    lchownSync(hba, owner.uid, owner.gid);
+  }
+  return [
+    ' -c ssl=on',
+    `-c ssl_cert_file=${join(dir, 'server.crt')}`,
+    `-c ssl_key_file=${join(dir, 'server.key')}`,
+    `-c ssl_ca_file=${join(dir, 'ca.crt')}`,
+    '-c password_encryption=scram-sha-256',
+  ].join(' ');
 }
 
 /** Where an instance's data may be: its home, and `<dir>/data` where root kept it before issue #22. */
@@ -570,6 +675,167 @@ export async function purgeOwnedPostgres(instance: PostgresInstance = defaultPos
   if (home !== instance.dir) rmSync(home, { recursive: true, force: true });
 }
 
+// ---------------------------------------------------------------- secured stack (ADR 010)
+
+const SECURED_HEAP = process.env.KAFKA_SECURED_HEAP_OPTS ?? '-Xms256m -Xmx768m';
+
+/** A port the OS offers now (for a secured instance whose default port another process holds). */
+function freePortNow(): Promise<number> {
+  return new Promise((resolvePromise, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, KAFKA_HOST, () => {
+      const address = server.address();
+      server.close(() => resolvePromise(typeof address === 'object' && address ? address.port : 0));
+    });
+  });
+}
+
+/**
+ * The ports of a secured instance, chosen once and kept in `<dir>/ports.json` (a KRaft node records
+ * its controller endpoint when it is formatted): the defaults when they are free, else free ones,
+ * so a second checkout on the machine (CI) does not collide with the first.
+ */
+async function instancePorts<T extends Record<string, number>>(dir: string, defaults: T): Promise<T> {
+  const file = join(dir, 'ports.json');
+  if (existsSync(file)) return JSON.parse(readFileSync(file, 'utf8')) as T;
+  const chosen: Record<string, number> = {};
+  const anyTaken = (await Promise.all(Object.values(defaults).map((port) => portInUse(port)))).some(Boolean);
+  for (const [name, port] of Object.entries(defaults)) chosen[name] = anyTaken ? await freePortNow() : port;
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(file, `${JSON.stringify(chosen, null, 2)}\n`);
+  return chosen as T;
+}
+
+/** Passwords of the secured broker's users, made when its storage is (re)formatted. */
+function securedPasswords(dir: string): Record<string, string> {
+  const file = join(dir, 'credentials.json');
+  const formatted = existsSync(join(dir, 'data', 'meta.properties'));
+  if (formatted && existsSync(file)) {
+    const passwords = JSON.parse(readFileSync(file, 'utf8')) as Record<string, string>;
+    if (SECURED_KAFKA_PRINCIPALS.every((p) => passwords[p] !== undefined)) return passwords;
+  }
+  // New users (or lost passwords) need a new format: SCRAM users are created with the metadata.
+  rmSync(join(dir, 'data'), { recursive: true, force: true });
+  const passwords = newPasswords(SECURED_KAFKA_PRINCIPALS);
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(file, `${JSON.stringify(passwords, null, 2)}\n`, { mode: 0o600 });
+  return passwords;
+}
+
+function securedKafkaInstance(
+  ports: SecuredKafkaPorts,
+  pki: ReturnType<typeof ensurePki>,
+  passwords: Record<string, string>,
+): KafkaInstance {
+  return {
+    dir: SECURED_KAFKA_DIR,
+    port: ports.sasl,
+    controllerPort: ports.controller,
+    secured: {
+      properties: (dataDir) => securedKafkaProperties(ports, pki, passwords, dataDir),
+      formatArgs: scramFormatArgs(passwords),
+      probe: superUserSecurity({ caFile: pki.ca.cert, passwords }),
+      extraPorts: [ports.mtls],
+      heap: SECURED_HEAP,
+    },
+  };
+}
+
+async function securedPostgresInstance(pki: ReturnType<typeof ensurePki>): Promise<PostgresInstance> {
+  const { port } = await instancePorts(SECURED_PG_DIR, {
+    port: Number(process.env.SECURED_PG_PORT ?? OWNED_PG_PORT + 1),
+  });
+  return {
+    dir: SECURED_PG_DIR,
+    port,
+    tls: {
+      cert: pki.postgresServer.cert,
+      key: pki.postgresServer.key,
+      ca: pki.ca.cert,
+      hba: postgresHba(),
+      url: (database) => postgresSuperuserUrl(port, pki, database),
+    },
+  };
+}
+
+/** Starts (or reuses) the secured broker and the TLS PostgreSQL; what tests need to reach them. */
+export async function startSecured(): Promise<SecuredInfra> {
+  let pki;
+  try {
+    pki = ensurePki(PKI_DIR, PKI_CLIENTS);
+  } catch (error) {
+    if (error instanceof PkiError) throw new InfraError(error.message);
+    throw error;
+  }
+  const ports = await instancePorts(SECURED_KAFKA_DIR, {
+    sasl: Number(process.env.KAFKA_SECURED_PORT ?? KAFKA_PORT + 2),
+    mtls: Number(process.env.KAFKA_SECURED_PORT ?? KAFKA_PORT + 2) + 1,
+    controller: Number(process.env.KAFKA_SECURED_PORT ?? KAFKA_PORT + 2) + 2,
+  });
+  const postgres = await securedPostgresInstance(pki);
+  const credentials = join(SECURED_KAFKA_DIR, 'credentials.json');
+  const known = existsSync(credentials)
+    ? (JSON.parse(readFileSync(credentials, 'utf8')) as Record<string, string>)
+    : {};
+  // Servers holding certificates or users older than what the tests will use are restarted.
+  const stale = pki.fresh || !SECURED_KAFKA_PRINCIPALS.every((p) => known[p] !== undefined);
+  if (
+    stale &&
+    (ourKafkaPid({ dir: SECURED_KAFKA_DIR, port: 0, controllerPort: 0 }) !== undefined || runningSecured())
+  ) {
+    await stopSecured({});
+  }
+  const passwords =
+    ourKafkaPid({ dir: SECURED_KAFKA_DIR, port: 0, controllerPort: 0 }) === undefined
+      ? securedPasswords(SECURED_KAFKA_DIR)
+      : known;
+  const { brokers, pid } = await startKafka(securedKafkaInstance(ports, pki, passwords));
+  await startOwnedPostgres(postgres);
+  return {
+    kafka: {
+      brokers,
+      mtlsBrokers: `${KAFKA_HOST}:${ports.mtls}`,
+      caFile: pki.ca.cert,
+      untrustedCaFile: pki.untrustedCa.cert,
+      passwords,
+      clientCerts: pki.clients,
+      rogueClient: pki.rogueClient,
+      superUser: KAFKA_SUPER_USER,
+      pid,
+    },
+    postgres: {
+      port: postgres.port,
+      superuserUrl: postgresSuperuserUrl(postgres.port, pki),
+      caFile: pki.ca.cert,
+      untrustedCaFile: pki.untrustedCa.cert,
+    },
+  };
+}
+
+/** The secured stack this checkout started, if both halves still run; nothing is started. */
+export function runningSecured(): SecuredInfra | undefined {
+  const secured = readState()?.secured;
+  if (!secured || readPid(join(SECURED_KAFKA_DIR, 'kafka.pid')) !== secured.kafka.pid) return undefined;
+  if (!isAlive(secured.kafka.pid)) return undefined;
+  const postgresRuns = ownedDataDirs({ dir: SECURED_PG_DIR, port: secured.postgres.port }).some((dir) => {
+    const pid = readPid(join(dir, 'postmaster.pid'));
+    return pid !== undefined && isAlive(pid);
+  });
+  return postgresRuns ? secured : undefined;
+}
+
+async function stopSecured(options: { purge?: boolean }): Promise<void> {
+  await stopKafka({ dir: SECURED_KAFKA_DIR, port: 0, controllerPort: 0 });
+  const postgres: PostgresInstance = { dir: SECURED_PG_DIR, port: 0 };
+  await (options.purge ? purgeOwnedPostgres : stopOwnedPostgres)(postgres);
+  if (options.purge) {
+    rmSync(SECURED_KAFKA_DIR, { recursive: true, force: true });
+    rmSync(SECURED_PG_DIR, { recursive: true, force: true });
+    rmSync(PKI_DIR, { recursive: true, force: true });
+  }
+}
+
 // ---------------------------------------------------------------- commands
 
 function log(message: string): void {
@@ -583,7 +849,14 @@ export function readState(): InfraState | undefined {
   return JSON.parse(readFileSync(STATE_FILE, 'utf8')) as InfraState;
 }
 
-export async function up(): Promise<InfraState> {
+/** Whether `npm run infra:up` and the test setup start the secured stack too (INFRA_SECURED=off: no). */
+export const securedWanted = process.env.INFRA_SECURED !== 'off';
+
+/**
+ * Starts (or reuses) the plain broker and database, and with `secured` the secured stack too (the
+ * tests and `infra:up` ask for it; scripts that only need the plain stack do not).
+ */
+export async function up(options: { secured?: boolean } = {}): Promise<InfraState> {
   mkdirSync(INFRA_DIR, { recursive: true });
   // Sequential on purpose: Kafka's start-up runs blocking child processes (format), which would
   // starve a concurrent Postgres probe's timers.
@@ -591,12 +864,20 @@ export async function up(): Promise<InfraState> {
   const kafka = await kafkaUp();
   const { brokers, ...kafkaState } = kafka;
   const { url, ...postgresState } = postgres;
-  const state: InfraState = { kafkaBrokers: brokers, databaseUrl: url, kafka: kafkaState, postgres: postgresState };
+  const secured = options.secured ? await startSecured() : runningSecured();
+  const state: InfraState = {
+    kafkaBrokers: brokers,
+    databaseUrl: url,
+    kafka: kafkaState,
+    postgres: postgresState,
+    ...(secured ? { secured } : {}),
+  };
   writeFileSync(STATE_FILE, `${JSON.stringify(state, null, 2)}\n`);
   return state;
 }
 
 export async function down(options: { purge?: boolean } = {}): Promise<void> {
+  await stopSecured(options);
   await stopKafka(defaultKafka);
   await (options.purge ? purgeOwnedPostgres : stopOwnedPostgres)(defaultPostgres);
   rmSync(STATE_FILE, { force: true });
@@ -628,6 +909,23 @@ export async function status(): Promise<boolean> {
     healthy = false;
     console.log(`postgres  down  ${redactUrl(pgTarget)}`);
   }
+  const secured = runningSecured();
+  if (secured) {
+    try {
+      const probe = superUserSecurity(secured.kafka);
+      const { clusterId } = await waitForKafka([secured.kafka.brokers], 3_000, probe);
+      console.log(
+        `kafka     up    ${secured.kafka.brokers} (SASL_SSL), ${secured.kafka.mtlsBrokers} (mTLS) cluster=${clusterId} pid=${secured.kafka.pid} (secured)`,
+      );
+      const { version } = await waitForPostgres(secured.postgres.superuserUrl, 3_000);
+      console.log(`postgres  up    127.0.0.1:${secured.postgres.port} (TLS, verify-full) version=${version} (secured)`);
+    } catch (error) {
+      healthy = false;
+      console.log(`secured   down  ${(error as Error).message}`);
+    }
+  } else if (securedWanted) {
+    console.log('secured   not running (npm run infra:up starts it; INFRA_SECURED=off skips it)');
+  }
   return healthy;
 }
 
@@ -635,10 +933,16 @@ async function main(argv: string[]): Promise<number> {
   const [command, ...flags] = argv;
   switch (command) {
     case 'up': {
-      const state = await up();
+      const state = await up({ secured: securedWanted });
       log(
         `ready: kafka ${state.kafkaBrokers} (${state.kafka.source}), postgres ${redactUrl(state.databaseUrl)} (${state.postgres.source})`,
       );
+      if (state.secured) {
+        log(
+          `ready: secured kafka ${state.secured.kafka.brokers} (SASL_SSL) and ${state.secured.kafka.mtlsBrokers} (mTLS), ` +
+            `TLS postgres 127.0.0.1:${state.secured.postgres.port}; CA ${state.secured.kafka.caFile}, users in ${join(SECURED_KAFKA_DIR, 'credentials.json')}`,
+        );
+      }
       console.log(`export KAFKA_BROKERS=${state.kafkaBrokers}`);
       console.log(`export DATABASE_URL=${state.databaseUrl}`);
       return 0;

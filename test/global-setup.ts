@@ -8,12 +8,18 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import type { TestProject } from 'vitest/node';
-import { up } from '../scripts/infra.js';
+import { runningSecured, securedWanted, up, type SecuredInfra } from '../scripts/infra.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
     kafkaBrokers: string;
     databaseUrl: string;
+    /**
+     * The secured broker and TLS PostgreSQL (ADR 010): started with the local stack; with
+     * KAFKA_BROKERS/DATABASE_URL from the environment, the ones `npm run infra:up` left running, if
+     * any; null otherwise (testcontainers, INFRA_SECURED=off), and the secured specs skip.
+     */
+    securedInfra: SecuredInfra | null;
   }
 }
 
@@ -30,6 +36,7 @@ export default async function setup(project: TestProject): Promise<(() => Promis
   if (fromEnv.brokers && fromEnv.url) {
     project.provide('kafkaBrokers', fromEnv.brokers);
     project.provide('databaseUrl', fromEnv.url);
+    project.provide('securedInfra', runningSecured() ?? null);
     return undefined;
   }
   if (chooseMode() === 'testcontainers') {
@@ -38,10 +45,12 @@ export default async function setup(project: TestProject): Promise<(() => Promis
     const containers = await startContainers();
     project.provide('kafkaBrokers', containers.kafkaBrokers);
     project.provide('databaseUrl', containers.databaseUrl);
+    project.provide('securedInfra', null);
     return containers.stop;
   }
-  const state = await up();
+  const state = await up({ secured: securedWanted });
   project.provide('kafkaBrokers', state.kafkaBrokers);
   project.provide('databaseUrl', state.databaseUrl);
+  project.provide('securedInfra', state.secured ?? null);
   return undefined;
 }

@@ -4,8 +4,102 @@ import { envSchema } from 'env-schema';
 /** The consumer retry cap when nothing configures it (ConsumerRunner falls back to it too). */
 export const CONSUMER_RETRY_DEFAULTS = { maxAttempts: 100, maxElapsedMs: 15 * 60_000 } as const;
 
+const literals = <T extends string>(values: readonly T[]) => values.map((v) => Type.Literal(v));
+
+/**
+ * How every service and CLI reaches Kafka on a secured cluster (docs/operations.md, "Secured Kafka and
+ * PostgreSQL"; ADR 010). Secrets come from `*_FILE` (a mounted Secret) or, for development, the
+ * variable itself; never both (security/secrets.ts). kafka/security.ts checks the combinations.
+ */
+export const KafkaSecurityConfigSchema = Type.Object({
+  /** TLS to the brokers. Without a CA file the system trust store verifies them (public CAs). */
+  KAFKA_SSL: Type.Boolean({ default: false }),
+  /** PEM file with the CA(s) that sign the brokers' certificates. */
+  KAFKA_SSL_CA_FILE: Type.String({ default: '' }),
+  /** PEM client certificate and key for mutual TLS (the principal is the certificate's subject). */
+  KAFKA_SSL_CERT_FILE: Type.String({ default: '' }),
+  KAFKA_SSL_KEY_FILE: Type.String({ default: '' }),
+  /** Passphrase of an encrypted client key. */
+  KAFKA_SSL_KEY_PASSWORD: Type.String({ default: '' }),
+  KAFKA_SSL_KEY_PASSWORD_FILE: Type.String({ default: '' }),
+  /** Empty: no SASL. PLAIN and OAUTHBEARER need KAFKA_SSL (they carry the secret itself). */
+  KAFKA_SASL_MECHANISM: Type.Union(literals(['', 'plain', 'scram-sha-256', 'scram-sha-512', 'oauthbearer']), {
+    default: '',
+  }),
+  KAFKA_SASL_USERNAME: Type.String({ default: '' }),
+  KAFKA_SASL_USERNAME_FILE: Type.String({ default: '' }),
+  KAFKA_SASL_PASSWORD: Type.String({ default: '' }),
+  KAFKA_SASL_PASSWORD_FILE: Type.String({ default: '' }),
+  /**
+   * Where OAUTHBEARER tokens come from: `oidc` (client credentials at KAFKA_OAUTH_TOKEN_ENDPOINT),
+   * `aws-msk-iam` (AWS's MSK IAM signer, default AWS credential chain), `token-file` (a token a
+   * sidecar or projected volume keeps fresh), `unsecured` (an unsigned JWS for test brokers).
+   */
+  KAFKA_OAUTH_PROVIDER: Type.Union(literals(['', 'oidc', 'aws-msk-iam', 'token-file', 'unsecured']), {
+    default: '',
+  }),
+  KAFKA_OAUTH_TOKEN_ENDPOINT: Type.String({ default: '', pattern: '^(https?://.+)?$' }),
+  KAFKA_OAUTH_CLIENT_ID: Type.String({ default: '' }),
+  KAFKA_OAUTH_CLIENT_ID_FILE: Type.String({ default: '' }),
+  KAFKA_OAUTH_CLIENT_SECRET: Type.String({ default: '' }),
+  KAFKA_OAUTH_CLIENT_SECRET_FILE: Type.String({ default: '' }),
+  KAFKA_OAUTH_SCOPE: Type.String({ default: '' }),
+  KAFKA_OAUTH_AUDIENCE: Type.String({ default: '' }),
+  /** SASL extensions sent with the token, `key=value,key=value` (Confluent Cloud: logicalCluster, identityPoolId). */
+  KAFKA_OAUTH_EXTENSIONS: Type.String({ default: '', pattern: '^([A-Za-z]+=[^,=]+(,[A-Za-z]+=[^,=]+)*)?$' }),
+  KAFKA_OAUTH_TOKEN_FILE: Type.String({ default: '' }),
+  /** The `sub` of an unsecured token (KAFKA_OAUTH_PROVIDER=unsecured; test brokers only). */
+  KAFKA_OAUTH_SUBJECT: Type.String({ default: '' }),
+  /** The AWS region of an MSK cluster (aws-msk-iam); empty: AWS_REGION. */
+  KAFKA_AWS_REGION: Type.String({ default: '' }),
+  /**
+   * How long the start-up check waits for an unreachable broker before the process exits (69). A wrong
+   * password, an untrusted certificate or a missing ACL stops the start at once (78), naming the cause.
+   */
+  KAFKA_STARTUP_TIMEOUT_MS: Type.Integer({ minimum: 1_000, default: 60_000 }),
+  /**
+   * Whether the start-up check also asks the brokers what our principal may do (Metadata's authorized
+   * operations, KIP-430). Off only for a broker that answers that wrongly; credentials and
+   * certificates are checked either way.
+   */
+  KAFKA_STARTUP_ACL_CHECK: Type.Boolean({ default: true }),
+});
+
+/**
+ * TLS and credentials for PostgreSQL beyond DATABASE_URL (pg/connection.ts). The TLS modes keep
+ * libpq's meanings, whichever node-postgres gives them (ADR 010); `sslmode`, `sslrootcert`,
+ * `sslcert` and `sslkey` in DATABASE_URL are read the same way.
+ */
+export const PostgresSecurityConfigSchema = Type.Object({
+  /** disable | require | verify-ca | verify-full (libpq meanings); empty: DATABASE_URL's sslmode, else disable. */
+  DATABASE_SSL_MODE: Type.Union(
+    literals(['', 'disable', 'allow', 'prefer', 'require', 'verify-ca', 'verify-full', 'no-verify']),
+    { default: '' },
+  ),
+  /** PEM file with the CA that signs the server's certificate (libpq's sslrootcert). */
+  DATABASE_SSL_CA_FILE: Type.String({ default: '' }),
+  /** PEM client certificate and key (libpq's sslcert/sslkey), for `cert` authentication. */
+  DATABASE_SSL_CERT_FILE: Type.String({ default: '' }),
+  DATABASE_SSL_KEY_FILE: Type.String({ default: '' }),
+  /** A file holding the password (a mounted Secret), read for every new connection so a rotation needs no restart. */
+  DATABASE_PASSWORD_FILE: Type.String({ default: '' }),
+  /**
+   * For the connections that need a session of their own: the outbox relay (a session advisory lock,
+   * LISTEN) and migrations (an advisory lock). Set it to PostgreSQL itself, or a session-mode pool,
+   * when DATABASE_URL goes through PgBouncer in transaction mode. Empty: DATABASE_URL.
+   */
+  DATABASE_SESSION_URL: Type.String({ default: '', pattern: '^(postgres(ql)?://.+)?$' }),
+  /**
+   * The runtime role `migrate` grants rights on what it creates (USAGE on the schema; SELECT, INSERT,
+   * UPDATE, DELETE on its tables; its sequences), now and by default. Empty: no grants (one role does all).
+   */
+  DATABASE_RUNTIME_ROLE: Type.String({ default: '', pattern: '^([a-z_][a-z0-9_]*)?$' }),
+});
+
 /** Settings every service reads. Services extend this with their own. */
 export const BaseConfigSchema = Type.Object({
+  ...KafkaSecurityConfigSchema.properties,
+  ...PostgresSecurityConfigSchema.properties,
   NODE_ENV: Type.String({ default: 'production' }),
   LOG_LEVEL: Type.Union(
     ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)),
@@ -32,7 +126,10 @@ export const BaseConfigSchema = Type.Object({
   /** Requests per RATE_LIMIT_WINDOW_MS per token (per client address without a valid token), per replica. */
   RATE_LIMIT_MAX: Type.Integer({ minimum: 1, maximum: 100_000_000, default: 6_000 }),
   RATE_LIMIT_WINDOW_MS: Type.Integer({ minimum: 1_000, maximum: 3_600_000, default: 60_000 }),
-  /** Apply pending migrations when the service starts (the `migrate` command always does). */
+  /**
+   * Apply pending migrations when the service starts (the `migrate` command always does). Off in
+   * production, where the migrate Job runs them as the migrator role and the service's own role has no DDL.
+   */
   MIGRATE_ON_START: Type.Boolean({ default: true }),
   /**
    * Partitions a consumer works on at once (kafkajs partitionsConsumedConcurrently). Each partition's

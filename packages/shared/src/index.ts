@@ -2,6 +2,8 @@ export { waitFor, WaitTimeoutError, type WaitOptions } from './wait.js';
 export { createLogger, type Logger, type LoggerConfig } from './logger.js';
 export {
   BaseConfigSchema,
+  KafkaSecurityConfigSchema,
+  PostgresSecurityConfigSchema,
   CONSUMER_RETRY_DEFAULTS,
   loadConfig,
   brokerList,
@@ -9,7 +11,64 @@ export {
   type BaseConfig,
 } from './config.js';
 export { createKafka, waitForKafka, type KafkaClientOptions } from './kafka/client.js';
+export {
+  kafkaSecurityFromEnv,
+  PLAINTEXT,
+  type KafkaSecurity,
+  type OAuthProviderKind,
+  type SaslMechanism,
+} from './kafka/security.js';
+export {
+  awsMskIamTokenProvider,
+  oidcClientCredentialsProvider,
+  OAuthTokenError,
+  tokenFileProvider,
+  unsecuredJws,
+  unsecuredTokenProvider,
+  type AwsCredentials,
+  type OAuthBearerProvider,
+  type OAuthBearerToken,
+  type OidcClientCredentialsOptions,
+} from './kafka/oauth.js';
+export {
+  isKafkaRole,
+  kafkaAcls,
+  kafkaRoles,
+  renderAclMarkdown,
+  renderKafkaAclsCommands,
+  renderStrimziKafkaUsers,
+  roleAccessNeeds,
+  type AclBinding,
+  type AclOperation,
+  type KafkaAccessNeeds,
+  type KafkaAclOptions,
+  type KafkaRole,
+  type KafkaRoleName,
+} from './kafka/acls.js';
+export { applyKafkaAcls, deleteKafkaAcls } from './kafka/acls-admin.js';
+export { checkKafkaAccess, explainKafkaError, type KafkaAccessCheckOptions } from './kafka/access.js';
+export { StartupError, type StartupFailure } from './service/startup-error.js';
+export { readSecret } from './security/secrets.js';
 export { createPool, waitForPostgres, quoteIdent, redactUrl, type PoolOptions } from './pg/pool.js';
+export {
+  explainPgError,
+  pgClientConfig,
+  pgSettingsFromEnv,
+  resolvePgSettings,
+  tlsOptions,
+  unverifiedTls,
+  type PgConnectionSettings,
+  type SslMode,
+} from './pg/connection.js';
+export {
+  databaseRolesSql,
+  ensureDatabaseRoles,
+  grantRuntimeAccess,
+  runtimeGrantsSql,
+  scramVerifier,
+  type DatabaseRolesPlan,
+  type ServiceDatabaseRole,
+} from './pg/roles.js';
 export { AppError, errorStatus, type ErrorCode } from './service/errors.js';
 export { campaignIdParam } from './service/params.js';
 export {
@@ -22,11 +81,12 @@ export {
   type ReadinessCheck,
 } from './service/http.js';
 export { postgresPlugin, type PostgresPluginOptions } from './service/postgres-plugin.js';
-export { kafkaPlugin, type KafkaPluginOptions } from './service/kafka-plugin.js';
+export { kafkaPlugin, KafkaNeeds, type KafkaPluginOptions } from './service/kafka-plugin.js';
 export {
   accessControl,
   authenticate,
   authorize,
+  clientRateLimit,
   parseTokens,
   scopedTokensFrom,
   scopes,
@@ -75,6 +135,7 @@ export {
   canonicalAddress,
   canonicalSendKeys,
   canonicalCorrelationId,
+  canonicalConversationId,
   isSaneCorrelationId,
   candidateKeyFor,
   addressCandidateKey,

@@ -61,6 +61,7 @@ function sendRecorded(fields: {
     reason: null,
     providerMessageId: null,
     recordedAt: Date.now(),
+    conversationId: null,
   };
 }
 

@@ -112,6 +112,7 @@ function sendRecorded(experimentId: string, candidateKey: string, variant: strin
     reason: null,
     providerMessageId: null,
     recordedAt: Date.now(),
+    conversationId: null,
   };
 }
 

@@ -13,6 +13,11 @@ export const ConfigSchema = Type.Object({
   GRACE_OUTBOUND_MS: Type.Integer({ minimum: 1, default: 72 * 60 * MINUTE }),
   /** Default grace after a scheduled step's due time before it is "overdue". */
   GRACE_OVERDUE_MS: Type.Integer({ minimum: 0, default: 60 * MINUTE }),
+  /**
+   * Default reply window: how long a conversation whose planned sequence was sent in full awaits
+   * the candidate's reply before the sweep closes it (`sequence_completed`).
+   */
+  REPLY_WINDOW_MS: Type.Integer({ minimum: 1, default: 7 * 24 * 60 * MINUTE }),
   SWEEP_INTERVAL_MS: Type.Integer({ minimum: 100, default: 1_000 }),
 });
 

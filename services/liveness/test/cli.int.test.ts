@@ -14,7 +14,7 @@ import { deadlines, project, stallDeadline, type ConversationInput } from '../sr
 
 const root = join(import.meta.dirname, '..', '..', '..');
 const databaseUrl = inject('databaseUrl');
-const GRACES = { inboundMs: 120_000, outboundMs: 3_600_000, overdueMs: 300_000 };
+const GRACES = { inboundMs: 120_000, outboundMs: 3_600_000, overdueMs: 300_000, replyWindowMs: 86_400_000 };
 let schema: string;
 let pool: Pool;
 
@@ -43,6 +43,7 @@ function liveness(command: 'seed' | 'sweep', ...args: string[]) {
         GRACE_INBOUND_MS: String(GRACES.inboundMs),
         GRACE_OUTBOUND_MS: String(GRACES.outboundMs),
         GRACE_OVERDUE_MS: String(GRACES.overdueMs),
+        REPLY_WINDOW_MS: String(GRACES.replyWindowMs),
         LOG_LEVEL: 'warn',
       },
       encoding: 'utf8',
@@ -83,7 +84,11 @@ it('seeds N open conversations with M past their deadline, refuses to seed a cam
   expect(rows).toHaveLength(4);
   for (const row of rows) {
     const due = deadlines(project([{ eventId: row.id, at: row.at.getTime(), input: row.payload }]), GRACES);
-    expect({ obligation: row.obligation?.getTime() ?? null, overdue: row.overdue?.getTime() ?? null }).toEqual(due);
+    expect({
+      obligation: row.obligation?.getTime() ?? null,
+      overdue: row.overdue?.getTime() ?? null,
+      reply: null,
+    }).toEqual(due);
     expect(row.stall?.getTime() ?? null).toBe(stallDeadline(due));
   }
 
@@ -101,6 +106,7 @@ it('seeds N open conversations with M past their deadline, refuses to seed a cam
   expect(swept.lines).toHaveLength(1);
   expect(swept.result).toEqual({
     flagged: 100,
+    closed: 0,
     sweepsMs: [expect.any(Number), expect.any(Number), expect.any(Number)],
   });
   expect(swept.stderr.match(/"alert":"conversation_stalled"/g)).toHaveLength(100);
@@ -111,5 +117,5 @@ it('seeds N open conversations with M past their deadline, refuses to seed a cam
 
   const idle = liveness('sweep');
   expect(idle.status, idle.stderr).toBe(0);
-  expect(idle.result).toEqual({ flagged: 0, sweepsMs: [expect.any(Number)] });
+  expect(idle.result).toEqual({ flagged: 0, closed: 0, sweepsMs: [expect.any(Number)] });
 });

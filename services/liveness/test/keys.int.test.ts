@@ -6,7 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import { canonicalCampaignId, dlqTopicOf, type MessageReceived } from '@outreach/shared';
+import { canonicalCampaignId, dlqTopicOf, type MessageReceived, type SequencePlanned } from '@outreach/shared';
 import { readTopic, serviceTestEnv, waitFor, type ServiceTestEnv } from '@outreach/shared/testing';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
@@ -114,4 +114,27 @@ it('dead-letters an event whose ids hold an address, naming the fields, and proj
     'conversationId, candidateKey must not contain an at-sign (conversation topics are free of addresses)',
   );
   expect((await conversation(event.conversationId)).statusCode).toBe(404);
+});
+
+it("dead-letters a plan whose steps hold an address (they would be served on the conversation's timeline)", async () => {
+  const plan: SequencePlanned = {
+    type: 'SequencePlanned',
+    eventId: randomUUID(),
+    occurredAt: Date.now(),
+    producer: 'agent',
+    correlationId: 'corr-p',
+    causationId: null,
+    conversationId: 'camp-p:cand-p',
+    campaignId: 'camp-p',
+    candidateKey: 'cand-p',
+    steps: ['intro', 'ask-pia@leak.example'],
+  };
+  await t.publish('conversationEvents', [plan]);
+  const [dead] = await readTopic(t.kafka, dlqTopicOf(t.topic('conversationEvents')), (messages) =>
+    messages.some((m) => m.headers['event-id'] === plan.eventId),
+  ).then((messages) => messages.filter((m) => m.headers['event-id'] === plan.eventId));
+  expect(dead?.headers['dlq-reason']).toBe(
+    'steps must not contain an at-sign (conversation topics are free of addresses)',
+  );
+  expect((await conversation(plan.conversationId)).statusCode).toBe(404);
 });

@@ -30,6 +30,7 @@ const auth = { authorization: 'Bearer test-token' };
 const entry = join(import.meta.dirname, '..', 'src', 'server.ts');
 const GRACE_INBOUND_MS = 2_000;
 const GRACE_OVERDUE_MS = 1_000;
+const REPLY_WINDOW_MS = 3_600_000;
 let t: ServiceTestEnv;
 afterEach(() => t?.cleanup());
 
@@ -39,6 +40,7 @@ const env = () =>
       GRACE_INBOUND_MS: String(GRACE_INBOUND_MS),
       GRACE_OUTBOUND_MS: String(3_600_000),
       GRACE_OVERDUE_MS: String(GRACE_OVERDUE_MS),
+      REPLY_WINDOW_MS: String(REPLY_WINDOW_MS),
       SWEEP_INTERVAL_MS: '200',
     },
   });
@@ -239,7 +241,12 @@ describe('liveness projector', () => {
         databaseUrl: t.databaseUrl,
         livePool,
         migrationsDir,
-        defaults: { inboundMs: GRACE_INBOUND_MS, outboundMs: 3_600_000, overdueMs: GRACE_OVERDUE_MS },
+        defaults: {
+          inboundMs: GRACE_INBOUND_MS,
+          outboundMs: 3_600_000,
+          overdueMs: GRACE_OVERDUE_MS,
+          replyWindowMs: REPLY_WINDOW_MS,
+        },
         logger: createLogger({ name: 'rebuild', level: 'silent' }),
       });
       expect(result).toMatchObject({ matches: true, conversations: 40, messages: events.length, differences: 0 });

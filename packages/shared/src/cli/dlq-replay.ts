@@ -11,6 +11,8 @@ import { parseArgs } from 'node:util';
 import { brokerList } from '../config.js';
 import { createKafka } from '../kafka/client.js';
 import { replayDeadLetters } from '../kafka/dlq-replay.js';
+import { kafkaSecurityFromEnv, type KafkaSecurity } from '../kafka/security.js';
+import { exitOnKafkaFailure } from './kafka-failure.js';
 import { dlqTopicOf } from '../kafka/topics.js';
 
 const { values } = parseArgs({
@@ -29,17 +31,25 @@ if (!brokers || !values.topic) {
   process.exit(64);
 }
 const dlqTopic = dlqTopicOf(`${process.env.TOPIC_PREFIX ?? ''}${values.topic}`);
-const kafka = createKafka({ brokers: brokerList(brokers), clientId: 'dlq-replay' });
-const admin = kafka.admin();
-await admin.connect();
-const exists = (await admin.listTopics()).includes(dlqTopic);
-await admin.disconnect();
+let security: KafkaSecurity | undefined;
+let exists = false;
+let kafka: ReturnType<typeof createKafka> | undefined;
+try {
+  security = kafkaSecurityFromEnv();
+  kafka = createKafka({ brokers: brokerList(brokers), clientId: 'dlq-replay', security });
+  const admin = kafka.admin();
+  await admin.connect();
+  exists = (await admin.listTopics()).includes(dlqTopic);
+  await admin.disconnect();
+} catch (error) {
+  exitOnKafkaFailure('dlq-replay', error, security);
+}
 if (!exists) {
   process.stderr.write(`dlq-replay: no topic ${dlqTopic} (is --topic the source topic, and TOPIC_PREFIX right?)\n`);
   process.exit(66);
 }
 const result = await replayDeadLetters({
-  kafka,
+  kafka: kafka as NonNullable<typeof kafka>,
   dlqTopic,
   ...(values.code ? { codes: values.code } : {}),
   ...(values.group ? { group: values.group } : {}),

@@ -3,12 +3,17 @@
  * those that exist. Idempotent; safe to run on every deploy (the Kubernetes topics Job runs it).
  *
  *   KAFKA_BROKERS=host:9092 [TOPIC_PREFIX=] [TOPIC_PARTITIONS=] [TOPIC_REPLICATION_FACTOR=] node cli/topics.js
+ *
+ * On a secured cluster it connects with the KAFKA_SSL* / KAFKA_SASL* variables (as the topics-admin
+ * principal, kafka/acls.ts); a refused login, certificate or ACL ends it with exit 78 and the cause.
  */
 import { Type } from '@sinclair/typebox';
 import { envSchema } from 'env-schema';
 import { brokerList } from '../config.js';
 import { createKafka } from '../kafka/client.js';
+import { kafkaSecurityFromEnv, type KafkaSecurity } from '../kafka/security.js';
 import { ensureTopics } from '../kafka/topics.js';
+import { exitOnKafkaFailure } from './kafka-failure.js';
 
 const Env = Type.Object({
   KAFKA_BROKERS: Type.String({ pattern: '^[^,\\s:]+:\\d+(,[^,\\s:]+:\\d+)*$' }),
@@ -30,9 +35,20 @@ async function main(): Promise<void> {
     process.stderr.write(`topics:ensure: ${(error as Error).message.replace(/\benv\b/g, 'environment')}\n`);
     process.exit(78);
   }
-  const admin = createKafka({ brokers: brokerList(env.KAFKA_BROKERS), clientId: 'topics-ensure' }).admin();
-  await admin.connect();
+  let security: KafkaSecurity | undefined;
   try {
+    security = kafkaSecurityFromEnv();
+  } catch (error) {
+    exitOnKafkaFailure('topics:ensure', error);
+  }
+  const admin = createKafka({
+    brokers: brokerList(env.KAFKA_BROKERS),
+    clientId: 'topics-ensure',
+    security,
+    retries: 2,
+  }).admin();
+  try {
+    await admin.connect();
     const result = await ensureTopics(admin, {
       prefix: env.TOPIC_PREFIX,
       ...(env.TOPIC_PARTITIONS ? { partitions: env.TOPIC_PARTITIONS } : {}),
@@ -48,6 +64,8 @@ async function main(): Promise<void> {
     console.log(
       `topics: ${result.created.length} created, ${result.reconfigured.length} reconfigured, ${result.unchanged.length} unchanged`,
     );
+  } catch (error) {
+    exitOnKafkaFailure('topics:ensure', error, security);
   } finally {
     await admin.disconnect();
   }

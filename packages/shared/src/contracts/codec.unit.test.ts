@@ -66,6 +66,7 @@ describe('contracts in schemas/', () => {
         'OutreachRequested',
         'SendRecorded',
         'SendRequested',
+        'SequencePlanned',
         'StepCancelled',
         'StepCompleted',
         'VariantAssigned',

@@ -19,7 +19,7 @@ export interface ConversationClosed {
   readonly campaignId: string;
   /** Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key. */
   readonly candidateKey: string;
-  /** Why it closed, if given. */
+  /** Why it closed, if given. The liveness service closes a conversation whose planned sequence was sent in full and got no reply within the reply window with `sequence_completed`; such a close applies only while the conversation still awaits that reply. */
   readonly reason: null | string;
 }
 
@@ -237,6 +237,8 @@ export interface SendRecorded {
   readonly providerMessageId: null | string;
   /** Database time at which the outcome was recorded. */
   readonly recordedAt: number;
+  /** The conversation this send belongs to, copied from its SendRequested. Null in events written before this field (or by a sender that does not carry it): the send then belongs to the conversation whose SequencePlanned lists its (campaignId, candidateKey, step), else to "<campaignId>:<candidateKey>". */
+  readonly conversationId: null | string;
 }
 
 /** The planner asks the sender to send exactly this email (internal; carries PII). Topic: outreach.send-requested.v1. */
@@ -278,6 +280,31 @@ export interface SendRequested {
   readonly body: string;
   /** The due time of a scheduled step, if this send was scheduled. */
   readonly scheduledFor: null | number;
+  /** The conversation this send belongs to: the request's conversationId (canonical), else "<campaignId>:<candidateKey>". Null in events written before this field. */
+  readonly conversationId: null | string;
+}
+
+/** The planner accepted a request: the steps it will send in this conversation, in order (the requested step, then its follow-ups). Once the last is sent, no next step is owed: the conversation awaits the candidate's reply. Topic: conversation.events.v1. */
+export interface SequencePlanned {
+  readonly type: 'SequencePlanned';
+  /** Unique id of this event; consumers deduplicate by it. */
+  readonly eventId: string;
+  /** When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters. */
+  readonly occurredAt: number;
+  /** The service (or external system) that produced the event. */
+  readonly producer: string;
+  /** Shared by every event caused, directly or not, by one original request. */
+  readonly correlationId: string;
+  /** eventId of the event that caused this one; null for an original request. */
+  readonly causationId: null | string;
+  /** The conversation: one per (campaignId, candidateKey) unless the agent says otherwise. */
+  readonly conversationId: string;
+  /** Campaign id as given by the requester. */
+  readonly campaignId: string;
+  /** Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key. */
+  readonly candidateKey: string;
+  /** Canonical steps in the order they are sent; the last ends the sequence. A send of one of them (campaignId, candidateKey, step) belongs to this conversation. */
+  readonly steps: ReadonlyArray<string>;
 }
 
 /** A scheduled step will not happen: the candidate replied or the conversation closed. Topic: conversation.events.v1. */
@@ -386,6 +413,7 @@ export type OutreachEvent =
   | OutreachRequested
   | SendRecorded
   | SendRequested
+  | SequencePlanned
   | StepCancelled
   | StepCompleted
   | VariantAssigned
@@ -395,7 +423,7 @@ export type EventType = OutreachEvent['type'];
 
 export type EventOf<T extends EventType> = Extract<OutreachEvent, { type: T }>;
 
-export const eventTypes = ["ConversationClosed","ConversationRecovered","ConversationStalled","ConversationStarted","MessageReceived","NextStepScheduled","OutreachRequested","SendRecorded","SendRequested","StepCancelled","StepCompleted","VariantAssigned","VariantContaminated"] as const;
+export const eventTypes = ["ConversationClosed","ConversationRecovered","ConversationStalled","ConversationStarted","MessageReceived","NextStepScheduled","OutreachRequested","SendRecorded","SendRequested","SequencePlanned","StepCancelled","StepCompleted","VariantAssigned","VariantContaminated"] as const;
 
 /** Every schema version the codec can read, by event type: the current writer and older ones. */
 export const schemaDefinitions: Record<EventType, { readonly current: object; readonly history: readonly object[] }> = {
@@ -462,7 +490,7 @@ export const schemaDefinitions: Record<EventType, { readonly current: object; re
             "null",
             "string"
           ],
-          "doc": "Why it closed, if given.",
+          "doc": "Why it closed, if given. The liveness service closes a conversation whose planned sequence was sent in full and got no reply within the reply window with `sequence_completed`; such a close applies only while the conversation still awaits that reply.",
           "default": null
         }
       ]
@@ -1269,6 +1297,15 @@ export const schemaDefinitions: Record<EventType, { readonly current: object; re
             "logicalType": "timestamp-millis"
           },
           "doc": "Database time at which the outcome was recorded."
+        },
+        {
+          "name": "conversationId",
+          "type": [
+            "null",
+            "string"
+          ],
+          "default": null,
+          "doc": "The conversation this send belongs to, copied from its SendRequested. Null in events written before this field (or by a sender that does not carry it): the send then belongs to the conversation whose SequencePlanned lists its (campaignId, candidateKey, step), else to \"<campaignId>:<candidateKey>\"."
         }
       ]
     },
@@ -1341,6 +1378,146 @@ export const schemaDefinitions: Record<EventType, { readonly current: object; re
             "name": "step",
             "type": "string",
             "doc": "Step of the sequence (e.g. 'intro', 'follow-up-1'); distinct steps are distinct sends."
+          },
+          {
+            "name": "experimentId",
+            "type": [
+              "null",
+              "string"
+            ],
+            "doc": "A/B experiment this send belongs to, if any.",
+            "default": null
+          },
+          {
+            "name": "variant",
+            "type": [
+              "null",
+              "string"
+            ],
+            "doc": "Experiment variant assigned to the candidate, if any.",
+            "default": null
+          },
+          {
+            "name": "outcome",
+            "type": {
+              "type": "enum",
+              "name": "SendOutcome",
+              "symbols": [
+                "sent",
+                "skipped_duplicate",
+                "suppressed",
+                "failed",
+                "ambiguous",
+                "held"
+              ]
+            },
+            "doc": "Terminal outcome."
+          },
+          {
+            "name": "reason",
+            "type": [
+              "null",
+              "string"
+            ],
+            "doc": "Why, for any outcome other than sent.",
+            "default": null
+          },
+          {
+            "name": "providerMessageId",
+            "type": [
+              "null",
+              "string"
+            ],
+            "doc": "The provider's id (SMTP Message-ID) when sent.",
+            "default": null
+          },
+          {
+            "name": "recordedAt",
+            "type": {
+              "type": "long",
+              "logicalType": "timestamp-millis"
+            },
+            "doc": "Database time at which the outcome was recorded."
+          }
+        ]
+      },
+      {
+        "type": "record",
+        "name": "SendRecorded",
+        "namespace": "outreach.events",
+        "doc": "The terminal outcome of one SendRequested, recorded by the sender. Topic: outreach.send-recorded.v1.",
+        "fields": [
+          {
+            "name": "eventId",
+            "type": {
+              "type": "string",
+              "logicalType": "uuid"
+            },
+            "doc": "Unique id of this event; consumers deduplicate by it."
+          },
+          {
+            "name": "occurredAt",
+            "type": {
+              "type": "long",
+              "logicalType": "timestamp-millis"
+            },
+            "doc": "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters."
+          },
+          {
+            "name": "producer",
+            "type": "string",
+            "doc": "The service (or external system) that produced the event."
+          },
+          {
+            "name": "correlationId",
+            "type": "string",
+            "doc": "Shared by every event caused, directly or not, by one original request."
+          },
+          {
+            "name": "causationId",
+            "type": [
+              "null",
+              "string"
+            ],
+            "default": null,
+            "doc": "eventId of the event that caused this one; null for an original request."
+          },
+          {
+            "name": "sendId",
+            "type": {
+              "type": "string",
+              "logicalType": "uuid"
+            },
+            "doc": "The send this outcome belongs to."
+          },
+          {
+            "name": "campaignId",
+            "type": "string",
+            "doc": "Canonical campaign id: NFKC, invisible characters removed, trimmed, case-folded (schemas/README.md, Keys)."
+          },
+          {
+            "name": "candidateKey",
+            "type": "string",
+            "doc": "Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key."
+          },
+          {
+            "name": "emailHash",
+            "type": "string",
+            "doc": "Hex HMAC-SHA256, under the platform's secret key emailHashKeyId, of the canonical address (schemas/README.md, Keys): joinable while the key is the same; not recomputable from a list of addresses without the key."
+          },
+          {
+            "name": "emailHashKeyId",
+            "type": [
+              "null",
+              "string"
+            ],
+            "default": null,
+            "doc": "Id of the key emailHash was computed with; a new key gets a new id. null only on events written before keyed hashes: their emailHash is an unsalted SHA-256, which anyone can recompute from an address."
+          },
+          {
+            "name": "step",
+            "type": "string",
+            "doc": "Canonical step of the sequence (e.g. 'intro', 'follow-up-1'; folded like campaignId); distinct steps are distinct sends."
           },
           {
             "name": "experimentId",
@@ -1530,6 +1707,211 @@ export const schemaDefinitions: Record<EventType, { readonly current: object; re
           ],
           "doc": "The due time of a scheduled step, if this send was scheduled.",
           "default": null
+        },
+        {
+          "name": "conversationId",
+          "type": [
+            "null",
+            "string"
+          ],
+          "default": null,
+          "doc": "The conversation this send belongs to: the request's conversationId (canonical), else \"<campaignId>:<candidateKey>\". Null in events written before this field."
+        }
+      ]
+    },
+    "history": [
+      {
+        "type": "record",
+        "name": "SendRequested",
+        "namespace": "outreach.events",
+        "doc": "The planner asks the sender to send exactly this email (internal; carries PII). Topic: outreach.send-requested.v1.",
+        "fields": [
+          {
+            "name": "eventId",
+            "type": {
+              "type": "string",
+              "logicalType": "uuid"
+            },
+            "doc": "Unique id of this event; consumers deduplicate by it."
+          },
+          {
+            "name": "occurredAt",
+            "type": {
+              "type": "long",
+              "logicalType": "timestamp-millis"
+            },
+            "doc": "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters."
+          },
+          {
+            "name": "producer",
+            "type": "string",
+            "doc": "The service (or external system) that produced the event."
+          },
+          {
+            "name": "correlationId",
+            "type": "string",
+            "doc": "Shared by every event caused, directly or not, by one original request."
+          },
+          {
+            "name": "causationId",
+            "type": [
+              "null",
+              "string"
+            ],
+            "default": null,
+            "doc": "eventId of the event that caused this one; null for an original request."
+          },
+          {
+            "name": "sendId",
+            "type": {
+              "type": "string",
+              "logicalType": "uuid"
+            },
+            "doc": "Deterministic from the canonical (campaignId, candidateKey, step): the same on every re-run."
+          },
+          {
+            "name": "requestId",
+            "type": "string",
+            "doc": "The originating request's id."
+          },
+          {
+            "name": "campaignId",
+            "type": "string",
+            "doc": "Canonical campaign id: NFKC, invisible characters removed, trimmed, case-folded (schemas/README.md, Keys)."
+          },
+          {
+            "name": "candidateId",
+            "type": "string",
+            "doc": "Candidate id as the caller sent it."
+          },
+          {
+            "name": "candidateKey",
+            "type": "string",
+            "doc": "Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key."
+          },
+          {
+            "name": "email",
+            "type": "string",
+            "doc": "The address to mail, canonical: invisible characters removed, NFC, trimmed, domain as lower-case IDNA ASCII, local part as given (PII)."
+          },
+          {
+            "name": "emailNorm",
+            "type": "string",
+            "doc": "The address's identity: email with the local part lower-cased (PII). Dedupe, suppressions and emailHash use it."
+          },
+          {
+            "name": "step",
+            "type": "string",
+            "doc": "Canonical step of the sequence (e.g. 'intro', 'follow-up-1'; folded like campaignId); distinct steps are distinct sends."
+          },
+          {
+            "name": "experimentId",
+            "type": [
+              "null",
+              "string"
+            ],
+            "doc": "A/B experiment this send belongs to, if any.",
+            "default": null
+          },
+          {
+            "name": "variant",
+            "type": [
+              "null",
+              "string"
+            ],
+            "doc": "Experiment variant assigned to the candidate, if any.",
+            "default": null
+          },
+          {
+            "name": "subject",
+            "type": "string",
+            "doc": "Subject line of the chosen content."
+          },
+          {
+            "name": "body",
+            "type": "string",
+            "doc": "Body of the chosen content (PII-adjacent; internal)."
+          },
+          {
+            "name": "scheduledFor",
+            "type": [
+              "null",
+              {
+                "type": "long",
+                "logicalType": "timestamp-millis"
+              }
+            ],
+            "doc": "The due time of a scheduled step, if this send was scheduled.",
+            "default": null
+          }
+        ]
+      }
+    ]
+  },
+  "SequencePlanned": {
+    "current": {
+      "type": "record",
+      "name": "SequencePlanned",
+      "namespace": "outreach.events",
+      "doc": "The planner accepted a request: the steps it will send in this conversation, in order (the requested step, then its follow-ups). Once the last is sent, no next step is owed: the conversation awaits the candidate's reply. Topic: conversation.events.v1.",
+      "fields": [
+        {
+          "name": "eventId",
+          "type": {
+            "type": "string",
+            "logicalType": "uuid"
+          },
+          "doc": "Unique id of this event; consumers deduplicate by it."
+        },
+        {
+          "name": "occurredAt",
+          "type": {
+            "type": "long",
+            "logicalType": "timestamp-millis"
+          },
+          "doc": "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters."
+        },
+        {
+          "name": "producer",
+          "type": "string",
+          "doc": "The service (or external system) that produced the event."
+        },
+        {
+          "name": "correlationId",
+          "type": "string",
+          "doc": "Shared by every event caused, directly or not, by one original request."
+        },
+        {
+          "name": "causationId",
+          "type": [
+            "null",
+            "string"
+          ],
+          "default": null,
+          "doc": "eventId of the event that caused this one; null for an original request."
+        },
+        {
+          "name": "conversationId",
+          "type": "string",
+          "doc": "The conversation: one per (campaignId, candidateKey) unless the agent says otherwise."
+        },
+        {
+          "name": "campaignId",
+          "type": "string",
+          "doc": "Campaign id as given by the requester."
+        },
+        {
+          "name": "candidateKey",
+          "type": "string",
+          "doc": "Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key."
+        },
+        {
+          "name": "steps",
+          "type": {
+            "type": "array",
+            "items": "string"
+          },
+          "doc": "Canonical steps in the order they are sent; the last ends the sequence. A send of one of them (campaignId, candidateKey, step) belongs to this conversation."
         }
       ]
     },

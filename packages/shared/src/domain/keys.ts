@@ -9,6 +9,8 @@
  *   candidate key      NFKC, invisible characters removed, trimmed; case kept (external ids); an id
  *                      holding an at-sign is an address: its keyed hash stands in for it
  *                      (`address:<keyId>:<hmac>`, candidateKeyFor)
+ *   conversation id    a candidate key's form, without the address rule (one holding an at-sign
+ *                      is refused); derived ids (`<campaignId>:<candidate key>`) already have it
  *   address            invisible characters removed, NFC, trimmed; domain through IDNA (UTS #46)
  *                      to lower-case ASCII; identity (emailNorm) also lower-cases the local part;
  *                      plus-tags and dots are kept (no provider-specific folding)
@@ -82,6 +84,16 @@ export function canonicalStep(step: string): string {
  */
 export function normalizeCandidateKey(candidateId: string): string {
   return foldIdentifier(candidateId, false);
+}
+
+/**
+ * The canonical form of a conversation id given by a caller: a candidate key's (NFKC, invisible
+ * characters removed, trimmed; case kept, since the id comes from another system). A derived id
+ * (`<campaignId>:<candidate key>`) is already in this form. Every ingress that files or looks up
+ * a conversation applies it, so an id and its spellings are one conversation.
+ */
+export function canonicalConversationId(conversationId: string): string {
+  return foldIdentifier(conversationId, false);
 }
 
 /** An address in its two canonical forms. */
@@ -202,6 +214,8 @@ export interface SendKeys {
   readonly sendId: string;
   /** The caller's correlation id, or one derived from the event id (canonicalCorrelationId). */
   readonly correlationId: string;
+  /** The given conversation id in its canonical form (canonicalConversationId); null when none was given. */
+  readonly conversationId: string | null;
 }
 
 /** What an ingress hands canonicalSendKeys: the raw ids of an OutreachRequested or SendRequested. */
@@ -260,7 +274,8 @@ export function canonicalSendKeys(
   const address = canonicalAddress(raw.email);
   const optional = (name: string, value: string | null | undefined) =>
     value === null || value === undefined ? undefined : idProblem(name, value.trim());
-  const conversationId = raw.conversationId ?? null;
+  const givenConversationId = raw.conversationId ?? null;
+  const conversationId = givenConversationId === null ? null : canonicalConversationId(givenConversationId);
   const problems = [
     UUID.test(raw.eventId) ? undefined : 'eventId is not a UUID',
     idProblem('requestId', raw.requestId.trim()),
@@ -271,7 +286,7 @@ export function canonicalSendKeys(
     optional('experimentId', raw.experimentId),
     optional('variant', raw.variant),
     // No length bound here: derived conversation ids (`<campaignId>:<candidate key>`) outgrow ids.
-    conversationId !== null && (hasControlCharacters(conversationId) || conversationId.trim() === '')
+    conversationId !== null && (hasControlCharacters(conversationId) || conversationId === '')
       ? 'conversationId is empty or contains line breaks or control characters'
       : undefined,
     conversationId !== null && holdsAtSign(conversationId) ? `conversationId ${AT_SIGN_PROBLEM}` : undefined,
@@ -292,6 +307,7 @@ export function canonicalSendKeys(
       emailNorm: address.norm,
       sendId: sendIdFor(campaignId, candidateKey, step),
       correlationId: canonicalCorrelationId(raw.correlationId, raw.eventId),
+      conversationId,
     },
   };
 }

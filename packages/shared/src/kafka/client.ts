@@ -1,6 +1,7 @@
 import { Kafka, logLevel, type KafkaConfig, type LogEntry } from 'kafkajs';
 import type { Logger } from '../logger.js';
 import { waitFor } from '../wait.js';
+import { kafkaSecurityFromEnv, type KafkaSecurity } from './security.js';
 
 export interface KafkaClientOptions {
   readonly brokers: readonly string[];
@@ -9,6 +10,13 @@ export interface KafkaClientOptions {
   readonly logger?: Logger;
   readonly connectionTimeoutMs?: number;
   readonly requestTimeoutMs?: number;
+  /**
+   * TLS and SASL. Omitted: this process's KAFKA_SSL* / KAFKA_SASL* / KAFKA_OAUTH* variables, so every
+   * service and CLI connects the same way without passing them along (kafka/security.ts).
+   */
+  readonly security?: KafkaSecurity;
+  /** Retries of a failed request or connection (8); the start-up check makes its own. */
+  readonly retries?: number;
 }
 
 const levels: Record<number, 'error' | 'warn' | 'info' | 'debug'> = {
@@ -30,8 +38,11 @@ export function createKafka(options: KafkaClientOptions): Kafka {
     connectionTimeout: options.connectionTimeoutMs ?? 3_000,
     requestTimeout: options.requestTimeoutMs ?? 30_000,
     logLevel: logger ? logLevel.INFO : logLevel.NOTHING,
-    retry: { initialRetryTime: 100, retries: 8 },
+    retry: { initialRetryTime: 100, retries: options.retries ?? 8 },
   };
+  const security = options.security ?? kafkaSecurityFromEnv();
+  if (security.ssl) config.ssl = security.ssl;
+  if (security.sasl) config.sasl = security.sasl;
   if (logger) {
     const kafkaLogger = logger.child({ component: 'kafkajs' });
     config.logCreator =
@@ -48,12 +59,17 @@ export function createKafka(options: KafkaClientOptions): Kafka {
  * Readiness means the broker answers a metadata request and a group coordinator exists
  * (the first FindCoordinator creates `__consumer_offsets`; until then every group join fails).
  */
-export async function waitForKafka(brokers: readonly string[], timeoutMs: number): Promise<{ clusterId: string }> {
+export async function waitForKafka(
+  brokers: readonly string[],
+  timeoutMs: number,
+  security?: KafkaSecurity,
+): Promise<{ clusterId: string }> {
   const kafka = createKafka({
     brokers,
     clientId: 'readiness-probe',
     connectionTimeoutMs: 1_000,
     requestTimeoutMs: 5_000,
+    ...(security ? { security } : {}),
   });
   const admin = kafka.admin({ retry: { retries: 0 } });
   try {

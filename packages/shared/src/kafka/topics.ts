@@ -70,9 +70,10 @@ export const topics = {
       'StepCompleted',
       'StepCancelled',
       'ConversationClosed',
+      'SequencePlanned',
     ],
     pii: false,
-    description: 'what happens in each conversation, from agents and the planner',
+    description: 'what happens in each conversation, from agents, the planner and liveness (closes)',
   },
   liveness: {
     name: 'conversation.liveness.v1',

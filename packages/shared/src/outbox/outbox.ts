@@ -29,6 +29,7 @@ import {
 } from '../kafka/producer.js';
 import type { Logger } from '../logger.js';
 import { Counter, Gauge, metric } from '../metrics.js';
+import { pgClientConfig, type PgConnectionSettings } from '../pg/connection.js';
 import { quoteIdent } from '../pg/pool.js';
 import type { Queryable } from '../pg/transaction.js';
 
@@ -61,6 +62,8 @@ export async function enqueueEvents(client: Queryable, events: readonly Outgoing
 
 export interface OutboxRelayOptions {
   readonly databaseUrl: string;
+  /** TLS and password file; default: this process's DATABASE_SSL_* and DATABASE_PASSWORD_FILE (pg/connection.ts). */
+  readonly settings?: PgConnectionSettings;
   /** The schema whose outbox this relay publishes. */
   readonly schema: string;
   readonly producer: EventProducer;
@@ -217,7 +220,7 @@ export class OutboxRelay {
   /** One database session: wait for the lock, then publish until the session ends or we stop. */
   private async session(): Promise<void> {
     const client = new pg.Client({
-      connectionString: this.options.databaseUrl,
+      ...pgClientConfig(this.options.databaseUrl, this.options.settings),
       application_name: `outbox-relay-${this.options.schema}`,
       // The server side must notice a vanished relay too, or the dead session keeps the advisory
       // lock (and every relay stays a standby) until the OS gives up on it, hours by default.
@@ -226,7 +229,9 @@ export class OutboxRelay {
       // instead of hanging the loop; keepalive finds a dead peer while we idle in LISTEN.
       connectionTimeoutMillis: this.queryTimeoutMs,
       query_timeout: this.queryTimeoutMs,
+      // The OS default waits two hours before its first probe; 30 s matches the server side.
       keepAlive: true,
+      keepAliveInitialDelayMillis: 30_000,
     });
     this.client = client;
     let lost: Error | undefined;

@@ -1,7 +1,10 @@
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { runner } from 'node-pg-migrate';
+import pg from 'pg';
 import { crc64Avro } from '../contracts/fingerprint.js';
+import { pgClientConfig, type PgConnectionSettings } from './connection.js';
+import { grantRuntimeAccess } from './roles.js';
 
 /** Migrations every service with an outbox shares (the outbox table itself). */
 export const sharedMigrationsDir = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'migrations');
@@ -15,6 +18,13 @@ export interface MigrateOptions {
   /** Include the shared outbox migration. */
   readonly outbox?: boolean;
   readonly logger?: { info(message: string): void; debug(message: string): void };
+  /**
+   * The service's runtime role (DATABASE_RUNTIME_ROLE): after the migrations it gets its rights on
+   * what they created, and on what later ones create (pg/roles.ts). Run as the migrator.
+   */
+  readonly runtimeRole?: string;
+  /** TLS and password file; default: this process's DATABASE_SSL_* and DATABASE_PASSWORD_FILE. */
+  readonly settings?: PgConnectionSettings;
 }
 
 /**
@@ -23,8 +33,9 @@ export interface MigrateOptions {
  */
 export async function migrate(options: MigrateOptions): Promise<string[]> {
   const lockValue = Number(BigInt.asIntN(32, crc64Avro(`migrations:${options.schema}`)));
+  const connection = pgClientConfig(options.databaseUrl, options.settings);
   const applied = await runner({
-    databaseUrl: options.databaseUrl,
+    databaseUrl: connection,
     // Globs, so the shared outbox migration and the service's own run as one ordered list.
     dir: (options.outbox ? [sharedMigrationsDir, options.dir] : [options.dir]).map((d) => `${d}/*.sql`),
     useGlob: true,
@@ -41,5 +52,14 @@ export async function migrate(options: MigrateOptions): Promise<string[]> {
     log: (message: string) => options.logger?.debug(message),
   });
   if (applied.length > 0) options.logger?.info(`applied migrations: ${applied.map((m) => m.name).join(', ')}`);
+  if (options.runtimeRole) {
+    const client = new pg.Client(connection);
+    await client.connect();
+    try {
+      await grantRuntimeAccess(client, options.schema, options.runtimeRole);
+    } finally {
+      await client.end();
+    }
+  }
   return applied.map((m) => m.name);
 }

@@ -14,7 +14,7 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import rateLimit from '@fastify/rate-limit';
-import type { FastifyInstance, FastifyRequest, FastifySchema } from 'fastify';
+import type { FastifyInstance, FastifyRequest, FastifySchema, onRequestAsyncHookHandler } from 'fastify';
 import fp from 'fastify-plugin';
 import { ConfigError, type BaseConfig } from '../config.js';
 import { AppError } from './errors.js';
@@ -262,3 +262,33 @@ export const accessControl = fp(
   },
   { name: 'access-control' },
 );
+
+/**
+ * An onRequest hook that limits a `public` route per client address. accessControl's limiter lets
+ * every public route through (probes and scrapers must never be throttled); a public route that
+ * people or webhooks call (an unsubscribe link, a provider's callback) adds this. Each call makes
+ * its own bucket per address, so one kind of caller cannot use up another's. `refuse` builds the
+ * error: 429 for a person, 503 for a webhook whose sender retries only server errors.
+ */
+export function clientRateLimit(
+  app: FastifyInstance,
+  options: {
+    readonly name: string;
+    readonly max: number;
+    readonly windowMs: number;
+    readonly refuse: (retryInSeconds: number) => AppError;
+  },
+): onRequestAsyncHookHandler {
+  const limiter = app.createRateLimit({
+    max: options.max,
+    timeWindow: options.windowMs,
+    allowList: () => false,
+    keyGenerator: (request: FastifyRequest) => `${options.name}:${request.ip}`,
+  });
+  return async (request, reply) => {
+    const verdict = await limiter(request);
+    if (verdict.isAllowed || !verdict.isExceeded) return;
+    reply.header('retry-after', String(verdict.ttlInSeconds));
+    throw options.refuse(verdict.ttlInSeconds);
+  };
+}

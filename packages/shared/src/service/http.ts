@@ -17,6 +17,7 @@ import type { Registry } from 'prom-client';
 import { createMetricsRegistry } from '../metrics.js';
 import { accessControl, scopedTokensFrom, type ScopedTokens } from './auth.js';
 import { isTransientError } from '../kafka/consumer.js';
+import { isKafkaRole, roleAccessNeeds } from '../kafka/acls.js';
 import { AppError } from './errors.js';
 import { kafkaPlugin, type KafkaPluginOptions } from './kafka-plugin.js';
 import { postgresPlugin, type PostgresPluginOptions } from './postgres-plugin.js';
@@ -262,8 +263,20 @@ export async function buildServiceApp(options: {
   return buildHttpApp({
     name,
     logger,
-    postgres: { connectionString: config.DATABASE_URL, applicationName: name, schema: config.DATABASE_SCHEMA },
-    kafka: { brokers: brokerList(config.KAFKA_BROKERS), clientId: name },
+    postgres: {
+      connectionString: config.DATABASE_URL,
+      applicationName: name,
+      schema: config.DATABASE_SCHEMA,
+      ...(config.DATABASE_SESSION_URL ? { sessionConnectionString: config.DATABASE_SESSION_URL } : {}),
+    },
+    kafka: {
+      brokers: brokerList(config.KAFKA_BROKERS),
+      clientId: name,
+      // A service's Kafka role is its name: the start-up check proves the role's ACLs (kafka/acls.ts).
+      ...(isKafkaRole(name) ? { role: name, needs: roleAccessNeeds(name, config.TOPIC_PREFIX) } : {}),
+      startupTimeoutMs: config.KAFKA_STARTUP_TIMEOUT_MS,
+      checkAcls: config.KAFKA_STARTUP_ACL_CHECK,
+    },
     // Read at start (an unreadable file stops it: a ConfigError, exit 78), then every 30 s: a rotated
     // Secret takes effect without a restart, and a revoked token stops working.
     apiTokens: () => scopedTokensFrom(config),

@@ -2,8 +2,11 @@ import closeWithGrace from 'close-with-grace';
 import type { FastifyInstance } from 'fastify';
 import type { TObject, TProperties, Static } from '@sinclair/typebox';
 import { loadConfig, ConfigError, type BaseConfig } from '../config.js';
+import { kafkaSecurityFromEnv } from '../kafka/security.js';
 import { createLogger, type Logger } from '../logger.js';
+import { explainPgError, resolvePgSettings, unverifiedTls } from '../pg/connection.js';
 import { migrate } from '../pg/migrate.js';
+import { StartupError } from './startup-error.js';
 
 export interface ServiceDefinition<P extends TProperties> {
   readonly name: string;
@@ -27,8 +30,14 @@ export async function runService<P extends TProperties>(
   argv: readonly string[] = process.argv.slice(2),
 ): Promise<FastifyInstance | undefined> {
   let config: BaseConfig & Static<TObject<P>>;
+  let pgTlsUnverified = false;
   try {
     config = loadConfig(definition.configSchema);
+    // The combinations and files of the Kafka and PostgreSQL security settings: checked here, once,
+    // so a bad one stops the start (78) before anything connects.
+    kafkaSecurityFromEnv();
+    pgTlsUnverified = unverifiedTls(resolvePgSettings(config.DATABASE_URL));
+    if (config.DATABASE_SESSION_URL) resolvePgSettings(config.DATABASE_SESSION_URL);
   } catch (error) {
     if (error instanceof ConfigError) {
       process.stderr.write(`${definition.name}: ${error.message}\n`);
@@ -37,15 +46,38 @@ export async function runService<P extends TProperties>(
     throw error;
   }
   const logger = createLogger({ name: definition.name, level: config.LOG_LEVEL });
+  if (pgTlsUnverified)
+    logger.warn('postgres: sslmode=require without a CA file encrypts but does not verify the server');
+  // A dependency that refused us: one line naming the cause on stderr (and in the log), then the exit.
+  const stop = (error: StartupError): never => {
+    logger.fatal({ dependency: error.dependency, failure: error.failure }, error.message);
+    process.stderr.write(`${definition.name}: ${error.message}\n`);
+    process.exit(error.exitCode);
+  };
   const runMigrations = async () => {
     if (!definition.migrations) return;
-    await migrate({
-      databaseUrl: config.DATABASE_URL,
-      schema: definition.migrations.schema(config),
-      dir: definition.migrations.dir,
-      outbox: definition.migrations.outbox ?? false,
-      logger: { info: (m) => logger.info(m), debug: (m) => logger.debug(m) },
-    });
+    try {
+      await migrate({
+        // Migrations hold an advisory lock for their session: not through a transaction-mode pooler.
+        databaseUrl: config.DATABASE_SESSION_URL || config.DATABASE_URL,
+        schema: definition.migrations.schema(config),
+        dir: definition.migrations.dir,
+        outbox: definition.migrations.outbox ?? false,
+        logger: { info: (m) => logger.info(m), debug: (m) => logger.debug(m) },
+        ...(config.DATABASE_RUNTIME_ROLE ? { runtimeRole: config.DATABASE_RUNTIME_ROLE } : {}),
+      });
+    } catch (error) {
+      const known = explainPgError(error);
+      if (known) {
+        // A runtime role has no DDL (pg/roles.ts): migrations are the migrator's, in the migrate Job.
+        const hint =
+          known.failure === 'authorization'
+            ? '; with a runtime role, set MIGRATE_ON_START=false and migrate as the migrator'
+            : '';
+        stop(new StartupError('postgres', known.failure, `${known.message} (while migrating${hint})`));
+      }
+      throw error;
+    }
   };
 
   if (argv[0] === 'migrate') {
@@ -71,7 +103,16 @@ export async function runService<P extends TProperties>(
     await app.close();
   });
 
-  await app.listen({ host: config.HTTP_HOST, port: config.HTTP_PORT });
+  try {
+    // ready() runs the start-up checks of the Kafka and PostgreSQL plugins before any consumer starts.
+    await app.listen({ host: config.HTTP_HOST, port: config.HTTP_PORT });
+  } catch (error) {
+    if (error instanceof StartupError) {
+      await app.close().catch(() => undefined);
+      stop(error);
+    }
+    throw error;
+  }
   logger.info({ port: config.HTTP_PORT }, `${definition.name} started`);
   return app;
 }

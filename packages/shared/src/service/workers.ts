@@ -24,6 +24,8 @@ export function registerConsumer(
   app: FastifyInstance,
   options: Omit<ConsumerRunnerOptions, 'kafka' | 'logger' | 'metrics'> & { logger?: Logger },
 ): ConsumerRunner {
+  // The start-up check (kafka-plugin.ts) proves this group may read its topics and write their DLQs.
+  if (app.hasDecorator('kafkaNeeds')) app.kafkaNeeds.consumes(options.groupId, options.topics);
   const runner = new ConsumerRunner({
     ...options,
     kafka: app.kafka,
@@ -58,7 +60,9 @@ export function registerConsumer(
 
 /**
  * Runs the outbox relay of `schema` inside a service, with its backlog metrics; liveness fails when
- * its loop exited or stalled.
+ * its loop exited or stalled. Its connection holds a session advisory lock and LISTENs, so when the
+ * app has a session URL (DATABASE_SESSION_URL: PostgreSQL itself while the pool goes through a
+ * transaction-mode PgBouncer) it connects there instead of `databaseUrl`.
  */
 export function registerOutboxRelay(
   app: FastifyInstance,
@@ -66,6 +70,7 @@ export function registerOutboxRelay(
 ): OutboxRelay {
   const relay = new OutboxRelay({
     ...options,
+    databaseUrl: (app.hasDecorator('pgSessionUrl') ? app.pgSessionUrl : undefined) ?? options.databaseUrl,
     producer: app.producer,
     logger: app.log.child({ component: 'outbox-relay' }) as Logger,
     metrics: app.metrics,

@@ -1,13 +1,22 @@
 /**
  * The liveness projection. Events are stored once (by event id) and each touched conversation is
  * re-folded from its stored events under a row lock, so redeliveries, out-of-order arrivals and two
- * projector instances (one per topic partition) all converge on the same state. Flags are set by
- * the sweep with `FOR UPDATE SKIP LOCKED` and a `stalled_reason IS NULL` guard: exactly once.
+ * projector instances (one per topic partition) all converge on the same state. The sweep flags
+ * stalls and closes conversations whose reply window ended, with `FOR UPDATE SKIP LOCKED` and a
+ * `status = 'open' AND stalled_reason IS NULL` guard: each exactly once.
+ *
+ * A send that names no conversation (SendRecorded before it carried one) is filed by its step: under
+ * the conversation of the earliest plan (SequencePlanned, by log order) listing (campaign, candidate,
+ * step), else under the default `<campaignId>:<candidateKey>`. A plan that arrives after such a send
+ * moves it. Plans and such sends take a transaction-scoped advisory lock per (campaign, candidate),
+ * so a plan and a send projected at once by two instances (one per topic) see each other.
  */
 import {
+  canonicalCorrelationId,
   enqueueEvents,
   uuidV5,
   withTransaction,
+  type ConversationClosed,
   type ConversationRecovered,
   type ConversationStalled,
   type OutgoingEvent,
@@ -15,16 +24,18 @@ import {
 import type { Pool, PoolClient } from 'pg';
 import {
   refold,
+  type CloseReason,
   type ConversationInput,
   type Graces,
   type Refolded,
   type StallReason,
   type TimedInput,
 } from '../domain/conversation.js';
-import { deadlineAssignmentsSql, stallReasonSql, stallSinceSql } from './stall-sql.js';
+import { deadlineAssignmentsSql, sweepVerdictSql } from './stall-sql.js';
 
 export interface ProjectedEvent {
   readonly eventId: string;
+  /** For a send filed by its step (`routeStep`), the default conversation; the repository may file it elsewhere. */
   readonly conversationId: string;
   readonly campaignId: string;
   readonly candidateKey: string;
@@ -33,6 +44,17 @@ export interface ProjectedEvent {
   readonly position: readonly [topic: string, partition: number, offset: number];
   readonly input: ConversationInput;
   readonly correlationId: string;
+  /** A send that names no conversation: filed by the plan listing (campaignId, candidateKey, this step). */
+  readonly routeStep?: string;
+}
+
+/** A campaign's graces as stored: a null reply window is the service's default. */
+export type GraceSettings = Omit<Graces, 'replyWindowMs'> & { readonly replyWindowMs: number | null };
+
+/** What one sweep did: the stalls it flagged and the conversations it closed. */
+export interface SweepResult {
+  readonly stalled: ConversationStalled[];
+  readonly closed: ConversationClosed[];
 }
 
 /** A synthetic history for load tests: `count` conversations holding this one event, and its fold. */
@@ -51,6 +73,8 @@ export interface ConversationRow {
   readonly obligationKind: 'inbound' | 'outbound' | null;
   readonly pendingStepId: string | null;
   readonly dueAt: Date | null;
+  readonly awaitingReplySince: Date | null;
+  readonly closedReason: string | null;
   readonly lastEventAt: Date | null;
   readonly lastEventType: string | null;
   readonly stalledReason: StallReason | null;
@@ -63,7 +87,8 @@ export interface ConversationRow {
 function columns(p = ''): string {
   return `${p}conversation_id AS "conversationId", ${p}campaign_id AS "campaignId", ${p}candidate_key AS "candidateKey", ${p}status,
   ${p}obligation_since AS "obligationSince", ${p}obligation_kind AS "obligationKind", ${p}pending_step_id AS "pendingStepId",
-  ${p}due_at AS "dueAt", ${p}last_event_at AS "lastEventAt", ${p}last_event_type AS "lastEventType",
+  ${p}due_at AS "dueAt", ${p}awaiting_reply_since AS "awaitingReplySince", ${p}closed_reason AS "closedReason",
+  ${p}last_event_at AS "lastEventAt", ${p}last_event_type AS "lastEventType",
   ${p}stalled_reason AS "stalledReason", ${p}stalled_since AS "stalledSince", ${p}flagged_at AS "flaggedAt",
   ${p}stall_count AS "stallCount", ${p}stall_deadline AS "stallDeadline"`;
 }
@@ -71,10 +96,22 @@ const COLUMNS = columns();
 
 const date = (ms: number | null) => (ms === null ? null : new Date(ms));
 
-// The rules' SQL, generated from the domain's stall rules (stall-sql.ts).
-const SWEPT_REASON = stallReasonSql('c.');
-const SWEPT_SINCE = stallSinceSql('c.');
-const GRACE_DEADLINES = deadlineAssignmentsSql({ inboundMs: '$2', outboundMs: '$3', overdueMs: '$4' });
+// The rules' SQL, generated from the domain's deadline rules (stall-sql.ts).
+const VERDICT = sweepVerdictSql('c.');
+const GRACE_DEADLINES = deadlineAssignmentsSql({
+  inboundMs: '$2',
+  outboundMs: '$3',
+  overdueMs: '$4',
+  replyWindowMs: '$5',
+});
+
+/** Orders plans as the fold orders events (append time, log position, event id), byte-wise as JavaScript does. */
+const PLAN_ORDER = `planned_at, source_topic COLLATE "C", source_partition, source_offset, event_id`;
+
+/** The key a send filed by its step is routed by. */
+function routeKey(campaignId: string, candidateKey: string, step: string): string {
+  return `${campaignId}\u0000${candidateKey}\u0000${step}`;
+}
 
 /** The recovery of a flagged conversation, caused by (the first of) the events that healed it. */
 function recovery(row: ConversationRow, cause: ProjectedEvent | undefined, now: number): ConversationRecovered {
@@ -96,7 +133,8 @@ function recovery(row: ConversationRow, cause: ProjectedEvent | undefined, now: 
 export class ConversationsRepository {
   constructor(
     private readonly pool: Pool,
-    private readonly livenessTopic: string,
+    /** Stalls and recoveries go to conversation.liveness.v1; closes are conversation events. */
+    private readonly topics: { readonly liveness: string; readonly conversationEvents: string },
     private readonly defaults: Graces,
   ) {}
 
@@ -106,8 +144,10 @@ export class ConversationsRepository {
       inboundMs: string;
       outboundMs: string;
       overdueMs: string;
+      replyWindowMs: string | null;
     }>(
-      `SELECT campaign_id AS "campaignId", inbound_ms AS "inboundMs", outbound_ms AS "outboundMs", overdue_ms AS "overdueMs"
+      `SELECT campaign_id AS "campaignId", inbound_ms AS "inboundMs", outbound_ms AS "outboundMs", overdue_ms AS "overdueMs",
+              reply_window_ms AS "replyWindowMs"
        FROM campaign_graces WHERE campaign_id = ANY($1::text[])`,
       [campaignIds],
     );
@@ -117,6 +157,7 @@ export class ConversationsRepository {
         inboundMs: Number(r.inboundMs),
         outboundMs: Number(r.outboundMs),
         overdueMs: Number(r.overdueMs),
+        replyWindowMs: r.replyWindowMs === null ? this.defaults.replyWindowMs : Number(r.replyWindowMs),
       });
     return graces;
   }
@@ -129,11 +170,12 @@ export class ConversationsRepository {
   async project(events: readonly ProjectedEvent[]): Promise<ConversationRecovered[]> {
     if (events.length === 0) return [];
     return withTransaction(this.pool, async (client) => {
-      const touched = await this.store(client, events);
+      const { touched, filed } = await this.store(client, events);
       if (touched.length === 0) return [];
       const { conversations, now } = await this.load(client, touched);
       const folded = conversations.map(({ row, timeline, graces }) => ({
         row,
+        empty: timeline.length === 0,
         ...refold(timeline, graces, now, row.stalledReason !== null),
       }));
       const recovered = folded
@@ -141,7 +183,7 @@ export class ConversationsRepository {
         .map((c) =>
           recovery(
             c.row,
-            events.find((e) => e.conversationId === c.row.conversationId),
+            filed.find((e) => e.conversationId === c.row.conversationId),
             now,
           ),
         );
@@ -150,35 +192,152 @@ export class ConversationsRepository {
     });
   }
 
-  /** Stores the events not stored yet (by event id); returns the conversations they touch, sorted. */
-  private async store(client: PoolClient, events: readonly ProjectedEvent[]): Promise<string[]> {
+  /**
+   * Stores the events not stored yet (by event id), filing each send that names no conversation by
+   * its step; records the plans' steps and moves sends filed before their plan arrived. Returns the
+   * conversations touched, sorted, and the events as filed.
+   */
+  private async store(
+    client: PoolClient,
+    events: readonly ProjectedEvent[],
+  ): Promise<{ touched: string[]; filed: ProjectedEvent[] }> {
+    const plans = events.flatMap((e) =>
+      e.input.type === 'SequencePlanned' ? e.input.steps.map((step) => ({ event: e, step })) : [],
+    );
+    const unrouted = events.filter((e) => e.routeStep !== undefined);
+    if (plans.length > 0 || unrouted.length > 0) {
+      await this.lockCandidates(client, [...plans.map((p) => p.event), ...unrouted]);
+    }
+    if (plans.length > 0) await this.recordPlans(client, plans);
+    const owners = await this.owners(client, unrouted);
+    const filed = events.map((e) =>
+      e.routeStep === undefined
+        ? e
+        : { ...e, conversationId: owners.get(routeKey(e.campaignId, e.candidateKey, e.routeStep)) ?? e.conversationId },
+    );
     const inserted = await client.query<{ conversationId: string }>(
-      `INSERT INTO conversation_events (event_id, conversation_id, event_type, event_time, payload, source_topic, source_partition, source_offset)
-       SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::timestamptz[], $5::jsonb[], $6::text[], $7::int[], $8::bigint[])
+      `INSERT INTO conversation_events (event_id, conversation_id, event_type, event_time, payload, source_topic, source_partition,
+                                        source_offset, route_campaign_id, route_candidate_key, route_step)
+       SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::timestamptz[], $5::jsonb[], $6::text[], $7::int[], $8::bigint[],
+                            $9::text[], $10::text[], $11::text[])
        ON CONFLICT (event_id) DO NOTHING
        RETURNING conversation_id AS "conversationId"`,
       [
-        events.map((e) => e.eventId),
-        events.map((e) => e.conversationId),
-        events.map((e) => e.input.type),
-        events.map((e) => new Date(e.at)),
-        events.map((e) => JSON.stringify(e.input)),
-        events.map((e) => e.position[0]),
-        events.map((e) => e.position[1]),
-        events.map((e) => e.position[2]),
+        filed.map((e) => e.eventId),
+        filed.map((e) => e.conversationId),
+        filed.map((e) => e.input.type),
+        filed.map((e) => new Date(e.at)),
+        filed.map((e) => JSON.stringify(e.input)),
+        filed.map((e) => e.position[0]),
+        filed.map((e) => e.position[1]),
+        filed.map((e) => e.position[2]),
+        filed.map((e) => (e.routeStep === undefined ? null : e.campaignId)),
+        filed.map((e) => (e.routeStep === undefined ? null : e.candidateKey)),
+        filed.map((e) => e.routeStep ?? null),
       ],
     );
-    const touched = [...new Set(inserted.rows.map((r) => r.conversationId))].sort();
-    if (touched.length === 0) return touched;
-    const first = new Map<string, ProjectedEvent>();
-    for (const e of events) if (!first.has(e.conversationId)) first.set(e.conversationId, e);
-    // Rows exist before they are locked, so two projectors serialize on the same row.
+    const moved = plans.length > 0 ? await this.reroute(client, plans) : [];
+    const touched = [
+      ...new Set([...inserted.rows.map((r) => r.conversationId), ...moved.flatMap((m) => [m.from, m.to])]),
+    ].sort();
+    if (touched.length === 0) return { touched, filed };
+    const owner = new Map<string, { campaignId: string; candidateKey: string }>();
+    for (const e of [...filed, ...moved.map((m) => ({ conversationId: m.to, ...m }))])
+      if (!owner.has(e.conversationId)) owner.set(e.conversationId, e);
+    // Rows exist before they are locked, so two projectors serialize on the same row. (A send's
+    // former conversation, the only one not in this batch, has its row already.)
+    const fresh = touched.filter((id) => owner.has(id));
     await client.query(
       `INSERT INTO conversations (conversation_id, campaign_id, candidate_key, status)
        SELECT *, 'open' FROM unnest($1::text[], $2::text[], $3::text[]) ON CONFLICT (conversation_id) DO NOTHING`,
-      [touched, touched.map((id) => first.get(id)?.campaignId), touched.map((id) => first.get(id)?.candidateKey)],
+      [fresh, fresh.map((id) => owner.get(id)?.campaignId), fresh.map((id) => owner.get(id)?.candidateKey)],
     );
-    return touched;
+    return { touched, filed };
+  }
+
+  /**
+   * Serializes the plans and step-filed sends of each (campaign, candidate) across instances: a plan
+   * projected with such a send in another transaction either sees it stored (and moves it) or is
+   * seen by it. Locks in one order, so two batches never wait on each other in a cycle.
+   */
+  private async lockCandidates(client: PoolClient, events: readonly ProjectedEvent[]): Promise<void> {
+    await client.query(
+      `SELECT pg_advisory_xact_lock(key) FROM (
+         SELECT DISTINCT hashtextextended(length(c) || ':' || c || k, 0) AS key FROM unnest($1::text[], $2::text[]) AS u(c, k)
+         ORDER BY key) AS keys`,
+      [events.map((e) => e.campaignId), events.map((e) => e.candidateKey)],
+    );
+  }
+
+  /** Each planned step's conversation: the earliest plan that lists it (log order) owns it. */
+  private async recordPlans(
+    client: PoolClient,
+    plans: ReadonlyArray<{ event: ProjectedEvent; step: string }>,
+  ): Promise<void> {
+    await client.query(
+      `INSERT INTO planned_steps (campaign_id, candidate_key, step, conversation_id, planned_at, source_topic, source_partition,
+                                  source_offset, event_id)
+       SELECT DISTINCT ON (campaign_id, candidate_key, step) *
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::text[], $7::int[], $8::bigint[], $9::uuid[])
+         AS p(campaign_id, candidate_key, step, conversation_id, planned_at, source_topic, source_partition, source_offset, event_id)
+       ORDER BY campaign_id, candidate_key, step, ${PLAN_ORDER}
+       ON CONFLICT (campaign_id, candidate_key, step) DO UPDATE
+         SET conversation_id = excluded.conversation_id, planned_at = excluded.planned_at, source_topic = excluded.source_topic,
+             source_partition = excluded.source_partition, source_offset = excluded.source_offset, event_id = excluded.event_id
+         WHERE (excluded.planned_at, excluded.source_topic COLLATE "C", excluded.source_partition, excluded.source_offset,
+                excluded.event_id)
+             < (planned_steps.planned_at, planned_steps.source_topic COLLATE "C", planned_steps.source_partition,
+                planned_steps.source_offset, planned_steps.event_id)`,
+      [
+        plans.map((p) => p.event.campaignId),
+        plans.map((p) => p.event.candidateKey),
+        plans.map((p) => p.step),
+        plans.map((p) => p.event.conversationId),
+        plans.map((p) => new Date(p.event.at)),
+        plans.map((p) => p.event.position[0]),
+        plans.map((p) => p.event.position[1]),
+        plans.map((p) => p.event.position[2]),
+        plans.map((p) => p.event.eventId),
+      ],
+    );
+  }
+
+  /** The conversations that planned these sends' steps, by routeKey (absent: no plan lists it). */
+  private async owners(client: PoolClient, sends: readonly ProjectedEvent[]): Promise<Map<string, string>> {
+    if (sends.length === 0) return new Map();
+    const { rows } = await client.query<{
+      campaignId: string;
+      candidateKey: string;
+      step: string;
+      conversationId: string;
+    }>(
+      `SELECT DISTINCT p.campaign_id AS "campaignId", p.candidate_key AS "candidateKey", p.step, p.conversation_id AS "conversationId"
+       FROM planned_steps p JOIN unnest($1::text[], $2::text[], $3::text[]) AS s(campaign_id, candidate_key, step)
+         USING (campaign_id, candidate_key, step)`,
+      [sends.map((e) => e.campaignId), sends.map((e) => e.candidateKey), sends.map((e) => e.routeStep)],
+    );
+    return new Map(rows.map((r) => [routeKey(r.campaignId, r.candidateKey, r.step), r.conversationId]));
+  }
+
+  /** Moves step-filed sends of these plans' steps to the conversation that owns the step now. */
+  private async reroute(
+    client: PoolClient,
+    plans: ReadonlyArray<{ event: ProjectedEvent; step: string }>,
+  ): Promise<Array<{ from: string; to: string; campaignId: string; candidateKey: string }>> {
+    const { rows } = await client.query<{ from: string; to: string; campaignId: string; candidateKey: string }>(
+      `WITH moved AS (
+         SELECT e.event_id, e.conversation_id AS from_id, p.conversation_id AS to_id, p.campaign_id, p.candidate_key
+         FROM planned_steps p
+         JOIN conversation_events e
+           ON e.route_campaign_id = p.campaign_id AND e.route_candidate_key = p.candidate_key AND e.route_step = p.step
+         WHERE (p.campaign_id, p.candidate_key, p.step) IN (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]))
+           AND e.conversation_id <> p.conversation_id
+         FOR UPDATE OF e)
+       UPDATE conversation_events e SET conversation_id = moved.to_id FROM moved WHERE e.event_id = moved.event_id
+       RETURNING moved.from_id AS "from", moved.to_id AS "to", moved.campaign_id AS "campaignId", moved.candidate_key AS "candidateKey"`,
+      [plans.map((p) => p.event.campaignId), plans.map((p) => p.event.candidateKey), plans.map((p) => p.step)],
+    );
+    return rows;
   }
 
   /** Locks the conversations (in id order) and reads what their fold needs: stored events, graces, the database clock. */
@@ -233,26 +392,33 @@ export class ConversationsRepository {
     };
   }
 
-  /** Writes the folded states in one UPDATE (column by column) and enqueues the recoveries. */
+  /**
+   * Writes the folded states in one UPDATE (column by column) and enqueues the recoveries. A
+   * conversation left without events (its only send moved to the conversation that planned it) is
+   * removed, unless it was ever flagged (its flags and recovery stay on record).
+   */
   private async persist(
     client: PoolClient,
-    folded: ReadonlyArray<Refolded & { row: ConversationRow }>,
+    folded: ReadonlyArray<Refolded & { row: ConversationRow; empty: boolean }>,
     recovered: readonly ConversationRecovered[],
   ): Promise<void> {
     await client.query(
       `UPDATE conversations SET status = u.status, obligation_since = u.obligation_since,
               obligation_kind = u.obligation_kind, pending_step_id = u.pending_step_id, due_at = u.due_at,
+              awaiting_reply_since = u.awaiting_reply_since, closed_reason = u.closed_reason,
               last_event_at = u.last_event_at, last_event_type = u.last_event_type,
               obligation_deadline = u.obligation_deadline, overdue_deadline = u.overdue_deadline,
-              stall_deadline = u.stall_deadline,
+              reply_deadline = u.reply_deadline, stall_deadline = u.stall_deadline,
               stalled_reason = CASE WHEN u.healed THEN NULL ELSE conversations.stalled_reason END,
               stalled_since = CASE WHEN u.healed THEN NULL ELSE conversations.stalled_since END,
               flagged_at = CASE WHEN u.healed THEN NULL ELSE conversations.flagged_at END,
               updated_at = now()
        FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[], $5::text[], $6::timestamptz[],
-                   $7::timestamptz[], $8::text[], $9::timestamptz[], $10::timestamptz[], $11::timestamptz[], $12::bool[])
+                   $7::timestamptz[], $8::text[], $9::timestamptz[], $10::timestamptz[], $11::timestamptz[], $12::bool[],
+                   $13::timestamptz[], $14::text[], $15::timestamptz[])
          AS u(conversation_id, status, obligation_since, obligation_kind, pending_step_id, due_at, last_event_at,
-              last_event_type, obligation_deadline, overdue_deadline, stall_deadline, healed)
+              last_event_type, obligation_deadline, overdue_deadline, stall_deadline, healed,
+              awaiting_reply_since, closed_reason, reply_deadline)
        WHERE conversations.conversation_id = u.conversation_id`,
       [
         folded.map((c) => c.row.conversationId),
@@ -267,49 +433,101 @@ export class ConversationsRepository {
         folded.map((c) => date(c.deadlines.overdue)),
         folded.map((c) => date(c.stallDeadline)),
         folded.map((c) => c.healed),
+        folded.map((c) => date(c.state.awaitingReplySince)),
+        folded.map((c) => c.state.closedReason),
+        folded.map((c) => date(c.deadlines.reply)),
       ],
     );
+    const empty = folded.filter((c) => c.empty).map((c) => c.row.conversationId);
+    if (empty.length > 0) {
+      await client.query(`DELETE FROM conversations WHERE conversation_id = ANY($1::text[]) AND stall_count = 0`, [
+        empty,
+      ]);
+    }
     await enqueueEvents(
       client,
-      recovered.map((event) => ({ topic: this.livenessTopic, event })),
+      recovered.map((event) => ({ topic: this.topics.liveness, event })),
     );
   }
 
-  /** Flags every conversation whose stall deadline passed (database clock), each exactly once. */
-  async sweep(limit: number): Promise<ConversationStalled[]> {
+  /**
+   * Applies the verdict on every open conversation whose earliest deadline passed (database clock),
+   * each exactly once: a stall is flagged (ConversationStalled, on conversation.liveness.v1); a reply
+   * window that ended closes the conversation (ConversationClosed `sequence_completed`, a
+   * conversation event, which the projection folds when it comes back).
+   */
+  async sweep(limit: number): Promise<SweepResult> {
     return withTransaction(this.pool, async (client) => {
-      const { rows } = await client.query<ConversationRow>(
+      const { rows } = await client.query<
+        ConversationRow & { outcome: 'stall' | 'close'; verdictReason: string; verdictSince: Date; sweptAt: Date }
+      >(
         `WITH due AS (
-           SELECT conversation_id FROM conversations
-           WHERE status = 'open' AND stalled_reason IS NULL AND stall_deadline <= now()
-           ORDER BY stall_deadline LIMIT $1 FOR UPDATE SKIP LOCKED)
+           SELECT c.conversation_id, ${VERDICT.outcome} AS outcome, ${VERDICT.reason} AS reason, ${VERDICT.since} AS since
+           FROM conversations c
+           WHERE c.status = 'open' AND c.stalled_reason IS NULL AND c.stall_deadline <= now()
+           ORDER BY c.stall_deadline LIMIT $1 FOR UPDATE SKIP LOCKED)
          UPDATE conversations c SET
-           stalled_reason = ${SWEPT_REASON}, stalled_since = ${SWEPT_SINCE},
+           stalled_reason = CASE WHEN due.outcome = 'stall' THEN due.reason END,
+           stalled_since = CASE WHEN due.outcome = 'stall' THEN due.since END,
            -- Millisecond precision, so the API's keyset cursor (a JSON date) is exact.
-           flagged_at = date_trunc('milliseconds', now()), stall_count = c.stall_count + 1, updated_at = now()
+           flagged_at = CASE WHEN due.outcome = 'stall' THEN date_trunc('milliseconds', now()) END,
+           stall_count = c.stall_count + CASE WHEN due.outcome = 'stall' THEN 1 ELSE 0 END,
+           -- Closed now, so no sweep takes it again; the ConversationClosed it publishes is folded later.
+           status = CASE WHEN due.outcome = 'close' THEN 'closed' ELSE c.status END,
+           closed_reason = CASE WHEN due.outcome = 'close' THEN due.reason ELSE c.closed_reason END,
+           updated_at = now()
          FROM due WHERE c.conversation_id = due.conversation_id
-         RETURNING ${columns('c.')}`,
+         RETURNING ${columns('c.')}, due.outcome, due.reason AS "verdictReason", due.since AS "verdictSince",
+                   date_trunc('milliseconds', now()) AS "sweptAt"`,
         [limit],
       );
-      const events: OutgoingEvent[] = rows.map((row) => {
-        const event: ConversationStalled = {
-          type: 'ConversationStalled',
-          eventId: uuidV5('conversation-stalled', row.conversationId, String(row.stallCount)),
-          occurredAt: (row.flaggedAt as Date).getTime(),
-          producer: 'liveness',
-          correlationId: row.conversationId,
-          causationId: null,
-          conversationId: row.conversationId,
-          campaignId: row.campaignId,
-          candidateKey: row.candidateKey,
-          reason: row.stalledReason as StallReason,
-          since: (row.stalledSince as Date).getTime(),
-          detectedAt: (row.flaggedAt as Date).getTime(),
-        };
-        return { topic: this.livenessTopic, event };
-      });
+      const stalled: ConversationStalled[] = [];
+      const closed: ConversationClosed[] = [];
+      for (const row of rows) {
+        if (row.outcome === 'stall') {
+          stalled.push({
+            type: 'ConversationStalled',
+            eventId: uuidV5('conversation-stalled', row.conversationId, String(row.stallCount)),
+            occurredAt: row.sweptAt.getTime(),
+            producer: 'liveness',
+            correlationId: row.conversationId,
+            causationId: null,
+            conversationId: row.conversationId,
+            campaignId: row.campaignId,
+            candidateKey: row.candidateKey,
+            reason: row.verdictReason as StallReason,
+            since: row.verdictSince.getTime(),
+            detectedAt: row.sweptAt.getTime(),
+          });
+        } else {
+          // Named by the wait it ends: the same close decided again (after a re-fold reopened the row
+          // before this event came back) is the same event, which the outbox keeps once.
+          const eventId = uuidV5(
+            'conversation-closed',
+            row.conversationId,
+            row.verdictReason,
+            String(row.verdictSince.getTime()),
+          );
+          closed.push({
+            type: 'ConversationClosed',
+            eventId,
+            occurredAt: row.sweptAt.getTime(),
+            producer: 'liveness',
+            correlationId: canonicalCorrelationId(row.conversationId, eventId),
+            causationId: null,
+            conversationId: row.conversationId,
+            campaignId: row.campaignId,
+            candidateKey: row.candidateKey,
+            reason: row.verdictReason as CloseReason,
+          });
+        }
+      }
+      const events: OutgoingEvent[] = [
+        ...stalled.map((event) => ({ topic: this.topics.liveness, event })),
+        ...closed.map((event) => ({ topic: this.topics.conversationEvents, event })),
+      ];
       await enqueueEvents(client, events);
-      return events.map((e) => e.event as ConversationStalled);
+      return { stalled, closed };
     });
   }
 
@@ -334,13 +552,16 @@ export class ConversationsRepository {
       const inserted = await client.query(
         `INSERT INTO conversations (conversation_id, campaign_id, candidate_key, status, obligation_since, obligation_kind,
                                     pending_step_id, due_at, last_event_at, last_event_type, obligation_deadline,
-                                    overdue_deadline, stall_deadline)
+                                    overdue_deadline, stall_deadline, awaiting_reply_since, closed_reason, reply_deadline)
          SELECT $1 || ':seed-' || i, $1, 'seed-' || i, t.status, t.obligation_since, t.obligation_kind, t.pending_step_id,
-                t.due_at, t.last_event_at, t.last_event_type, t.obligation_deadline, t.overdue_deadline, t.stall_deadline
+                t.due_at, t.last_event_at, t.last_event_type, t.obligation_deadline, t.overdue_deadline, t.stall_deadline,
+                t.awaiting_reply_since, t.closed_reason, t.reply_deadline
          FROM unnest($2::int[], $3::int[], $4::text[], $5::timestamptz[], $6::text[], $7::text[], $8::timestamptz[],
-                     $9::timestamptz[], $10::text[], $11::timestamptz[], $12::timestamptz[], $13::timestamptz[])
+                     $9::timestamptz[], $10::text[], $11::timestamptz[], $12::timestamptz[], $13::timestamptz[],
+                     $14::timestamptz[], $15::text[], $16::timestamptz[])
                 AS t(first, last, status, obligation_since, obligation_kind, pending_step_id, due_at, last_event_at,
-                     last_event_type, obligation_deadline, overdue_deadline, stall_deadline),
+                     last_event_type, obligation_deadline, overdue_deadline, stall_deadline, awaiting_reply_since,
+                     closed_reason, reply_deadline),
               generate_series(t.first, t.last) AS i`,
         [
           campaignId,
@@ -356,6 +577,9 @@ export class ConversationsRepository {
           templates.map((t) => date(t.folded.deadlines.obligation)),
           templates.map((t) => date(t.folded.deadlines.overdue)),
           templates.map((t) => date(t.folded.stallDeadline)),
+          templates.map((t) => date(t.folded.state.awaitingReplySince)),
+          templates.map((t) => t.folded.state.closedReason),
+          templates.map((t) => date(t.folded.deadlines.reply)),
         ],
       );
       // The events are stored too, so a later event re-folds these conversations as it would real ones.
@@ -391,17 +615,22 @@ export class ConversationsRepository {
     return (rows[0] as { now: Date }).now.getTime();
   }
 
-  /** `campaignId` in its canonical form (canonicalCampaignId): the form conversations are stored under. */
-  async setGraces(campaignId: string, graces: Graces): Promise<number> {
+  /**
+   * `campaignId` in its canonical form (canonicalCampaignId): the form conversations are stored
+   * under. A null reply window stores none: the service's default applies, now and after it changes.
+   */
+  async setGraces(campaignId: string, graces: GraceSettings): Promise<number> {
+    const replyWindowMs = graces.replyWindowMs ?? this.defaults.replyWindowMs;
     return withTransaction(this.pool, async (client) => {
       await client.query(
-        `INSERT INTO campaign_graces (campaign_id, inbound_ms, outbound_ms, overdue_ms) VALUES ($1, $2, $3, $4)
-         ON CONFLICT (campaign_id) DO UPDATE SET inbound_ms = $2, outbound_ms = $3, overdue_ms = $4, updated_at = now()`,
-        [campaignId, graces.inboundMs, graces.outboundMs, graces.overdueMs],
+        `INSERT INTO campaign_graces (campaign_id, inbound_ms, outbound_ms, overdue_ms, reply_window_ms) VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (campaign_id) DO UPDATE
+           SET inbound_ms = $2, outbound_ms = $3, overdue_ms = $4, reply_window_ms = $5, updated_at = now()`,
+        [campaignId, graces.inboundMs, graces.outboundMs, graces.overdueMs, graces.replyWindowMs],
       );
       const updated = await client.query(
         `UPDATE conversations SET ${GRACE_DEADLINES}, updated_at = now() WHERE campaign_id = $1 AND status = 'open'`,
-        [campaignId, graces.inboundMs, graces.outboundMs, graces.overdueMs],
+        [campaignId, graces.inboundMs, graces.outboundMs, graces.overdueMs, replyWindowMs],
       );
       return updated.rowCount ?? 0;
     });
@@ -480,7 +709,8 @@ export class ConversationsRepository {
   async snapshot(): Promise<unknown[]> {
     const { rows } = await this.pool.query(
       `SELECT conversation_id, campaign_id, candidate_key, status, obligation_since, obligation_kind, pending_step_id, due_at,
-              last_event_at, last_event_type, obligation_deadline, overdue_deadline, stall_deadline
+              awaiting_reply_since, closed_reason, last_event_at, last_event_type, obligation_deadline, overdue_deadline,
+              reply_deadline, stall_deadline
        FROM conversations ORDER BY conversation_id`,
     );
     return rows;

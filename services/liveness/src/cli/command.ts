@@ -42,6 +42,13 @@ export function openRepository(command: string, config: Config): { pool: Pool; r
   });
   return {
     pool,
-    repository: new ConversationsRepository(pool, topicName('liveness', config.TOPIC_PREFIX), defaultGraces(config)),
+    repository: new ConversationsRepository(
+      pool,
+      {
+        liveness: topicName('liveness', config.TOPIC_PREFIX),
+        conversationEvents: topicName('conversationEvents', config.TOPIC_PREFIX),
+      },
+      defaultGraces(config),
+    ),
   };
 }

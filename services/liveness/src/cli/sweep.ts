@@ -2,7 +2,8 @@
  * Runs a sweep now (operators, load tests): the service's sweep over DATABASE_SCHEMA, `--repeat K`
  * times (default 1) in batches of `--limit` (default 1000), as the service's sweeper runs it. Each
  * flag is logged (stderr) and its ConversationStalled goes to the outbox, which the running
- * service's relay publishes. Prints one JSON line: {"flagged":<flagged by the first sweep>,"sweepsMs":[...]}
+ * service's relay publishes; so does the ConversationClosed of each conversation whose reply window
+ * ended. Prints one JSON line: {"flagged":<flagged by the first sweep>,"closed":<closed by it>,"sweepsMs":[...]}
  * (milliseconds per sweep, measured in this process). The schema must exist (the service migrates it).
  *
  *   DATABASE_URL=... [DATABASE_SCHEMA=liveness] [TOPIC_PREFIX=] node dist/cli/sweep.js [--repeat K] [--limit 1000]
@@ -24,14 +25,14 @@ const { pool, repository } = openRepository(COMMAND, config);
 const logger = createLogger({ name: COMMAND, level: config.LOG_LEVEL }, process.stderr);
 const sweeper = new Sweeper(repository, logger, createMetricsRegistry(COMMAND, false), config.SWEEP_INTERVAL_MS, limit);
 try {
-  const flagged: number[] = [];
+  const swept: Array<{ flagged: number; closed: number }> = [];
   const sweepsMs: number[] = [];
   for (let k = 0; k < repeat; k++) {
     const t = performance.now();
-    flagged.push(await sweeper.sweep());
+    swept.push(await sweeper.sweep());
     sweepsMs.push(Math.round((performance.now() - t) * 1000) / 1000);
   }
-  console.log(JSON.stringify({ flagged: flagged[0], sweepsMs }));
+  console.log(JSON.stringify({ flagged: swept[0]?.flagged, closed: swept[0]?.closed, sweepsMs }));
 } finally {
   await pool.end();
 }

@@ -10,7 +10,14 @@
  * - Executing that step (its StepCompleted, or a send of that step) clears the deadline.
  * - StepCancelled (the planner's, on a reply or a close) removes that step's deadline; an open
  *   conversation then owes a next step again.
- * - ConversationClosed ends all of it; a later event reopens the conversation (a cancellation does not).
+ * - SequencePlanned (the planner's, per request) names the steps it will send, in order. A step
+ *   that ends a plan and that no plan continues after is the last: once it is taken (sent, or
+ *   completed) with no other step pending, nothing more is owed and the conversation awaits the
+ *   candidate's reply until the reply window ends, when the sweep closes it (`sequence_completed`).
+ *   A reply before that is an inbound obligation like any other.
+ * - ConversationClosed ends all of it; a later event reopens the conversation (a cancellation or a
+ *   plan does not). The sweep's own `sequence_completed` close applies only while the reply is
+ *   still awaited: one that arrives after the conversation moved on (a reply, a new step) is stale.
  */
 
 export type ObligationKind = 'inbound' | 'outbound';
@@ -22,7 +29,13 @@ export type ConversationInput =
   | { readonly type: 'StepCompleted'; readonly stepId: string }
   | { readonly type: 'SendRecorded'; readonly step: string }
   | { readonly type: 'StepCancelled'; readonly stepId: string }
-  | { readonly type: 'ConversationClosed' };
+  /** `reason` is absent in events stored before it was kept: an unconditional close. */
+  | { readonly type: 'ConversationClosed'; readonly reason?: string | null }
+  | { readonly type: 'SequencePlanned'; readonly steps: readonly string[] };
+
+/** Why the sweep closes a conversation: its planned sequence was sent in full and no reply came. */
+export const SEQUENCE_COMPLETED = 'sequence_completed';
+export type CloseReason = typeof SEQUENCE_COMPLETED;
 
 export interface TimedInput {
   readonly eventId: string;
@@ -54,6 +67,16 @@ export interface ConversationState {
   readonly obligationKind: ObligationKind | null;
   readonly pendingStepId: string | null;
   readonly dueAt: number | null;
+  /**
+   * Since when the candidate's reply is awaited: the last planned step was taken and nothing more
+   * is owed. Null otherwise; never set together with an obligation or a pending step.
+   */
+  readonly awaitingReplySince: number | null;
+  /** Steps that end a plan, and steps some plan continues after (each sorted, distinct). */
+  readonly finalSteps: readonly string[];
+  readonly continuedSteps: readonly string[];
+  /** Why it was closed, if it is and a reason was given. */
+  readonly closedReason: string | null;
   readonly lastEventAt: number | null;
   readonly lastEventType: ConversationInput['type'] | null;
 }
@@ -64,14 +87,54 @@ export const initialState: ConversationState = {
   obligationKind: null,
   pendingStepId: null,
   dueAt: null,
+  awaitingReplySince: null,
+  finalSteps: [],
+  continuedSteps: [],
+  closedReason: null,
   lastEventAt: null,
   lastEventType: null,
 };
+
+const reopened = { status: 'open', closedReason: null } as const;
 
 function executes(state: ConversationState, stepId: string): Pick<ConversationState, 'pendingStepId' | 'dueAt'> {
   return state.pendingStepId === stepId
     ? { pendingStepId: null, dueAt: null }
     : { pendingStepId: state.pendingStepId, dueAt: state.dueAt };
+}
+
+/** Sorted and distinct, so a state does not depend on how often or in which order plans arrived. */
+function union(a: readonly string[], b: readonly string[]): readonly string[] {
+  return [...new Set([...a, ...b])].sort();
+}
+
+/** The last step of every plan that holds it: once it is taken, nothing more is planned. */
+export function isFinalStep(state: ConversationState, step: string): boolean {
+  return state.finalSteps.includes(step) && !state.continuedSteps.includes(step);
+}
+
+/**
+ * A step taken (sent or completed) at `at`: it executes the pending step if it is that one, and
+ * owes the next step, unless it was the last planned one and nothing else is pending: then the
+ * candidate's reply is awaited.
+ */
+function stepTaken(
+  state: ConversationState,
+  seen: Pick<ConversationState, 'lastEventAt' | 'lastEventType'>,
+  at: number,
+  step: string,
+): ConversationState {
+  const pending = executes(state, step);
+  const last = isFinalStep(state, step) && pending.pendingStepId === null;
+  return {
+    ...state,
+    ...seen,
+    ...pending,
+    ...reopened,
+    obligationSince: last ? null : at,
+    obligationKind: last ? null : 'outbound',
+    awaitingReplySince: last ? at : null,
+  };
 }
 
 export function evolve(state: ConversationState, { at, input }: TimedInput): ConversationState {
@@ -81,47 +144,37 @@ export function evolve(state: ConversationState, { at, input }: TimedInput): Con
       return {
         ...state,
         ...seen,
-        status: 'open',
+        ...reopened,
         obligationSince: state.obligationSince ?? at,
         obligationKind: state.obligationKind ?? 'outbound',
+        awaitingReplySince: null,
       };
     case 'MessageReceived':
       // A second unanswered message does not make the debt younger: the oldest one is still waiting.
+      // A reply to a finished sequence is owed an answer like any other message.
       return {
         ...state,
         ...seen,
-        status: 'open',
+        ...reopened,
         obligationSince:
           state.obligationKind === 'inbound' && state.obligationSince !== null ? state.obligationSince : at,
         obligationKind: 'inbound',
+        awaitingReplySince: null,
       };
     case 'StepCompleted':
-      return {
-        ...state,
-        ...seen,
-        ...executes(state, input.stepId),
-        status: 'open',
-        obligationSince: at,
-        obligationKind: 'outbound',
-      };
+      return stepTaken(state, seen, at, input.stepId);
     case 'SendRecorded':
-      return {
-        ...state,
-        ...seen,
-        ...executes(state, input.step),
-        status: 'open',
-        obligationSince: at,
-        obligationKind: 'outbound',
-      };
+      return stepTaken(state, seen, at, input.step);
     case 'NextStepScheduled':
       return {
         ...state,
         ...seen,
-        status: 'open',
+        ...reopened,
         obligationSince: null,
         obligationKind: null,
         pendingStepId: input.stepId,
         dueAt: input.dueAt,
+        awaitingReplySince: null,
       };
     case 'StepCancelled': {
       // A cancelled step is not a next step: unless the conversation is closed, one is owed again.
@@ -136,7 +189,27 @@ export function evolve(state: ConversationState, { at, input }: TimedInput): Con
       };
     }
     case 'ConversationClosed':
-      return { ...initialState, ...seen, status: 'closed' };
+      // The sweep's close of a sequence nobody answered, arriving after the conversation moved on.
+      if (input.reason === SEQUENCE_COMPLETED && state.awaitingReplySince === null) return state;
+      // What was planned stays known: a step sent after a reopening may still be the last.
+      return {
+        ...initialState,
+        ...seen,
+        status: 'closed',
+        closedReason: input.reason ?? null,
+        finalSteps: state.finalSteps,
+        continuedSteps: state.continuedSteps,
+      };
+    case 'SequencePlanned': {
+      // A plan owes nothing by itself: its steps do, once scheduled or sent.
+      const last = input.steps.at(-1);
+      return {
+        ...state,
+        ...seen,
+        finalSteps: last === undefined ? state.finalSteps : union(state.finalSteps, [last]),
+        continuedSteps: union(state.continuedSteps, input.steps.slice(0, -1)),
+      };
+    }
     default: {
       const exhaustive: never = input;
       throw new Error(`unknown conversation input ${JSON.stringify(exhaustive)}`);
@@ -153,45 +226,65 @@ export interface Graces {
   readonly inboundMs: number;
   readonly outboundMs: number;
   readonly overdueMs: number;
+  /** How long the candidate's reply is awaited after the last planned step before the conversation closes. */
+  readonly replyWindowMs: number;
 }
 
 export type StallReason = 'no_next_step' | 'next_step_overdue';
 
 export const obligationKinds: readonly ObligationKind[] = ['inbound', 'outbound'];
 
-/** A stall rule: a deadline at a state's time plus a grace; past it, the conversation is stalled. */
-export interface StallRule {
-  readonly reason: StallReason;
-  readonly deadline: 'obligation' | 'overdue';
-  /** The state's time the grace counts from (and the stall's `since`); no deadline while it is null. */
-  readonly anchor: 'obligationSince' | 'dueAt';
+interface RuleShape {
+  readonly deadline: 'obligation' | 'overdue' | 'reply';
+  /** The state's time the grace counts from (and the verdict's `since`); no deadline while it is null. */
+  readonly anchor: 'obligationSince' | 'dueAt' | 'awaitingReplySince';
   /** Which grace applies, by the obligation's kind. */
   readonly grace: (kind: ObligationKind | null) => keyof Graces;
 }
 
 /**
- * The stall rules, in priority order: an unmet obligation first (someone is waiting), then an
- * overdue step. The one definition: `deadlines` and `stallAt` read it, and the repository generates
- * the SQL of its sweep and of a grace change from it (adapters/stall-sql.ts), so the sweep cannot
- * drift from the fold (test/stall-rules.int.test.ts checks them against each other).
+ * A deadline rule: a deadline at a state's time plus a grace; past it, the conversation is stalled
+ * (flagged, and it stays open) or, for a sequence nobody answered, closed.
  */
-export const stallRules: readonly StallRule[] = [
+export type DeadlineRule = RuleShape &
+  (
+    | { readonly outcome: 'stall'; readonly reason: StallReason }
+    | { readonly outcome: 'close'; readonly reason: CloseReason }
+  );
+
+/**
+ * The deadline rules, in priority order: an unmet obligation first (someone is waiting), then an
+ * overdue step, then the end of the reply window (which never meets the other two: a conversation
+ * awaiting a reply owes nothing and has no step pending). The one definition: `deadlines` and
+ * `verdictAt` read it, and the repository generates the SQL of its sweep and of a grace change
+ * from it (adapters/stall-sql.ts), so the sweep cannot drift from the fold
+ * (test/stall-rules.int.test.ts checks them against each other).
+ */
+export const deadlineRules: readonly DeadlineRule[] = [
   {
+    outcome: 'stall',
     reason: 'no_next_step',
     deadline: 'obligation',
     anchor: 'obligationSince',
     grace: (kind) => (kind === 'inbound' ? 'inboundMs' : 'outboundMs'),
   },
-  { reason: 'next_step_overdue', deadline: 'overdue', anchor: 'dueAt', grace: () => 'overdueMs' },
+  { outcome: 'stall', reason: 'next_step_overdue', deadline: 'overdue', anchor: 'dueAt', grace: () => 'overdueMs' },
+  {
+    outcome: 'close',
+    reason: SEQUENCE_COMPLETED,
+    deadline: 'reply',
+    anchor: 'awaitingReplySince',
+    grace: () => 'replyWindowMs',
+  },
 ];
 
-export type Deadlines = Record<StallRule['deadline'], number | null>;
+export type Deadlines = Record<DeadlineRule['deadline'], number | null>;
 
-/** When each rule would flag the conversation (epoch ms), if nothing happens before. */
+/** When each rule would apply to the conversation (epoch ms), if nothing happens before. */
 export function deadlines(state: ConversationState, graces: Graces): Deadlines {
-  const due: Deadlines = { obligation: null, overdue: null };
+  const due: Deadlines = { obligation: null, overdue: null, reply: null };
   if (state.status === 'closed') return due;
-  for (const rule of stallRules) {
+  for (const rule of deadlineRules) {
     const anchor = state[rule.anchor];
     if (anchor !== null) due[rule.deadline] = anchor + graces[rule.grace(state.obligationKind)];
   }
@@ -201,25 +294,40 @@ export function deadlines(state: ConversationState, graces: Graces): Deadlines {
 /** The earliest deadline: when the sweep must look at the conversation next. */
 export function stallDeadline(due: Deadlines): number | null {
   return (
-    stallRules
+    deadlineRules
       .map((rule) => due[rule.deadline])
       .filter((d): d is number => d !== null)
       .sort((a, b) => a - b)[0] ?? null
   );
 }
 
-/** The stall at `now`, if any: the first rule in priority order whose deadline has passed. */
+/** What the sweep does with a conversation at `now`: flag a stall, or close it. */
+export type Verdict =
+  | { readonly outcome: 'stall'; readonly reason: StallReason; readonly since: number }
+  | { readonly outcome: 'close'; readonly reason: CloseReason; readonly since: number };
+
+/** The verdict at `now`, if any: the first rule in priority order whose deadline has passed. */
+export function verdictAt(state: ConversationState, graces: Graces, now: number): Verdict | null {
+  const due = deadlines(state, graces);
+  for (const rule of deadlineRules) {
+    const deadline = due[rule.deadline];
+    if (deadline === null || now < deadline) continue;
+    const since = state[rule.anchor] as number;
+    return rule.outcome === 'stall'
+      ? { outcome: 'stall', reason: rule.reason, since }
+      : { outcome: 'close', reason: rule.reason, since };
+  }
+  return null;
+}
+
+/** The stall at `now`, if any (a conversation due to close is not stalled). */
 export function stallAt(
   state: ConversationState,
   graces: Graces,
   now: number,
 ): { reason: StallReason; since: number } | null {
-  const due = deadlines(state, graces);
-  for (const rule of stallRules) {
-    const deadline = due[rule.deadline];
-    if (deadline !== null && now >= deadline) return { reason: rule.reason, since: state[rule.anchor] as number };
-  }
-  return null;
+  const verdict = verdictAt(state, graces, now);
+  return verdict?.outcome === 'stall' ? { reason: verdict.reason, since: verdict.since } : null;
 }
 
 /** A conversation re-folded from its stored events: what the projection persists. */

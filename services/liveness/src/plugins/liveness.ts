@@ -26,6 +26,7 @@ export function defaultGraces(config: Config) {
     inboundMs: config.GRACE_INBOUND_MS,
     outboundMs: config.GRACE_OUTBOUND_MS,
     overdueMs: config.GRACE_OVERDUE_MS,
+    replyWindowMs: config.REPLY_WINDOW_MS,
   };
 }
 
@@ -34,7 +35,10 @@ export default fp(
   async (app: FastifyInstance, { config }: { config: Config }) => {
     const repository = new ConversationsRepository(
       app.pg,
-      topicName('liveness', config.TOPIC_PREFIX),
+      {
+        liveness: topicName('liveness', config.TOPIC_PREFIX),
+        conversationEvents: topicName('conversationEvents', config.TOPIC_PREFIX),
+      },
       defaultGraces(config),
     );
     const sweeper = new Sweeper(

@@ -1,6 +1,8 @@
 import {
   canonicalCampaignId,
+  canonicalConversationId,
   canonicalCorrelationId,
+  canonicalStep,
   holdsAtSign,
   type ConsumedEvent,
   type EventBatchHandler,
@@ -16,9 +18,15 @@ export function defaultConversationId(campaignId: string, candidateKey: string):
 
 /**
  * Maps consumed events to projection inputs; event time is the record's broker append time.
- * Campaign ids get their canonical form (agents write conversation events too, and a campaign's
- * graces are stored under the canonical id); a correlation id that is no plain token is replaced,
- * as at every ingress, since it travels on to conversation.liveness.v1.
+ * Campaign ids, conversation ids and steps get their canonical forms (agents write conversation
+ * events too, a campaign's graces are stored under the canonical id, and the planner files a given
+ * conversation id in its canonical form); a correlation id that is no plain token is replaced, as
+ * at every ingress, since it travels on to conversation.liveness.v1.
+ *
+ * A send belongs to the conversation it names (SendRecorded carries the SendRequested's
+ * conversationId). One that names none (written before the field, or by a sender that does not
+ * copy it yet) is filed by its step: under the conversation whose SequencePlanned lists
+ * (campaign, candidate, step), else the default one (the repository decides, see its header).
  */
 export function toProjected(consumed: ConsumedEvent): ProjectedEvent | undefined {
   const { event } = consumed;
@@ -33,7 +41,7 @@ export function toProjected(consumed: ConsumedEvent): ProjectedEvent | undefined
     input: ProjectedEvent['input'],
   ) => ({
     ...base,
-    conversationId: e.conversationId,
+    conversationId: canonicalConversationId(e.conversationId),
     campaignId: canonicalCampaignId(e.campaignId),
     candidateKey: e.candidateKey,
     input,
@@ -41,24 +49,33 @@ export function toProjected(consumed: ConsumedEvent): ProjectedEvent | undefined
   switch (event.type) {
     case 'ConversationStarted':
     case 'MessageReceived':
-    case 'ConversationClosed':
       return inConversation(event, { type: event.type });
+    case 'ConversationClosed':
+      return inConversation(event, { type: 'ConversationClosed', reason: event.reason });
+    case 'SequencePlanned':
+      return inConversation(event, { type: 'SequencePlanned', steps: event.steps.map(canonicalStep) });
     case 'NextStepScheduled':
       return inConversation(event, { type: 'NextStepScheduled', stepId: event.stepId, dueAt: event.dueAt });
     case 'StepCancelled':
       return inConversation(event, { type: 'StepCancelled', stepId: event.stepId });
     case 'StepCompleted':
       return inConversation(event, { type: 'StepCompleted', stepId: event.stepId });
-    case 'SendRecorded':
+    case 'SendRecorded': {
       // Only a send that went out is a step taken; held, suppressed or failed sends are not.
       if (event.outcome !== 'sent') return undefined;
-      return {
+      const campaignId = canonicalCampaignId(event.campaignId);
+      const step = canonicalStep(event.step);
+      const send = {
         ...base,
-        conversationId: defaultConversationId(canonicalCampaignId(event.campaignId), event.candidateKey),
-        campaignId: canonicalCampaignId(event.campaignId),
+        campaignId,
         candidateKey: event.candidateKey,
-        input: { type: 'SendRecorded', step: event.step },
-      };
+        input: { type: 'SendRecorded', step },
+      } as const;
+      const named = event.conversationId === null ? '' : canonicalConversationId(event.conversationId);
+      return named === ''
+        ? { ...send, conversationId: defaultConversationId(campaignId, event.candidateKey), routeStep: step }
+        : { ...send, conversationId: named };
+    }
     default:
       return undefined;
   }
@@ -70,7 +87,11 @@ export function toProjected(consumed: ConsumedEvent): ProjectedEvent | undefined
  * writes one (schemas/README.md, "Keys"), an agent might. The reason names the field only.
  */
 export function projectionProblem(event: ProjectedEvent): string | undefined {
-  const fields = (['conversationId', 'campaignId', 'candidateKey'] as const).filter((f) => holdsAtSign(event[f]));
+  const fields: string[] = (['conversationId', 'campaignId', 'candidateKey'] as const).filter((f) =>
+    holdsAtSign(event[f]),
+  );
+  // A plan's steps are served on the API's timeline, which is free of addresses too.
+  if (event.input.type === 'SequencePlanned' && event.input.steps.some(holdsAtSign)) fields.push('steps');
   return fields.length > 0
     ? `${fields.join(', ')} must not contain an at-sign (conversation topics are free of addresses)`
     : undefined;

@@ -24,7 +24,8 @@ export async function rebuildConversations(options: {
     async (pool, schema) => {
       // The same per-campaign graces as live, so the deadlines compare.
       await pool.query(`INSERT INTO campaign_graces SELECT * FROM ${quoteIdent(liveSchema)}.campaign_graces`);
-      const repository = new ConversationsRepository(pool, 'unused.rebuild', options.defaults);
+      const unused = { liveness: 'unused.rebuild', conversationEvents: 'unused.rebuild' };
+      const repository = new ConversationsRepository(pool, unused, options.defaults);
       const { messages } = await replayFromBeginning({
         kafka: options.kafka,
         topics: options.topics,
@@ -32,7 +33,7 @@ export async function rebuildConversations(options: {
         handler: projectorHandler(repository, options.logger),
         logger: options.logger,
       });
-      const live = await new ConversationsRepository(options.livePool, 'unused', options.defaults).snapshot();
+      const live = await new ConversationsRepository(options.livePool, unused, options.defaults).snapshot();
       const rebuilt = await repository.snapshot();
       const differences =
         Math.abs(live.length - rebuilt.length) +

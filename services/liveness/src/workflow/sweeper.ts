@@ -2,14 +2,16 @@ import { Counter, metric, PeriodicTask, type Logger, type Registry } from '@outr
 import type { ConversationsRepository } from '../adapters/conversations-repository.js';
 
 /**
- * Flags stalled conversations on the database's clock, every interval, on every instance; the
- * repository's SKIP LOCKED + guard makes each flag happen once. One log line per flag, for alerts.
+ * Flags stalled conversations, and closes those whose reply window ended, on the database's clock,
+ * every interval, on every instance; the repository's SKIP LOCKED + guard makes each happen once.
+ * One log line per flag, for alerts, and one per close.
  */
 export class Sweeper {
   /** Its periodic sweep (whose liveness the plugin watches). */
   readonly loop: PeriodicTask;
   private readonly sweeps: Counter;
   private readonly flags: Counter;
+  private readonly closes: Counter;
 
   constructor(
     private readonly repository: ConversationsRepository,
@@ -35,6 +37,17 @@ export class Sweeper {
           registers: [registry],
         }),
     );
+    this.closes = metric(
+      registry,
+      'liveness_closes_total',
+      () =>
+        new Counter({
+          name: 'liveness_closes_total',
+          help: 'Conversations closed by the sweep, by reason (sequence_completed: the sequence got no reply in its window)',
+          labelNames: ['reason'],
+          registers: [registry],
+        }),
+    );
   }
 
   start(): void {
@@ -45,10 +58,19 @@ export class Sweeper {
     return this.loop.stop();
   }
 
-  async sweep(): Promise<number> {
+  /** Sweeps until a batch comes back short; returns how many conversations it flagged and closed. */
+  async sweep(): Promise<{ flagged: number; closed: number }> {
     let flagged = 0;
+    let closed = 0;
     for (;;) {
-      const stalled = await this.repository.sweep(this.batchSize);
+      const { stalled, closed: ended } = await this.repository.sweep(this.batchSize);
+      for (const event of ended) {
+        this.closes.inc({ reason: event.reason as string });
+        this.logger.info(
+          { closed: event.reason, conversationId: event.conversationId, campaignId: event.campaignId },
+          'conversation closed: its sequence ended without a reply',
+        );
+      }
       for (const event of stalled) {
         this.flags.inc({ reason: event.reason });
         this.logger.warn(
@@ -63,9 +85,10 @@ export class Sweeper {
         );
       }
       flagged += stalled.length;
-      if (stalled.length < this.batchSize) break;
+      closed += ended.length;
+      if (stalled.length + ended.length < this.batchSize) break;
     }
     this.sweeps.inc();
-    return flagged;
+    return { flagged, closed };
   }
 }

@@ -7,8 +7,20 @@
  */
 import { enqueueEvents, type Queryable } from '@outreach/shared';
 import type { Pool } from 'pg';
-import type { AdvancedSequence, Scheduling, Sequence } from '../domain/plan.js';
-import type { PlannedSend, StepEvent } from '../domain/step.js';
+import type { AdvancedSequence, PlannerEvent, Scheduling, Sequence } from '../domain/plan.js';
+import type { PlannedSend, StepEvent, StoredStep } from '../domain/step.js';
+
+/** A step's identity: its row's key. */
+export interface StepRef {
+  readonly campaignId: string;
+  readonly candidateKey: string;
+  readonly step: string;
+}
+
+/** The key `storedSteps` files a step under. */
+export function stepRefKey(ref: StepRef): string {
+  return `${ref.campaignId}\u0000${ref.candidateKey}\u0000${ref.step}`;
+}
 
 export class PlannerRepository {
   constructor(
@@ -24,8 +36,45 @@ export class PlannerRepository {
     return ((await client.query<{ now: Date }>('SELECT now() AS now')).rows[0] as { now: Date }).now.getTime();
   }
 
+  /**
+   * The stored steps among `refs` (absent: no row), by stepRefKey, each with the request that last
+   * scheduled it. With `lock`, in the caller's transaction, the rows stay as read until it ends:
+   * the scheduler skips locked rows, so a step cannot be emitted between this read and a write.
+   */
+  async storedSteps(
+    client: Queryable,
+    refs: readonly StepRef[],
+    options: { lock: boolean },
+  ): Promise<Map<string, StoredStep>> {
+    if (refs.length === 0) return new Map();
+    const { rows } = await client.query<StepRef & { status: string; dueAt: Date; requestId: string | null }>(
+      `SELECT s.campaign_id AS "campaignId", s.candidate_key AS "candidateKey", s.step, s.status, s.due_at AS "dueAt",
+              s.send ->> 'requestId' AS "requestId"
+       FROM scheduled_steps s
+       JOIN unnest($1::text[], $2::text[], $3::text[]) AS r(campaign_id, candidate_key, step)
+         USING (campaign_id, candidate_key, step)
+       ORDER BY s.campaign_id, s.candidate_key, s.step
+       ${options.lock ? 'FOR UPDATE OF s' : ''}`,
+      [refs.map((r) => r.campaignId), refs.map((r) => r.candidateKey), refs.map((r) => r.step)],
+    );
+    const stored = new Map<string, StoredStep>();
+    for (const row of rows) {
+      const state =
+        row.status === 'scheduled'
+          ? ({ status: 'scheduled', dueAt: row.dueAt.getTime() } as const)
+          : ({ status: row.status as 'emitted' | 'cancelled' } as const);
+      stored.set(stepRefKey(row), { state, requestId: row.requestId });
+    }
+    return stored;
+  }
+
+  /** The stored steps among `refs` as they are now, outside any transaction (the HTTP ingress's check). */
+  async currentSteps(refs: readonly StepRef[]): Promise<Map<string, StoredStep>> {
+    return this.storedSteps(this.pool, refs, { lock: false });
+  }
+
   /** Enqueues events, each to its topic (idempotent: event ids derive from what they mean). */
-  async enqueue(client: Queryable, events: readonly StepEvent[]): Promise<void> {
+  async enqueue(client: Queryable, events: readonly PlannerEvent[]): Promise<void> {
     await enqueueEvents(
       client,
       events.map((event) => ({

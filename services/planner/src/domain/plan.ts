@@ -3,9 +3,12 @@
  * and the rows to keep, decided here; the repository stores and enqueues them as they are. Pure:
  * the sticky variant and the database clock (`now`, read once per transaction) come in as values.
  */
-import { sendIdFor, type NextStepScheduled, type SendRequested } from '@outreach/shared';
+import { sendIdFor, uuidV5, type NextStepScheduled, type SendRequested, type SequencePlanned } from '@outreach/shared';
 import { chooseContent, type Content, type PlannedRequest, type VariantDecision } from './request.js';
-import { nextStepScheduled, sendRequested, type PlannedSend } from './step.js';
+import { nextStepScheduled, sendRequested, type PlannedSend, type StepEvent } from './step.js';
+
+/** Every event the planner publishes. */
+export type PlannerEvent = StepEvent | SequencePlanned;
 
 export interface StoredFollowUp {
   readonly step: string;
@@ -37,11 +40,36 @@ export interface AdvancedSequence {
   readonly nextIndex: number;
 }
 
-/** What one request leads to: a send now or a scheduled step, and the sequence of its follow-ups. */
+/**
+ * What one request leads to: a send now or a scheduled step, the sequence of its follow-ups, and
+ * the SequencePlanned that tells the conversation's watchers which steps are coming and which is last.
+ */
 export interface Plan {
   readonly send: SendRequested | null;
   readonly schedule: Scheduling | null;
   readonly sequence: Sequence | null;
+  readonly planned: SequencePlanned;
+}
+
+/**
+ * The steps a request plans, in order: its step, then its follow-ups. Once the last is sent the
+ * conversation owes the candidate nothing more and awaits a reply (the liveness service closes it
+ * when none comes); a send of any of them that does not name its conversation belongs to this one.
+ * Named by the conversation and the request: a redelivery or an HTTP retry is the same event.
+ */
+export function sequencePlanned(request: PlannedRequest, now: number): SequencePlanned {
+  return {
+    type: 'SequencePlanned',
+    eventId: uuidV5('sequence-planned', request.conversationId, request.requestId, request.sendId),
+    occurredAt: now,
+    producer: 'planner',
+    correlationId: request.correlationId,
+    causationId: request.requestEventId,
+    conversationId: request.conversationId,
+    campaignId: request.campaignId,
+    candidateKey: request.candidateKey,
+    steps: [request.step, ...request.followUps.map((followUp) => followUp.step)],
+  };
 }
 
 export function plannedSend(
@@ -88,7 +116,8 @@ export function schedule(send: PlannedSend, dueAt: number, now: number): Schedul
 /**
  * Chooses the content of the head step and of every follow-up for the candidate's variant decision,
  * then plans the head: a SendRequested when due (no `sendAt`, or one not after `now`), else a
- * scheduled step. Refused, with a reason, when a step has no content for the decision.
+ * scheduled step. Refused, with a reason, when a step has no content for the decision. The caller
+ * asks only for a step that is still open (step.ts `arrivalOf`).
  */
 export function decide(
   request: PlannedRequest,
@@ -117,6 +146,7 @@ export function decide(
       send: later === null ? sendRequested(send, null, now) : null,
       schedule: later === null ? null : schedule(send, later, now),
       sequence: followUps.length > 0 ? { head: send, followUps } : null,
+      planned: sequencePlanned(request, now),
     },
   };
 }

@@ -73,9 +73,22 @@ describe('decide (a request)', () => {
           variant: null,
           subject: 'Hi',
           scheduledFor: null,
+          conversationId: 'camp:Ada',
         }),
         schedule: null,
         sequence: null,
+        planned: {
+          type: 'SequencePlanned',
+          eventId: uuidV5('sequence-planned', 'camp:Ada', 'r1', sendIdFor('camp', 'Ada', 'intro')),
+          occurredAt: NOW,
+          producer: 'planner',
+          correlationId: 'corr',
+          causationId: '0b7f9a52-4a67-4e35-8b0c-1d7a3f1e9c11',
+          conversationId: 'camp:Ada',
+          campaignId: 'camp',
+          candidateKey: 'Ada',
+          steps: ['intro'],
+        },
       },
     });
   });
@@ -112,6 +125,7 @@ describe('decide (a request)', () => {
           },
         },
         sequence: null,
+        planned: expect.objectContaining({ type: 'SequencePlanned', steps: ['intro'] }),
       },
     });
   });
@@ -148,6 +162,28 @@ describe('decide (a request)', () => {
       { enrolled: false, reason: 'exclusion group' },
     ).whenDecidedAt(NOW);
     expect(result.ok && result.plan.send).toMatchObject({ variant: null, experimentId: null, subject: 'd' });
+  });
+
+  it('given follow-ups and a conversation id, then the plan lists every step in order under that conversation, and the send carries it', () => {
+    const result = given({
+      conversationId: ' Thread-7\u200b',
+      followUps: [followUp('Nudge', 60_000), followUp('last', 120_000)],
+    }).whenDecidedAt(NOW);
+    expect(result.ok && result.plan.planned).toMatchObject({
+      conversationId: 'Thread-7',
+      steps: ['intro', 'nudge', 'last'],
+    });
+    expect(result.ok && result.plan.send?.conversationId).toBe('Thread-7');
+    expect(result.ok && result.plan.sequence?.head.conversationId).toBe('Thread-7');
+  });
+
+  it('names the plan by its conversation and request: a redelivery or a retry plans the same event, another request another one', () => {
+    const plan = (fields: Partial<OutreachRequested>) => {
+      const result = given(fields).whenDecidedAt(NOW);
+      return result.ok ? result.plan.planned.eventId : undefined;
+    };
+    expect(plan({ eventId: '1b7f9a52-4a67-4e35-8b0c-1d7a3f1e9c11' })).toBe(plan({}));
+    expect(plan({ requestId: 'r2' })).not.toBe(plan({}));
   });
 
   it('given no content for the assigned variant, then refused with a reason', () => {

@@ -89,7 +89,7 @@ export function validateRequest(event: Omit<OutreachRequested, 'type'>, hashKey:
   });
   if (problems.length > 0 || !keys.ok)
     return { ok: false, reason: `invalid OutreachRequested: ${problems.join('; ')}` };
-  const { campaignId, candidateKey, step, email, emailNorm, sendId, correlationId } = keys.keys;
+  const { campaignId, candidateKey, step, email, emailNorm, sendId, correlationId, conversationId } = keys.keys;
   return {
     ok: true,
     request: {
@@ -99,7 +99,8 @@ export function validateRequest(event: Omit<OutreachRequested, 'type'>, hashKey:
       campaignId,
       candidateId: event.candidateId,
       candidateKey,
-      conversationId: event.conversationId ?? `${campaignId}:${candidateKey}`,
+      // Given ids in their canonical form (canonicalConversationId), so every event of the conversation carries one spelling.
+      conversationId: conversationId ?? `${campaignId}:${candidateKey}`,
       email,
       emailNorm,
       step,

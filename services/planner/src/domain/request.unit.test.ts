@@ -43,6 +43,13 @@ describe('validateRequest', () => {
     });
   });
 
+  it('files a given conversation id in its canonical form, case kept, and derives one otherwise', () => {
+    const given = validateRequest(request({ conversationId: ' Thread-\uff17\u200b ' }));
+    expect(given.ok && given.request.conversationId).toBe('Thread-7');
+    const invisible = validateRequest(request({ conversationId: '\u200b\ufeff' }));
+    expect(invisible).toMatchObject({ ok: false, reason: expect.stringMatching(/conversationId is empty/) });
+  });
+
   it('collapses spellings of campaign, step, candidate and address to the same keys', () => {
     const plain = validateRequest(
       request({ campaignId: 'camp-1', candidateId: 'Jos\u00e9', email: 'jose@example.com' }),

@@ -63,6 +63,40 @@ export type StepCommand =
 
 export const initialStep: StepState = { status: 'none' };
 
+/** A step as stored: its state, and the request that last scheduled it (null while it has no row). */
+export interface StoredStep {
+  readonly state: StepState;
+  readonly requestId: string | null;
+}
+
+export const unstoredStep: StoredStep = { state: initialStep, requestId: null };
+
+/**
+ * What a request for a step meets. A step still open (no row yet, or scheduled) is planned: sent
+ * now, scheduled, or rescheduled. A step already emitted or cancelled stays as it is, and the
+ * request plans nothing: the same request again (a redelivery, an HTTP retry: the same requestId)
+ * is `repeated`, quietly; any other request for it is `rerequested`, which the caller answers,
+ * counts and logs, never drops in silence (seed 003's silent drop, one level up).
+ */
+export type Arrival =
+  { readonly kind: 'open' } | { readonly kind: 'repeated' | 'rerequested'; readonly state: 'emitted' | 'cancelled' };
+
+export function arrivalOf(stored: StoredStep, requestId: string): Arrival {
+  const { state } = stored;
+  switch (state.status) {
+    case 'none':
+    case 'scheduled':
+      return { kind: 'open' };
+    case 'emitted':
+    case 'cancelled':
+      return { kind: stored.requestId === requestId ? 'repeated' : 'rerequested', state: state.status };
+    default: {
+      const exhaustive: never = state;
+      throw new Error(`unknown step state ${JSON.stringify(exhaustive)}`);
+    }
+  }
+}
+
 /** SendRequested: `scheduledFor` is the due time of a scheduled step, null for a send due at once. */
 export function sendRequested(send: PlannedSend, scheduledFor: number | null, now: number): SendRequested {
   return {
@@ -86,6 +120,8 @@ export function sendRequested(send: PlannedSend, scheduledFor: number | null, no
     subject: send.subject,
     body: send.body,
     scheduledFor,
+    // The sender copies it to its SendRecorded, so the send is filed under this conversation.
+    conversationId: send.conversationId,
   };
 }
 

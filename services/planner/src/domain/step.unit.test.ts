@@ -3,6 +3,7 @@ import { sendIdFor, uuidV5, type StepCancelled } from '@outreach/shared';
 import { deciderSpec } from '@outreach/shared/testing';
 import { describe, expect, it } from 'vitest';
 import {
+  arrivalOf,
   decideStep,
   evolveStep,
   initialStep,
@@ -88,6 +89,7 @@ describe('a scheduled step', () => {
           subject: 'Hello',
           body: 'Would you like to talk?',
           scheduledFor: 1_000,
+          conversationId: 'camp:Ada',
         },
       ]);
     given([scheduled(1_000)])
@@ -140,6 +142,41 @@ describe('a scheduled step', () => {
     expect(cancelled(900).eventId).toBe(cancelled(700).eventId);
     expect(scheduled(1_000, 20).eventId).toBe(scheduled(1_000, 10).eventId);
     expect(scheduled(2_000, 10).eventId).not.toBe(scheduled(1_000, 10).eventId);
+  });
+});
+
+describe('a request for a step (arrivalOf)', () => {
+  const stored = (events: StepEvent[], requestId: string | null = 'r1') => ({
+    state: given(events).state,
+    requestId,
+  });
+
+  it('given no row or a scheduled one, then the step is open: sent, scheduled or rescheduled', () => {
+    expect(arrivalOf({ state: initialStep, requestId: null }, 'r9')).toEqual({ kind: 'open' });
+    expect(arrivalOf(stored([scheduled(1_000)]), 'r9')).toEqual({ kind: 'open' });
+    expect(arrivalOf(stored([scheduled(1_000)]), 'r1')).toEqual({ kind: 'open' });
+  });
+
+  it('given a step already emitted or cancelled, when another request asks for it, then a re-request with its state', () => {
+    expect(arrivalOf(stored([scheduled(1_000), emitted(1_000, 1_000)]), 'r2')).toEqual({
+      kind: 'rerequested',
+      state: 'emitted',
+    });
+    expect(arrivalOf(stored([scheduled(1_000), cancelled(500)]), 'r2')).toEqual({
+      kind: 'rerequested',
+      state: 'cancelled',
+    });
+  });
+
+  it('given a step already emitted or cancelled, when the request that scheduled it comes again, then a quiet repeat', () => {
+    expect(arrivalOf(stored([scheduled(1_000), emitted(1_000, 1_000)]), 'r1')).toEqual({
+      kind: 'repeated',
+      state: 'emitted',
+    });
+    expect(arrivalOf(stored([scheduled(1_000), cancelled(500)]), 'r1')).toEqual({
+      kind: 'repeated',
+      state: 'cancelled',
+    });
   });
 });
 

@@ -16,6 +16,7 @@ import { PlannerRepository } from '../adapters/planner-repository.js';
 import type { Config } from '../config.js';
 import { conversationHandler } from '../workflow/conversations.js';
 import { ingressHandler } from '../workflow/ingress.js';
+import { Rerequests } from '../workflow/rerequests.js';
 import { emitDue } from '../workflow/scheduler.js';
 
 declare module 'fastify' {
@@ -25,6 +26,8 @@ declare module 'fastify' {
     readonly plannerConfig: Config;
     /** The key emailHash is made with (read once, at start): it keys candidates whose id is an address. */
     readonly emailHashKey: EmailHashKey;
+    /** Counts and logs requests for steps already emitted or cancelled (every ingress). */
+    readonly rerequests: Rerequests;
   }
 }
 
@@ -49,6 +52,8 @@ export default fp(
     app.decorate('experimentClient', experiments);
     app.decorate('plannerConfig', config);
     app.decorate('emailHashKey', emailHashKey);
+    const rerequests = new Rerequests(app.metrics, log('rerequests'));
+    app.decorate('rerequests', rerequests);
 
     registerConsumer(app, {
       partitionsConsumedConcurrently: config.CONSUMER_PARTITION_CONCURRENCY,
@@ -58,14 +63,21 @@ export default fp(
       // An unavailable experiment service is waited out, backing off up to 30 s between attempts,
       // until the retry cap (CONSUMER_RETRY_MAX_ATTEMPTS / _MS) sends the requests to the DLQ.
       retry: { initialMs: 250, maxMs: 30_000, ...retryCap(config) },
-      handler: ingressHandler({ pool: app.pg, repository, experiments, logger: log('ingress'), hashKey: emailHashKey }),
+      handler: ingressHandler({
+        pool: app.pg,
+        repository,
+        experiments,
+        logger: log('ingress'),
+        hashKey: emailHashKey,
+        rerequests,
+      }),
     });
     registerConsumer(app, {
       partitionsConsumedConcurrently: config.CONSUMER_PARTITION_CONCURRENCY,
       groupId: `${config.CONSUMER_GROUP}-conversations`,
       topics: [topicName('conversationEvents', config.TOPIC_PREFIX), topicName('sendRecorded', config.TOPIC_PREFIX)],
       retry: retryCap(config),
-      handler: conversationHandler({ pool: app.pg, repository, logger: log('conversations') }),
+      handler: conversationHandler({ pool: app.pg, repository, logger: log('conversations'), rerequests }),
     });
     registerPeriodicTask(
       app,

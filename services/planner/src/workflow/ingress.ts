@@ -1,7 +1,9 @@
 /**
  * From OutreachRequested to SendRequested (now) or a scheduled step (later): validate, resolve the
  * sticky variant (batched per experiment), then, in one transaction with the planner's outbox and on
- * its database clock, decide each request (domain/plan.ts) and store what was decided.
+ * its database clock, read (and lock) the steps asked for, decide each request (domain/step.ts
+ * `arrivalOf`, domain/plan.ts `decide`) and store what was decided. A request for a step already
+ * emitted or cancelled plans nothing: a repeat of the same request quietly, any other is reported.
  */
 import {
   withTransaction,
@@ -14,9 +16,11 @@ import {
 } from '@outreach/shared';
 import type { Pool } from 'pg';
 import type { ExperimentClient } from '../adapters/experiment-client.js';
-import type { PlannerRepository } from '../adapters/planner-repository.js';
+import { stepRefKey, type PlannerRepository } from '../adapters/planner-repository.js';
 import { decide, type Plan } from '../domain/plan.js';
 import { UNKNOWN_EXPERIMENT, validateRequest, type PlannedRequest, type VariantDecision } from '../domain/request.js';
+import { arrivalOf, unstoredStep } from '../domain/step.js';
+import type { Rerequest, Rerequests } from './rerequests.js';
 
 export function ingressHandler(deps: {
   pool: Pool;
@@ -24,6 +28,7 @@ export function ingressHandler(deps: {
   experiments: ExperimentClient;
   logger: Logger;
   hashKey: EmailHashKey;
+  rerequests: Rerequests;
 }): EventBatchHandler {
   return async (events: readonly ConsumedEvent[]) => {
     const rejected: Rejection[] = [];
@@ -64,10 +69,24 @@ export function ingressHandler(deps: {
       }
     }
 
+    const rerequests: Rerequest[] = [];
     await withTransaction(deps.pool, async (client) => {
       const now = await deps.repository.now(client);
+      const stored = await deps.repository.storedSteps(
+        client,
+        valid.map(({ request }) => request),
+        { lock: true },
+      );
       const plans: Plan[] = [];
       for (const { offset, request } of valid) {
+        const arrival = arrivalOf(stored.get(stepRefKey(request)) ?? unstoredStep, request.requestId);
+        if (arrival.kind !== 'open') {
+          if (arrival.kind === 'rerequested') {
+            const { campaignId, step, requestId } = request;
+            rerequests.push({ state: arrival.state, ingress: 'kafka', campaignId, step, requestId });
+          }
+          continue;
+        }
         const decision = request.experimentId
           ? decisions.get(`${request.experimentId}\u0000${request.candidateKey}`)
           : null;
@@ -79,6 +98,11 @@ export function ingressHandler(deps: {
         if (result.ok) plans.push(result.plan);
         else rejected.push({ offset, reason: `invalid OutreachRequested: ${result.reason}` });
       }
+      // The plan first: watchers learn which steps are coming before any of them is scheduled or sent.
+      await deps.repository.enqueue(
+        client,
+        plans.map((plan) => plan.planned),
+      );
       await deps.repository.schedule(
         client,
         plans.flatMap((plan) => plan.schedule ?? []),
@@ -92,6 +116,8 @@ export function ingressHandler(deps: {
         plans.flatMap((plan) => plan.send ?? []),
       );
     });
+    // After the commit: a retried chunk reports once, the time it went through.
+    deps.rerequests.report(rerequests);
     for (const rejection of rejected)
       deps.logger.warn({ offset: rejection.offset, reason: rejection.reason }, 'rejected outreach request');
     return { rejected };

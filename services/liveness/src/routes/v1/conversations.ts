@@ -1,4 +1,4 @@
-import { AppError, campaignIdParam } from '@outreach/shared';
+import { AppError, campaignIdParam, canonicalConversationId } from '@outreach/shared';
 import { Type, type Static } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 
@@ -20,6 +20,8 @@ const GraceBody = Type.Object(
     inboundMs: Type.Integer({ minimum: 1, maximum: MAX_GRACE_MS }),
     outboundMs: Type.Integer({ minimum: 1, maximum: MAX_GRACE_MS }),
     overdueMs: Type.Integer({ minimum: 0, maximum: MAX_GRACE_MS }),
+    /** Absent or null: the service's REPLY_WINDOW_MS, whatever it is set to later. */
+    replyWindowMs: Type.Optional(Type.Union([Type.Null(), Type.Integer({ minimum: 1, maximum: MAX_GRACE_MS })])),
   },
   { additionalProperties: false },
 );
@@ -70,10 +72,12 @@ export default async function conversationRoutes(app: FastifyInstance): Promise<
     '/conversations/:id',
     { config: { scope: 'read' }, schema: { params: IdParams } },
     async (request) => {
-      const conversation = await app.conversations.find(request.params.id);
+      // Filed under its canonical form, as every ingress files it.
+      const id = canonicalConversationId(request.params.id);
+      const conversation = await app.conversations.find(id);
       // Not echoed: a conversation id may be anything the caller typed.
       if (!conversation) throw new AppError('NOT_FOUND', 'no conversation with this id');
-      return { ...conversation, timeline: await app.conversations.timeline(request.params.id) };
+      return { ...conversation, timeline: await app.conversations.timeline(id) };
     },
   );
 
@@ -90,8 +94,14 @@ export default async function conversationRoutes(app: FastifyInstance): Promise<
     async (request) => {
       // The conversations were recorded under the canonical id (the projector folds what it reads).
       const campaignId = campaignIdParam(request.params.campaignId);
-      const updated = await app.conversations.setGraces(campaignId, request.body);
-      return { campaignId, ...request.body, conversationsUpdated: updated };
+      const { inboundMs, outboundMs, overdueMs, replyWindowMs = null } = request.body;
+      const updated = await app.conversations.setGraces(campaignId, {
+        inboundMs,
+        outboundMs,
+        overdueMs,
+        replyWindowMs,
+      });
+      return { campaignId, inboundMs, outboundMs, overdueMs, replyWindowMs, conversationsUpdated: updated };
     },
   );
 }

@@ -1,9 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import { AppError, topicName, TransientError, type OutreachRequested } from '@outreach/shared';
+import { AppError, canonicalConversationId, topicName, TransientError, type OutreachRequested } from '@outreach/shared';
 import { Type, type Static } from '@sinclair/typebox';
 // Unions list Null first: fastify's Ajv coerces types, and would turn null into "" for a string branch.
 import type { FastifyInstance } from 'fastify';
+import { stepRefKey } from '../../adapters/planner-repository.js';
 import { validateRequest, variantCoverage } from '../../domain/request.js';
+import { arrivalOf, unstoredStep } from '../../domain/step.js';
 
 /**
  * Bounds at the edge, each with a reason in the 400: an id longer than the domain allows, a delay
@@ -63,7 +65,11 @@ function parseSendAt(sendAt: string | null | undefined): number | null {
 
 /**
  * HTTP ingress for systems that do not speak Kafka: the same validation as the Kafka path, a 4xx
- * with every reason, then the request goes to `outreach.requested.v1` like any other.
+ * with every reason, then the request goes to `outreach.requested.v1` like any other. A request
+ * for a step already emitted or cancelled is answered 409 with the step's state (and counted): it
+ * would plan nothing. The same request again (same requestId) is accepted as before, and changes
+ * nothing. The check reads the step as it is now; one emitted between this read and the Kafka
+ * consumer's is reported there.
  */
 export default async function outreachRequestRoutes(app: FastifyInstance): Promise<void> {
   app.post<{ Body: Static<typeof Body> }>(
@@ -95,6 +101,19 @@ export default async function outreachRequestRoutes(app: FastifyInstance): Promi
       };
       const validation = validateRequest(event, app.emailHashKey);
       if (!validation.ok) throw new AppError('BAD_REQUEST', validation.reason);
+      const planned = validation.request;
+      const stored = await app.planner.currentSteps([planned]);
+      const arrival = arrivalOf(stored.get(stepRefKey(planned)) ?? unstoredStep, planned.requestId);
+      if (arrival.kind === 'rerequested') {
+        const { campaignId, step, requestId } = planned;
+        app.rerequests.report([{ state: arrival.state, ingress: 'http', campaignId, step, requestId }]);
+        // A code and the state; no caller value beyond what the caller sent.
+        throw new AppError('CONFLICT', `the step was already ${arrival.state}: nothing was planned`, {
+          reason: `step_already_${arrival.state}`,
+          state: arrival.state,
+          sendId: planned.sendId,
+        });
+      }
       let experimentChecked = false;
       if (event.experimentId) {
         try {
@@ -126,7 +145,8 @@ export default async function outreachRequestRoutes(app: FastifyInstance): Promi
     { config: { scope: 'read' }, schema: { params: ConversationParams } },
     async (request) => ({
       conversationId: request.params.conversationId,
-      steps: await app.planner.steps(request.params.conversationId),
+      // Steps are filed under the canonical id, as the ingress files a given one.
+      steps: await app.planner.steps(canonicalConversationId(request.params.conversationId)),
     }),
   );
 }

@@ -1,0 +1,289 @@
+import { createServer, type IncomingMessage } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ConfigError } from '../config.js';
+import { selfSignedCertificate } from '../testing/x509.js';
+import { explainKafkaError } from './access.js';
+import {
+  awsMskIamTokenProvider,
+  OAuthTokenError,
+  oidcClientCredentialsProvider,
+  unsecuredJws,
+  unsecuredTokenProvider,
+} from './oauth.js';
+import { kafkaSecurityFromEnv, PLAINTEXT } from './security.js';
+
+const cert = selfSignedCertificate({ commonName: 'sender', keyType: 'ec' });
+const pem = cert.certificatePem;
+const keyPem = cert.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+const files: Record<string, string> = {
+  '/s/ca.pem': pem,
+  '/s/client.pem': pem,
+  '/s/client.key': keyPem,
+  '/s/user': 'sender\n',
+  '/s/password': 's3cret-Password\n',
+  '/s/empty': '\n',
+  '/s/token': 'opaque-token\n',
+};
+const readFile = (path: string) => {
+  const content = files[path];
+  if (content === undefined) throw Object.assign(new Error(`ENOENT ${path}`), { code: 'ENOENT' });
+  return content;
+};
+const security = (env: Record<string, string>) => kafkaSecurityFromEnv(env, readFile);
+const configError = (env: Record<string, string>) => {
+  try {
+    security(env);
+  } catch (error) {
+    expect(error).toBeInstanceOf(ConfigError);
+    return (error as Error).message;
+  }
+  throw new Error('no ConfigError');
+};
+
+describe('Kafka security from the environment', () => {
+  it('is plaintext when nothing is set', () => {
+    expect(security({})).toEqual(PLAINTEXT);
+  });
+
+  it('reads SCRAM credentials from files, with TLS and a CA, and never puts the password in the description', () => {
+    const s = security({
+      KAFKA_SSL: 'true',
+      KAFKA_SSL_CA_FILE: '/s/ca.pem',
+      KAFKA_SASL_MECHANISM: 'scram-sha-512',
+      KAFKA_SASL_USERNAME_FILE: '/s/user',
+      KAFKA_SASL_PASSWORD_FILE: '/s/password',
+    });
+    expect(s.sasl).toEqual({ mechanism: 'scram-sha-512', username: 'sender', password: 's3cret-Password' });
+    expect(s.ssl).toEqual({ ca: pem });
+    expect(s.description).toBe('SASL_SSL SCRAM-SHA-512 as "sender"');
+    expect(JSON.stringify({ d: s.description, p: s.principal })).not.toContain('s3cret');
+  });
+
+  it('takes mutual TLS from a certificate and key, naming the principal by the CN', () => {
+    const s = security({
+      KAFKA_SSL: 'true',
+      KAFKA_SSL_CA_FILE: '/s/ca.pem',
+      KAFKA_SSL_CERT_FILE: '/s/client.pem',
+      KAFKA_SSL_KEY_FILE: '/s/client.key',
+    });
+    expect(s.ssl).toEqual({ ca: pem, cert: pem, key: keyPem });
+    expect(s.principal).toBe('sender');
+    expect(s.description).toBe('SSL (mutual TLS) as certificate "sender"');
+  });
+
+  it('uses the system trust store with TLS and no CA file', () => {
+    expect(
+      security({ KAFKA_SSL: 'true', KAFKA_SASL_MECHANISM: 'plain', KAFKA_SASL_USERNAME: 'u', KAFKA_SASL_PASSWORD: 'p' })
+        .ssl,
+    ).toBe(true);
+  });
+
+  it('refuses what would leak a secret or is ambiguous, naming the variable and never the value', () => {
+    expect(
+      configError({ KAFKA_SASL_MECHANISM: 'plain', KAFKA_SASL_USERNAME: 'u', KAFKA_SASL_PASSWORD: 'hunter2' }),
+    ).toMatch(/KAFKA_SASL_MECHANISM=plain sends the secret in clear; set KAFKA_SSL=true/);
+    const both = configError({
+      KAFKA_SSL: 'true',
+      KAFKA_SASL_MECHANISM: 'scram-sha-256',
+      KAFKA_SASL_USERNAME: 'u',
+      KAFKA_SASL_PASSWORD: 'hunter2',
+      KAFKA_SASL_PASSWORD_FILE: '/s/password',
+    });
+    expect(both).toMatch(/set KAFKA_SASL_PASSWORD_FILE or KAFKA_SASL_PASSWORD, not both/);
+    expect(both).not.toContain('hunter2');
+    expect(configError({ KAFKA_SSL: 'true', KAFKA_SASL_MECHANISM: 'scram-sha-256', KAFKA_SASL_USERNAME: 'u' })).toMatch(
+      /KAFKA_SASL_PASSWORD_FILE \(or KAFKA_SASL_PASSWORD\) is required/,
+    );
+    expect(configError({ KAFKA_SSL_CA_FILE: '/s/ca.pem' })).toMatch(/KAFKA_SSL_CA_FILE set but KAFKA_SSL is not true/);
+    expect(configError({ KAFKA_SSL: 'true', KAFKA_SSL_CA_FILE: '/s/missing.pem' })).toMatch(
+      /KAFKA_SSL_CA_FILE \(\/s\/missing.pem\) cannot be read \(ENOENT\)/,
+    );
+    expect(configError({ KAFKA_SSL: 'true', KAFKA_SSL_CA_FILE: '/s/user' })).toMatch(/is not a PEM file/);
+    expect(
+      configError({
+        KAFKA_SSL: 'true',
+        KAFKA_SASL_MECHANISM: 'plain',
+        KAFKA_SASL_USERNAME: 'u',
+        KAFKA_SASL_PASSWORD_FILE: '/s/empty',
+      }),
+    ).toMatch(/KAFKA_SASL_PASSWORD_FILE \(\/s\/empty\) is empty/);
+    expect(configError({ KAFKA_SSL: 'true', KAFKA_SSL_CERT_FILE: '/s/client.pem' })).toMatch(/go together/);
+    expect(configError({ KAFKA_SSL: 'true', KAFKA_SASL_MECHANISM: 'oauthbearer' })).toMatch(
+      /KAFKA_OAUTH_PROVIDER .* is required/,
+    );
+    expect(
+      configError({ KAFKA_SSL: 'true', KAFKA_SASL_MECHANISM: 'oauthbearer', KAFKA_OAUTH_PROVIDER: 'oidc' }),
+    ).toMatch(/KAFKA_OAUTH_TOKEN_ENDPOINT is required/);
+    expect(
+      configError({ KAFKA_SSL: 'true', KAFKA_SASL_MECHANISM: 'oauthbearer', KAFKA_OAUTH_PROVIDER: 'aws-msk-iam' }),
+    ).toMatch(/KAFKA_AWS_REGION \(or AWS_REGION\) is required/);
+    expect(configError({ KAFKA_SASL_MECHANISM: 'gssapi' })).toMatch(/KAFKA_SASL_MECHANISM must be/);
+  });
+
+  it('builds OAUTHBEARER providers: unsecured for tests, a token file, OIDC with extensions', async () => {
+    const unsecured = security({
+      KAFKA_SSL: 'true',
+      KAFKA_SASL_MECHANISM: 'oauthbearer',
+      KAFKA_OAUTH_PROVIDER: 'unsecured',
+      KAFKA_OAUTH_SUBJECT: 'sender',
+    });
+    expect(unsecured.principal).toBe('sender');
+    const token = await (
+      unsecured.sasl as { oauthBearerProvider: () => Promise<{ value: string }> }
+    ).oauthBearerProvider();
+    expect(JSON.parse(Buffer.from(token.value.split('.')[1] ?? '', 'base64url').toString())).toMatchObject({
+      sub: 'sender',
+    });
+
+    const fromFile = security({
+      KAFKA_SSL: 'true',
+      KAFKA_SASL_MECHANISM: 'oauthbearer',
+      KAFKA_OAUTH_PROVIDER: 'token-file',
+      KAFKA_OAUTH_TOKEN_FILE: '/s/token',
+      KAFKA_OAUTH_EXTENSIONS: 'logicalCluster=lkc-1,identityPoolId=pool-2',
+    });
+    expect(await (fromFile.sasl as { oauthBearerProvider: () => Promise<unknown> }).oauthBearerProvider()).toEqual({
+      value: 'opaque-token',
+      extensions: { logicalCluster: 'lkc-1', identityPoolId: 'pool-2' },
+    });
+    expect(
+      configError({
+        KAFKA_SSL: 'true',
+        KAFKA_SASL_MECHANISM: 'oauthbearer',
+        KAFKA_OAUTH_PROVIDER: 'token-file',
+        KAFKA_OAUTH_TOKEN_FILE: '/s/none',
+      }),
+    ).toMatch(/KAFKA_OAUTH_TOKEN_FILE \(\/s\/none\) cannot be read/);
+  });
+});
+
+describe('unsecured JWS tokens', () => {
+  it('have alg none, an empty signature, and sub, iat and exp in seconds', () => {
+    const [header, payload, signature] = unsecuredJws('publisher', 1_700_000_000_500, 60_000).split('.');
+    expect(JSON.parse(Buffer.from(header ?? '', 'base64url').toString())).toEqual({ alg: 'none' });
+    expect(JSON.parse(Buffer.from(payload ?? '', 'base64url').toString())).toEqual({
+      sub: 'publisher',
+      iat: 1_700_000_000,
+      exp: 1_700_000_060,
+    });
+    expect(signature).toBe('');
+  });
+
+  it('are cached until 80% of their lifetime', async () => {
+    let now = 1_000_000;
+    const provider = unsecuredTokenProvider('x', undefined, () => now);
+    const first = await provider();
+    now += 47 * 60_000;
+    expect(await provider()).toBe(first);
+    now += 2 * 60_000;
+    expect((await provider()).value).not.toBe(first.value);
+  });
+});
+
+describe('OIDC client credentials', () => {
+  const servers: Array<{ close(): void }> = [];
+  afterEach(() => servers.splice(0).forEach((s) => s.close()));
+
+  async function tokenEndpoint(answer: (request: IncomingMessage, body: string) => { status: number; json: object }) {
+    const requests: Array<{ authorization: string | undefined; body: string }> = [];
+    const server = createServer((request, response) => {
+      let body = '';
+      request.on('data', (chunk: Buffer) => (body += chunk.toString()));
+      request.on('end', () => {
+        requests.push({ authorization: request.headers.authorization, body });
+        const { status, json } = answer(request, body);
+        response.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(json));
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    servers.push(server);
+    return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/oauth2/token`, requests };
+  }
+
+  it('posts the client credentials with Basic auth, caches the token and shares one request', async () => {
+    const endpoint = await tokenEndpoint(() => ({
+      status: 200,
+      json: { access_token: 'tok-1', expires_in: 300, token_type: 'Bearer' },
+    }));
+    let now = 0;
+    const provider = oidcClientCredentialsProvider({
+      tokenEndpoint: endpoint.url,
+      clientId: 'svc:sender',
+      clientSecret: 'sec ret',
+      scope: 'kafka',
+      audience: 'cluster-1',
+      extensions: { logicalCluster: 'lkc-1' },
+      now: () => now,
+    });
+    const [a, b] = await Promise.all([provider(), provider()]);
+    expect(a).toEqual({ value: 'tok-1', extensions: { logicalCluster: 'lkc-1' } });
+    expect(b).toBe(a);
+    now = 200_000;
+    await provider();
+    expect(endpoint.requests).toHaveLength(1);
+    now = 241_000;
+    await provider();
+    expect(endpoint.requests).toHaveLength(2);
+    const first = endpoint.requests[0];
+    expect(first?.authorization).toBe(`Basic ${Buffer.from('svc%3Asender:sec%20ret').toString('base64')}`);
+    expect(Object.fromEntries(new URLSearchParams(first?.body))).toEqual({
+      grant_type: 'client_credentials',
+      scope: 'kafka',
+      audience: 'cluster-1',
+    });
+  });
+
+  it('reports a refusal as definitive, naming the endpoint and the OAuth error, never the secret', async () => {
+    const endpoint = await tokenEndpoint(() => ({ status: 401, json: { error: 'invalid_client' } }));
+    const provider = oidcClientCredentialsProvider({
+      tokenEndpoint: endpoint.url,
+      clientId: 'sender',
+      clientSecret: 'wrong-secret',
+    });
+    const error = await provider().catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(OAuthTokenError);
+    expect((error as OAuthTokenError).definitive).toBe(true);
+    expect((error as Error).message).toBe(
+      `the OAuth token endpoint ${endpoint.url} refused the client credentials of "sender": HTTP 401 invalid_client`,
+    );
+    expect((error as Error).message).not.toContain('wrong-secret');
+    // The start-up check stops the start on it, rather than waiting.
+    expect(explainKafkaError(error, PLAINTEXT)?.failure).toBe('authentication');
+  });
+
+  it('counts an endpoint that does not answer as worth waiting for', async () => {
+    const provider = oidcClientCredentialsProvider({
+      tokenEndpoint: 'http://127.0.0.1:1/token',
+      clientId: 'a',
+      clientSecret: 'b',
+    });
+    const error = await provider().catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(OAuthTokenError);
+    expect((error as OAuthTokenError).definitive).toBe(false);
+    expect(explainKafkaError(error, PLAINTEXT)?.failure).toBe('unreachable');
+  });
+});
+
+describe('AWS MSK IAM (through AWS signer library)', () => {
+  it('signs a kafka-cluster:Connect request for the region with the given credentials, valid 15 minutes', async () => {
+    const provider = awsMskIamTokenProvider({
+      region: 'eu-west-1',
+      credentials: async () => ({
+        accessKeyId: 'AKIDEXAMPLE',
+        secretAccessKey: 'wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY',
+      }),
+    });
+    const { value } = await provider();
+    const url = new URL(Buffer.from(value, 'base64url').toString('utf8'));
+    expect(url.host).toBe('kafka.eu-west-1.amazonaws.com');
+    expect(url.searchParams.get('Action')).toBe('kafka-cluster:Connect');
+    expect(url.searchParams.get('X-Amz-Algorithm')).toBe('AWS4-HMAC-SHA256');
+    expect(url.searchParams.get('X-Amz-Credential')).toMatch(
+      /^AKIDEXAMPLE\/\d{8}\/eu-west-1\/kafka-cluster\/aws4_request$/,
+    );
+    expect(url.searchParams.get('X-Amz-Expires')).toBe('900');
+    expect(url.searchParams.get('X-Amz-Signature')).toMatch(/^[0-9a-f]{64}$/);
+    expect(value).not.toContain('wJalrXUtnFEMI');
+  });
+});
