@@ -6,6 +6,9 @@
  *   npm run infra:status   what runs, and whether it answers
  *   npm run infra:down     stop only what this checkout started, by pid   [--purge: delete data]
  *
+ * `up` also starts a schema registry (ADR 011): Apicurio Registry, its storage a schema of the same
+ * PostgreSQL server, in a database of its own (scripts/lib/registry.ts); SCHEMA_REGISTRY_URL uses an existing one, INFRA_REGISTRY=off skips it.
+ *
  * `up` also starts the secured stack (ADR 010): a second broker with TLS, SASL, mutual TLS and ACLs,
  * and a PostgreSQL with TLS and password or certificate logins, both trusting a CA made here
  * (scripts/lib/secured.ts, scripts/lib/pki.ts). INFRA_SECURED=off skips it.
@@ -50,6 +53,7 @@ import {
   type SecuredKafkaPorts,
   type SecuredPostgresInfo,
 } from './lib/secured.js';
+import { ourRegistryPid, ccompatAnswers, RegistryError, startRegistry, stopRegistry } from './lib/registry.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const INFRA_DIR = resolve(process.env.INFRA_DIR ?? join(ROOT, '.infra'));
@@ -58,6 +62,10 @@ const PG_DIR = join(INFRA_DIR, 'postgres');
 const SECURED_KAFKA_DIR = join(INFRA_DIR, 'kafka-secured');
 const SECURED_PG_DIR = join(INFRA_DIR, 'postgres-tls');
 const PKI_DIR = join(INFRA_DIR, 'pki');
+const REGISTRY_DIR = join(INFRA_DIR, 'registry');
+/** The database (on the plain stack's PostgreSQL) and schema that hold the local registry's tables. */
+const REGISTRY_DATABASE = 'outreach_registry';
+const REGISTRY_DB_SCHEMA = 'apicurio';
 const STATE_FILE = join(INFRA_DIR, 'state.json');
 const POM = join(ROOT, 'infra', 'kafka', 'pom.xml');
 const LOG4J_CONFIG = join(ROOT, 'infra', 'kafka', 'log4j2.yaml');
@@ -110,6 +118,9 @@ export interface InfraState {
   readonly postgres: { readonly source: 'env' | 'machine' | 'local'; readonly version?: string };
   /** The secured broker and TLS PostgreSQL (ADR 010), when started. */
   readonly secured?: SecuredInfra;
+  /** The schema registry's Confluent-compatible base URL (ADR 011), when started or given. */
+  readonly schemaRegistryUrl?: string;
+  readonly registry?: { readonly source: 'env' | 'local'; readonly pid?: number };
 }
 
 export interface SecuredInfra {
@@ -280,6 +291,11 @@ function kafkaProperties(instance: KafkaInstance, dataDir: string): string {
     // Topics are declared and created explicitly (topics:ensure); a typo must not create one.
     'auto.create.topics.enable=false',
     'log.retention.hours=168',
+    // Every partition holds open files (log, index, time index), and test suites create thousands
+    // of partitions under unique prefixes: at the process's open-file limit (20,000 on this machine,
+    // not raisable) the broker dies. Tests delete their topics when done; a deleted partition's
+    // files are closed after this delay, not the default minute.
+    'file.delete.delay.ms=1000',
     '',
   ].join('\n');
 }
@@ -849,6 +865,33 @@ export function readState(): InfraState | undefined {
   return JSON.parse(readFileSync(STATE_FILE, 'utf8')) as InfraState;
 }
 
+/** Whether `up` starts (or uses SCHEMA_REGISTRY_URL as) the schema registry (INFRA_REGISTRY=off: no). */
+export const registryWanted = process.env.INFRA_REGISTRY !== 'off';
+
+/** Starts (or reuses) the local registry over the plain stack's PostgreSQL; ports chosen once, like the secured stack's. */
+async function registryUp(databaseUrl: string): Promise<NonNullable<InfraState['registry']> & { url: string }> {
+  const ports = await instancePorts(REGISTRY_DIR, {
+    port: Number(process.env.REGISTRY_PORT ?? 8081),
+    managementPort: Number(process.env.REGISTRY_MANAGEMENT_PORT ?? 9081),
+  });
+  try {
+    return await startRegistry(
+      { dir: REGISTRY_DIR, ...ports, databaseUrl, database: REGISTRY_DATABASE, schema: REGISTRY_DB_SCHEMA },
+      READY_TIMEOUT_MS,
+    );
+  } catch (error) {
+    if (error instanceof RegistryError) throw new InfraError(error.message);
+    throw error;
+  }
+}
+
+/** The registry URL this checkout's state names, if the registry behind it still answers; nothing is started. */
+export async function runningRegistryUrl(): Promise<string | undefined> {
+  if (process.env.SCHEMA_REGISTRY_URL) return process.env.SCHEMA_REGISTRY_URL.replace(/\/+$/, '');
+  const url = readState()?.schemaRegistryUrl;
+  return url !== undefined && (await ccompatAnswers(url)) ? url : undefined;
+}
+
 /** Whether `npm run infra:up` and the test setup start the secured stack too (INFRA_SECURED=off: no). */
 export const securedWanted = process.env.INFRA_SECURED !== 'off';
 
@@ -864,6 +907,7 @@ export async function up(options: { secured?: boolean } = {}): Promise<InfraStat
   const kafka = await kafkaUp();
   const { brokers, ...kafkaState } = kafka;
   const { url, ...postgresState } = postgres;
+  const registry = registryWanted ? await registryUp(url) : undefined;
   const secured = options.secured ? await startSecured() : runningSecured();
   const state: InfraState = {
     kafkaBrokers: brokers,
@@ -871,6 +915,12 @@ export async function up(options: { secured?: boolean } = {}): Promise<InfraStat
     kafka: kafkaState,
     postgres: postgresState,
     ...(secured ? { secured } : {}),
+    ...(registry
+      ? {
+          schemaRegistryUrl: registry.url,
+          registry: { source: registry.source, ...(registry.pid !== undefined ? { pid: registry.pid } : {}) },
+        }
+      : {}),
   };
   writeFileSync(STATE_FILE, `${JSON.stringify(state, null, 2)}\n`);
   return state;
@@ -878,6 +928,7 @@ export async function up(options: { secured?: boolean } = {}): Promise<InfraStat
 
 export async function down(options: { purge?: boolean } = {}): Promise<void> {
   await stopSecured(options);
+  await stopRegistry(REGISTRY_DIR);
   await stopKafka(defaultKafka);
   await (options.purge ? purgeOwnedPostgres : stopOwnedPostgres)(defaultPostgres);
   rmSync(STATE_FILE, { force: true });
@@ -908,6 +959,15 @@ export async function status(): Promise<boolean> {
   } catch {
     healthy = false;
     console.log(`postgres  down  ${redactUrl(pgTarget)}`);
+  }
+  const registryUrl = process.env.SCHEMA_REGISTRY_URL ?? state?.schemaRegistryUrl;
+  if (registryUrl) {
+    const answers = await ccompatAnswers(registryUrl);
+    const pid = ourRegistryPid(REGISTRY_DIR);
+    healthy &&= answers;
+    console.log(
+      `registry  ${answers ? 'up  ' : 'down'}  ${registryUrl}${pid ? ` pid=${pid} (started by this checkout)` : ''}`,
+    );
   }
   const secured = runningSecured();
   if (secured) {
@@ -943,8 +1003,12 @@ async function main(argv: string[]): Promise<number> {
             `TLS postgres 127.0.0.1:${state.secured.postgres.port}; CA ${state.secured.kafka.caFile}, users in ${join(SECURED_KAFKA_DIR, 'credentials.json')}`,
         );
       }
+      if (state.schemaRegistryUrl) {
+        log(`ready: schema registry ${state.schemaRegistryUrl} (${state.registry?.source ?? 'env'})`);
+      }
       console.log(`export KAFKA_BROKERS=${state.kafkaBrokers}`);
       console.log(`export DATABASE_URL=${state.databaseUrl}`);
+      if (state.schemaRegistryUrl) console.log(`export SCHEMA_REGISTRY_URL=${state.schemaRegistryUrl}`);
       return 0;
     }
     case 'down':
@@ -957,6 +1021,7 @@ async function main(argv: string[]): Promise<number> {
       if (!state) throw new InfraError('no local infrastructure state; run `npm run infra:up` first');
       console.log(`export KAFKA_BROKERS=${state.kafkaBrokers}`);
       console.log(`export DATABASE_URL=${state.databaseUrl}`);
+      if (state.schemaRegistryUrl) console.log(`export SCHEMA_REGISTRY_URL=${state.schemaRegistryUrl}`);
       return 0;
     }
     default:

@@ -2,7 +2,9 @@
  * npm run schemas:gen    regenerate, from schemas/*.avsc:
  *                          packages/shared/src/contracts/events.generated.ts (types + definitions)
  *                          schemas/README.md (the data teams' reference)
- * npm run schemas:check  every schema must read data written by its older versions (history/ and main)
+ * npm run schemas:check  every schema must read data written by its older versions (history/ and main),
+ *                        and every older version must read data the current one writes (FULL, ADR 011)
+ * npm run schemas:register  puts them in the schema registry (packages/shared/src/cli/schemas-register.ts)
  *
  * SCHEMAS_DIR overrides the directory (tests use it); SCHEMAS_GIT_REF the branch compared against.
  */
@@ -80,8 +82,9 @@ export function schemasReadme(set: SchemaSet): string {
     '  `addSchema`, and it finds the writer schema by fingerprint.',
     '- One topic can carry several event types; the fingerprint (and the `event-type` header) tells',
     '  them apart.',
-    '- Keys are the UTF-8 canonical candidate key (see [Keys](#keys)), so all events of one candidate',
-    '  are ordered within one partition.',
+    '- Keys are the UTF-8 canonical candidate key (see [Keys](#keys)) unless the topic table says otherwise,',
+    '  so all events of one candidate (on the suppressions topic: of one address) are ordered within one',
+    '  partition.',
     '- Headers on every message: `event-id` (uuid), `event-type`, `correlation-id`, `traceparent` (W3C).',
     '- Delivery is at least once: deduplicate by `eventId`.',
     '- Evolution: a new version of a schema must read every older one (`npm run schemas:check` in CI).',
@@ -93,7 +96,7 @@ export function schemasReadme(set: SchemaSet): string {
     '|---|---|---|---|---|---|',
     ...specs.map(
       (t) =>
-        `| \`${t.name}\` | candidate key | ${t.eventTypes.join(', ')} | ${t.logAppendTime ? 'broker append time' : 'producer time'} | ${Math.round(t.retentionMs / 86_400_000)} days | ${t.pii ? '**yes**: raw address and content (internal only)' : 'no'} |`,
+        `| \`${t.name}\` | ${t.key ?? 'candidate key'} | ${t.eventTypes.join(', ')} | ${t.logAppendTime ? 'broker append time' : 'producer time'} | ${Math.round(t.retentionMs / 86_400_000)} days | ${t.pii ? '**yes**: raw address and content (internal only)' : 'no'} |`,
     ),
     '',
     'Only the platform-internal `outreach.send-requested.v1` carries the address the sender mails, and',
@@ -195,12 +198,14 @@ function main(command: string | undefined): number {
     const problems = checkCompatibility(set, { gitRef, cwd: dir });
     for (const problem of problems) {
       console.error(
-        `INCOMPATIBLE ${problem.schema} cannot read data written with ${problem.against}: ${problem.message}`,
+        problem.direction === 'forward'
+          ? `INCOMPATIBLE ${problem.schema} (forward): ${problem.message}`
+          : `INCOMPATIBLE ${problem.schema} cannot read data written with ${problem.against}: ${problem.message}`,
       );
     }
     if (problems.length > 0) {
       console.error(
-        `${problems.length} incompatible change(s). Give new fields defaults, keep names, or publish a new topic version.`,
+        `${problems.length} incompatible change(s). Give new and removed fields defaults, keep names, or publish a new topic version.`,
       );
       return 1;
     }

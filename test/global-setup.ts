@@ -8,7 +8,8 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import type { TestProject } from 'vitest/node';
-import { runningSecured, securedWanted, up, type SecuredInfra } from '../scripts/infra.js';
+import { registerSchemas, SchemaRegistryClient } from '@outreach/shared';
+import { runningRegistryUrl, runningSecured, securedWanted, up, type SecuredInfra } from '../scripts/infra.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -20,6 +21,12 @@ declare module 'vitest' {
      * any; null otherwise (testcontainers, INFRA_SECURED=off), and the secured specs skip.
      */
     securedInfra: SecuredInfra | null;
+    /**
+     * The schema registry's Confluent-compatible base URL (ADR 011): started with the local stack;
+     * with KAFKA_BROKERS/DATABASE_URL from the environment, SCHEMA_REGISTRY_URL or the one
+     * `npm run infra:up` left running; null otherwise, and the registry specs skip.
+     */
+    schemaRegistryUrl: string | null;
   }
 }
 
@@ -31,12 +38,25 @@ function chooseMode(): 'local' | 'testcontainers' {
   return !hasJava && hasDocker ? 'testcontainers' : 'local';
 }
 
+/**
+ * With EVENT_WIRE_FORMAT=confluent (test/vitest.confluent.config.ts), registers every public subject
+ * once (prefix ''), as `npm run schemas:register` does before a deploy; each test file then binds it.
+ */
+async function registerForConfluentRun(url: string | null): Promise<void> {
+  if (process.env.EVENT_WIRE_FORMAT !== 'confluent') return;
+  if (!url) throw new Error('EVENT_WIRE_FORMAT=confluent tests need a schema registry (npm run infra:up)');
+  await registerSchemas(new SchemaRegistryClient({ url }));
+}
+
 export default async function setup(project: TestProject): Promise<(() => Promise<void>) | undefined> {
   const fromEnv = { brokers: process.env.KAFKA_BROKERS, url: process.env.DATABASE_URL };
   if (fromEnv.brokers && fromEnv.url) {
     project.provide('kafkaBrokers', fromEnv.brokers);
     project.provide('databaseUrl', fromEnv.url);
     project.provide('securedInfra', runningSecured() ?? null);
+    const registryUrl = (await runningRegistryUrl()) ?? null;
+    project.provide('schemaRegistryUrl', registryUrl);
+    await registerForConfluentRun(registryUrl);
     return undefined;
   }
   if (chooseMode() === 'testcontainers') {
@@ -46,11 +66,14 @@ export default async function setup(project: TestProject): Promise<(() => Promis
     project.provide('kafkaBrokers', containers.kafkaBrokers);
     project.provide('databaseUrl', containers.databaseUrl);
     project.provide('securedInfra', null);
+    project.provide('schemaRegistryUrl', null);
     return containers.stop;
   }
   const state = await up({ secured: securedWanted });
   project.provide('kafkaBrokers', state.kafkaBrokers);
   project.provide('databaseUrl', state.databaseUrl);
   project.provide('securedInfra', state.secured ?? null);
+  project.provide('schemaRegistryUrl', state.schemaRegistryUrl ?? null);
+  await registerForConfluentRun(state.schemaRegistryUrl ?? null);
   return undefined;
 }

@@ -411,8 +411,22 @@ describe('docker-compose.yml', () => {
 
   it('runs Kafka (KRaft), PostgreSQL, Mailpit, the setup jobs and the four services', () => {
     expect(Object.keys(compose.services).sort()).toEqual(
-      ['experiment', 'kafka', 'liveness', 'mailpit', 'migrate', 'planner', 'postgres', 'sender', 'topics'].sort(),
+      [
+        'apicurio',
+        'experiment',
+        'kafka',
+        'liveness',
+        'mailpit',
+        'migrate',
+        'planner',
+        'postgres',
+        'schemas',
+        'sender',
+        'topics',
+      ].sort(),
     );
+    // ADR 011: the registry is Apicurio, at the version `npm run infra:up` runs.
+    expect(compose.services.apicurio?.image).toBe('apicurio/apicurio-registry:3.3.3');
     expect(compose.services.kafka?.image).toMatch(/^apache\/kafka:\d+\.\d+\.\d+$/);
     expect(compose.services.kafka?.environment?.KAFKA_PROCESS_ROLES).toBe('broker,controller');
     expect(compose.services.mailpit?.image).toMatch(/^axllent\/mailpit:v\d/);
@@ -454,7 +468,7 @@ describe('docker-compose.yml', () => {
     }
     expect(compose.services.planner?.depends_on?.experiment).toEqual({ condition: 'service_healthy' });
     expect(compose.services.sender?.depends_on?.mailpit).toEqual({ condition: 'service_healthy' });
-    for (const job of ['topics', 'migrate']) {
+    for (const job of ['topics', 'migrate', 'schemas']) {
       expect(Object.keys(commands)).toContain(compose.services[job]?.command?.[0]);
     }
   });

@@ -233,6 +233,7 @@ describe.skipIf(!infra)('secured Kafka', () => {
           `Read on topic ${t.topicPrefix}outreach.send-requested.v1; ` +
           `Write on topic ${t.topicPrefix}outreach.send-requested.v1.dlq; ` +
           `Write on topic ${t.topicPrefix}outreach.send-recorded.v1; ` +
+          `Write on topic ${t.topicPrefix}outreach.suppressions.v1; ` +
           `Read on group ${t.groupPrefix}sender. Grant role sender's ACLs (npm run acls:print -- --role sender).`,
       );
     });

@@ -96,10 +96,29 @@ export const PostgresSecurityConfigSchema = Type.Object({
   DATABASE_RUNTIME_ROLE: Type.String({ default: '', pattern: '^([a-z_][a-z0-9_]*)?$' }),
 });
 
+/** The schema registry and the wire format of the public topics (ADR 011, registry/binding.ts). */
+export const SchemaRegistryConfigSchema = Type.Object({
+  /**
+   * How public topics (no PII: what data teams read) are written: `confluent` (magic byte 0, the
+   * registry id, the Avro body; needs SCHEMA_REGISTRY_URL and `npm run schemas:register`) or
+   * `single-object` (C3 01 and the schema fingerprint; no registry). Both are always read.
+   */
+  EVENT_WIRE_FORMAT: Type.Union(literals(['confluent', 'single-object']), { default: 'single-object' }),
+  /** Base URL of the registry's Confluent-compatible API (Apicurio: .../apis/ccompat/v7). Empty: none. */
+  SCHEMA_REGISTRY_URL: Type.String({ default: '', pattern: '^(https?://.+)?$' }),
+  /** A file holding `user:password` for the registry's basic authentication (a mounted Secret). */
+  SCHEMA_REGISTRY_AUTH: Type.String({ default: '' }),
+  /** Deadline of one registry request. */
+  SCHEMA_REGISTRY_TIMEOUT_MS: Type.Integer({ minimum: 100, maximum: 60_000, default: 5_000 }),
+  /** How long the start-up waits for an unreachable registry before the process exits (69). */
+  SCHEMA_REGISTRY_STARTUP_TIMEOUT_MS: Type.Integer({ minimum: 0, default: 30_000 }),
+});
+
 /** Settings every service reads. Services extend this with their own. */
 export const BaseConfigSchema = Type.Object({
   ...KafkaSecurityConfigSchema.properties,
   ...PostgresSecurityConfigSchema.properties,
+  ...SchemaRegistryConfigSchema.properties,
   NODE_ENV: Type.String({ default: 'production' }),
   LOG_LEVEL: Type.Union(
     ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)),
@@ -107,6 +126,13 @@ export const BaseConfigSchema = Type.Object({
   ),
   HTTP_HOST: Type.String({ default: '0.0.0.0' }),
   HTTP_PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 8080 }),
+  /**
+   * Whose X-Forwarded-For to believe, so per-client limits see the client behind an ingress rather
+   * than the ingress: the proxies' addresses or CIDRs (comma-separated), or the number of proxy hops.
+   * Empty: the socket's peer is the client. "true" (believe anyone) is refused: any caller could
+   * then pick its own address and escape its limit.
+   */
+  TRUST_PROXY: Type.String({ default: '', pattern: '^(|\\d{1,2}|[0-9A-Fa-f.:/]+(,\\s*[0-9A-Fa-f.:/]+)*)$' }),
   /** Comma-separated host:port list. */
   KAFKA_BROKERS: Type.String({ pattern: '^[^,\\s:]+:\\d+(,[^,\\s:]+:\\d+)*$' }),
   DATABASE_URL: Type.String({ pattern: '^postgres(ql)?://' }),

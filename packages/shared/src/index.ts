@@ -89,6 +89,7 @@ export {
   clientRateLimit,
   parseTokens,
   scopedTokensFrom,
+  scopePluginRoutes,
   scopes,
   TokenVerifier,
   type AccessControlOptions,
@@ -100,6 +101,7 @@ export {
   type ScopedTokens,
 } from './service/auth.js';
 export { runService, type ServiceDefinition } from './service/run.js';
+export { openApiDocument } from './service/docs.js';
 export {
   registerConsumer,
   registerOutboxRelay,
@@ -113,11 +115,50 @@ export {
   eventCodec,
   DecodeError,
   EncodeError,
+  confluentSchemaId,
   defaultDecodeLimits,
   type DecodeErrorCode,
   type DecodeLimits,
 } from './contracts/codec.js';
 export { crc64Avro, fingerprintBytes } from './contracts/fingerprint.js';
+export { asyncApiDocument, DEAD_LETTER_HEADERS, type AsyncApiOptions } from './contracts/asyncapi.js';
+export {
+  avroFromJson,
+  avroToJsonSchema,
+  type JsonConversion,
+  type JsonSchema,
+  type JsonSchemaOptions,
+} from './contracts/json-schema.js';
+export {
+  SchemaRegistryClient,
+  SchemaRegistryError,
+  readRegistryAuth,
+  type CompatibilityLevel,
+  type SchemaRegistryClientOptions,
+} from './registry/client.js';
+export {
+  isPublicTopic,
+  registrySubjects,
+  schemaText,
+  subjectName,
+  type RegistrySubject,
+  type WireFormat,
+} from './registry/subjects.js';
+export {
+  registerSchemas,
+  registerSubject,
+  SchemaRegistrationError,
+  SUBJECT_COMPATIBILITY,
+  type RegisteredSubject,
+} from './registry/register.js';
+export {
+  bindSchemaRegistry,
+  learnUnknownSchemaIds,
+  SchemaIdResolver,
+  unbindSchemaRegistry,
+  type RegistryBinding,
+  type RegistryBindingConfig,
+} from './registry/binding.js';
 export {
   loadSchemaSet,
   canonicalForm,

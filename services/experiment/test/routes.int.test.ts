@@ -5,6 +5,7 @@
  */
 import { join } from 'node:path';
 import {
+  DOCS_SCOPES,
   fuzzRoutes,
   probeRouteGuards,
   ROUTE_TEST_ALL_SCOPES,
@@ -49,6 +50,7 @@ const fiftyFifty = [
 describe('experiment routes', () => {
   it('declares a scope on every route: definitions need operate, assignments publish, reads read', () => {
     expect(scopeTable(app)).toEqual({
+      ...DOCS_SCOPES,
       'GET /health/live': 'public',
       'GET /health/ready': 'public',
       'GET /metrics': 'public',

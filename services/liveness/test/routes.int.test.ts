@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import type { MessageReceived } from '@outreach/shared';
 import {
+  DOCS_SCOPES,
   fuzzRoutes,
   probeRouteGuards,
   ROUTE_TEST_ALL_SCOPES,
@@ -55,6 +56,7 @@ const graces = (campaignId: string, body: string) =>
 describe('liveness routes', () => {
   it('declares a scope on every route: graces need operate, reads need read', () => {
     expect(scopeTable(app)).toEqual({
+      ...DOCS_SCOPES,
       'GET /health/live': 'public',
       'GET /health/ready': 'public',
       'GET /metrics': 'public',

@@ -3,10 +3,13 @@
  * route's scope, every path spelling without a token, fuzzed input from the ingress schema, and the
  * known 5xx cases: a delay past 2^53, a body over Kafka's message limit, sendAt at the ends of a
  * date-time; the largest body that passes does reach the topic, and a long conversation id is found again.
+ * The conversation-event ingress is attacked the same way (its behaviour: conversation-events.int.test.ts).
  */
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { eventCodec, MAX_BODY_BYTES, type OutreachRequested } from '@outreach/shared';
 import {
+  DOCS_SCOPES,
   freePort,
   fuzzRoutes,
   probeRouteGuards,
@@ -63,9 +66,11 @@ const post = (payload: unknown, headers: Record<string, string> = publish) =>
 describe('planner routes', () => {
   it('declares a scope on every route: ingress needs publish, reads need read', () => {
     expect(scopeTable(app)).toEqual({
+      ...DOCS_SCOPES,
       'GET /health/live': 'public',
       'GET /health/ready': 'public',
       'GET /metrics': 'public',
+      'POST /v1/conversations/:conversationId/events': 'publish',
       'POST /v1/outreach-requests': 'publish',
       'GET /v1/steps/summary': 'read',
       'GET /v1/conversations/:conversationId/steps': 'read',
@@ -77,6 +82,16 @@ describe('planner routes', () => {
     // An operator's token cannot send email; a publisher's cannot read conversations.
     expect((await post(base, { authorization: `Bearer ${ROUTE_TEST_TOKENS.operate}` })).statusCode).toBe(403);
     expect((await app.inject({ url: '/v1/steps/summary', headers: publish })).statusCode).toBe(403);
+  });
+
+  it('serves the API document committed in docs/api (npm run specs:gen) at /docs/json, and the UI at /docs', async () => {
+    // Before the fuzzer, which spends the docs' per-address rate limit.
+    const live = await app.inject({ url: '/docs/json' });
+    expect(live.statusCode).toBe(200);
+    const committed = readFileSync(join(import.meta.dirname, '../../../docs/api/planner.openapi.json'), 'utf8');
+    expect(live.json()).toEqual(JSON.parse(committed));
+    const ui = await app.inject({ url: '/docs' });
+    expect([ui.statusCode, ui.headers['content-type']]).toEqual([200, 'text/html; charset=utf-8']);
   });
 
   it('refuses a delay past 2^53 and past a year with a 400 naming the field, not an Avro 500', async () => {
@@ -194,7 +209,28 @@ describe('planner routes', () => {
         },
       ],
       'GET /v1/conversations/:conversationId/steps': [{ params: { conversationId: 'camp-routes:cand-1' } }],
+      'POST /v1/conversations/:conversationId/events': [
+        {
+          params: { conversationId: 'camp-routes:cand-1' },
+          body: { type: 'MessageReceived', campaignId: 'camp-routes', candidateKey: 'cand-1', messageId: 'm-fuzz' },
+        },
+        {
+          params: { conversationId: 'camp-routes:cand-1' },
+          body: { type: 'StepCompleted', campaignId: 'camp-routes', candidateKey: 'cand-1', stepId: 'call' },
+        },
+        {
+          params: { conversationId: 'camp-routes:cand-2' },
+          body: {
+            type: 'ConversationClosed',
+            eventId: '00000000-0000-4000-8000-00000000f022',
+            campaignId: 'camp-routes',
+            candidateKey: 'cand-2',
+            reason: 'hired',
+          },
+        },
+      ],
     };
+    const events = new Map<number, number>();
     const statuses = new Map<number, number>();
     const violations = await fuzzRoutes(app, {
       headers: { authorization: `Bearer ${ROUTE_TEST_ALL_SCOPES}` },
@@ -202,10 +238,12 @@ describe('planner routes', () => {
       examples,
       onAnswer: (route, status) => {
         if (route.url === '/v1/outreach-requests') statuses.set(status, (statuses.get(status) ?? 0) + 1);
+        if (route.url === '/v1/conversations/:conversationId/events') events.set(status, (events.get(status) ?? 0) + 1);
       },
     });
     expect(violations).toEqual([]);
     // The fuzzer got past validation too, or it tested only the validator.
     expect(statuses.get(202) ?? 0).toBeGreaterThan(10);
+    expect(events.get(202) ?? 0).toBeGreaterThan(10);
   });
 });

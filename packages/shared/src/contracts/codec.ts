@@ -3,6 +3,12 @@
  * C3 01, the writer schema's 8-byte little-endian CRC-64-AVRO fingerprint, then the Avro binary body.
  * Any Avro library given our schema files can decode these bytes; no registry is involved.
  *
+ * Or the Confluent wire format (ADR 011), on the topics data teams read: a zero byte, the 4-byte
+ * big-endian id a schema registry gave the writer schema, the Avro binary body. The codec never
+ * calls the registry itself: ids are bound at start (`bindSchemaId`, `learnSchema`; registry/binding.ts),
+ * an id first seen in flight is learned by the consumer before it decodes (or the message is
+ * dead-lettered as UNKNOWN_SCHEMA_ID), so encoding and decoding stay synchronous and local.
+ *
  * Decoding looks the fingerprint up among every known version of every event type, then resolves
  * the writer's version to the current one, so one topic carries several event types and older
  * writers stay readable. Before avsc reads a body, a guard walks it over the writer's schema and
@@ -21,6 +27,15 @@ export { defaultDecodeLimits, type DecodeLimits } from './avro-guard.js';
 
 const MARKER = Buffer.from([0xc3, 0x01]);
 const HEADER_LENGTH = MARKER.length + 8;
+/** Confluent wire format: magic byte 0, then the schema id as a 4-byte big-endian integer. */
+const CONFLUENT_MAGIC = 0;
+const CONFLUENT_HEADER_LENGTH = 5;
+
+/** The schema id of a Confluent-framed message, or undefined for anything else. */
+export function confluentSchemaId(bytes: Uint8Array): number | undefined {
+  if (bytes.length < CONFLUENT_HEADER_LENGTH || bytes[0] !== CONFLUENT_MAGIC) return undefined;
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).readUInt32BE(1);
+}
 
 export class EncodeError extends Error {
   override readonly name = 'EncodeError';
@@ -45,6 +60,11 @@ interface ReaderEntry {
 export class EventCodec {
   private readonly writers = new Map<EventType, { type: avro.Type; header: Buffer; fingerprint: bigint }>();
   private readonly readers = new Map<bigint, ReaderEntry>();
+  /** Registry ids (Confluent framing) of the writer schemas we can read, current and older and newer. */
+  private readonly readersById = new Map<number, ReaderEntry>();
+  /** Event types encoded in the Confluent wire format, with the registry id of their current schema. */
+  private readonly writerIds = new Map<EventType, Buffer>();
+  private readonly currentByFullName = new Map<string, EventType>();
   readonly limits: DecodeLimits;
 
   /** `limits` bound what one message may make the decoder do; see DecodeLimits for the defaults. */
@@ -57,6 +77,7 @@ export class EventCodec {
       const type = name as EventType;
       const reader = avro.Type.forSchema(definition.current as avro.Schema);
       const fingerprint = schemaFingerprint(definition.current as AvroSchema);
+      this.currentByFullName.set(fullNameOf(definition.current), type);
       this.writers.set(type, {
         type: reader,
         fingerprint,
@@ -85,6 +106,68 @@ export class EventCodec {
     return { canonicalForm: canonicalForm(writer.type.schema() as AvroSchema), fingerprint: writer.fingerprint };
   }
 
+  /**
+   * Encodes `type` in the Confluent wire format from now on, with `id` as its current schema's
+   * registry id; undefined returns it to single-object encoding. Also makes `id` decodable.
+   */
+  bindSchemaId(type: EventType, id: number | undefined): void {
+    if (id === undefined) {
+      this.writerIds.delete(type);
+      return;
+    }
+    const writer = this.writers.get(type);
+    if (!writer) throw new Error(`unknown event type ${type}`);
+    this.learnSchema(id, writer.type.schema() as object);
+    const header = Buffer.alloc(CONFLUENT_HEADER_LENGTH);
+    header.writeUInt8(CONFLUENT_MAGIC, 0);
+    header.writeUInt32BE(id, 1);
+    this.writerIds.set(type, header);
+  }
+
+  /**
+   * Makes registry id `id` decodable: `schema` is the writer schema the registry holds for it (one
+   * of ours, older or newer than this build's, or another team's writer of the same record). Its
+   * full name chooses the event type; its data is resolved to our current schema. Throws when the
+   * name is none of ours or our schema cannot read it: such an id stays unknown.
+   */
+  learnSchema(id: number, schema: object | string): EventType {
+    const parsed = (typeof schema === 'string' ? JSON.parse(schema) : schema) as object;
+    const type = this.currentByFullName.get(fullNameOf(parsed));
+    if (type === undefined) throw new Error(`schema id ${id} is ${fullNameOf(parsed)}, not one of our event types`);
+    const reader = (this.writers.get(type) as { type: avro.Type }).type;
+    const writer = avro.Type.forSchema(parsed as avro.Schema);
+    const same = canonicalForm(parsed as AvroSchema) === canonicalForm(reader.schema() as AvroSchema);
+    this.readersById.set(id, {
+      type,
+      writer: same ? reader : writer,
+      reader,
+      ...(same ? {} : { resolver: reader.createResolver(writer) }),
+      guard: AvroBodyGuard.forType(same ? reader : writer),
+    });
+    return type;
+  }
+
+  /** Whether `id` can be decoded now. */
+  knowsSchemaId(id: number): boolean {
+    return this.readersById.has(id);
+  }
+
+  /** The Confluent-framed ids among `values` that this codec cannot decode yet (for the consumer to learn). */
+  unknownSchemaIds(values: Iterable<Uint8Array | null | undefined>): number[] {
+    const unknown = new Set<number>();
+    for (const value of values) {
+      const id = value ? confluentSchemaId(value) : undefined;
+      if (id !== undefined && !this.readersById.has(id)) unknown.add(id);
+    }
+    return [...unknown];
+  }
+
+  /** Forgets every registry binding (tests; a codec that goes back to single-object only). */
+  clearSchemaIds(): void {
+    this.writerIds.clear();
+    this.readersById.clear();
+  }
+
   encode(event: OutreachEvent): Buffer {
     const writer = this.writers.get(event.type);
     if (!writer) throw new EncodeError(String(event.type), ['type']);
@@ -93,7 +176,7 @@ export class EventCodec {
     if (!writer.type.isValid(fields, { errorHook: (path) => paths.push(path.join('.') || '(root)') })) {
       throw new EncodeError(event.type, paths);
     }
-    return Buffer.concat([writer.header, writer.type.toBuffer(fields)]);
+    return Buffer.concat([this.writerIds.get(event.type) ?? writer.header, writer.type.toBuffer(fields)]);
   }
 
   /** Throws DecodeError for anything that is not a complete, valid event. */
@@ -105,24 +188,9 @@ export class EventCodec {
         `message of ${buffer.length} bytes is larger than the decoder's maximum of ${this.limits.maxBytes}`,
       );
     }
-    if (buffer.length < HEADER_LENGTH || buffer[0] !== MARKER[0] || buffer[1] !== MARKER[1]) {
-      throw new DecodeError(
-        'NOT_SINGLE_OBJECT',
-        buffer.length < HEADER_LENGTH
-          ? `message of ${buffer.length} bytes is shorter than the ${HEADER_LENGTH}-byte single-object header`
-          : 'message does not start with the Avro single-object marker C3 01',
-      );
-    }
-    const fingerprint = buffer.readBigUInt64LE(MARKER.length);
-    const entry = this.readers.get(fingerprint);
-    if (!entry) {
-      throw new DecodeError(
-        'UNKNOWN_FINGERPRINT',
-        `no known schema has fingerprint ${fingerprint.toString(16).padStart(16, '0')}`,
-      );
-    }
-    entry.guard.check(buffer, HEADER_LENGTH, this.limits, `${entry.type} body`);
-    const body = buffer.subarray(HEADER_LENGTH);
+    const { entry, headerLength } = this.entryOf(buffer);
+    entry.guard.check(buffer, headerLength, this.limits, `${entry.type} body`);
+    const body = buffer.subarray(headerLength);
     let value: Record<string, unknown>;
     try {
       value = entry.resolver
@@ -138,6 +206,32 @@ export class EventCodec {
     return { type: entry.type, ...value } as OutreachEvent;
   }
 
+  private entryOf(buffer: Buffer): { entry: ReaderEntry; headerLength: number } {
+    if (buffer.length >= CONFLUENT_HEADER_LENGTH && buffer[0] === CONFLUENT_MAGIC) {
+      const id = buffer.readUInt32BE(1);
+      const entry = this.readersById.get(id);
+      if (!entry) throw new DecodeError('UNKNOWN_SCHEMA_ID', `schema id ${id} is unknown to this consumer`);
+      return { entry, headerLength: CONFLUENT_HEADER_LENGTH };
+    }
+    if (buffer.length < HEADER_LENGTH || buffer[0] !== MARKER[0] || buffer[1] !== MARKER[1]) {
+      throw new DecodeError(
+        'NOT_SINGLE_OBJECT',
+        buffer.length < HEADER_LENGTH && buffer[0] !== CONFLUENT_MAGIC
+          ? `message of ${buffer.length} bytes is shorter than the ${HEADER_LENGTH}-byte single-object header`
+          : 'message starts with neither the Avro single-object marker C3 01 nor the Confluent magic byte 0 and a schema id',
+      );
+    }
+    const fingerprint = buffer.readBigUInt64LE(MARKER.length);
+    const entry = this.readers.get(fingerprint);
+    if (!entry) {
+      throw new DecodeError(
+        'UNKNOWN_FINGERPRINT',
+        `no known schema has fingerprint ${fingerprint.toString(16).padStart(16, '0')}`,
+      );
+    }
+    return { entry, headerLength: HEADER_LENGTH };
+  }
+
   /** Like decode, but as a value: `{ ok: false, error }` instead of a throw. */
   tryDecode(bytes: Uint8Array): { ok: true; event: OutreachEvent } | { ok: false; error: DecodeError } {
     try {
@@ -150,6 +244,13 @@ export class EventCodec {
       };
     }
   }
+}
+
+/** `namespace.name` of a record schema (our schemas always give both). */
+function fullNameOf(schema: object): string {
+  const { name, namespace } = schema as { name?: string; namespace?: string };
+  if (typeof name !== 'string') return '(no name)';
+  return name.includes('.') || !namespace ? name : `${namespace}.${name}`;
 }
 
 /** The codec over every contract in schemas/. */

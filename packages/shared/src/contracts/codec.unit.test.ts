@@ -57,6 +57,7 @@ describe('contracts in schemas/', () => {
   it('has one schema per event type of the topic table, each with the envelope fields', () => {
     expect(set.current.map((f) => f.name).sort()).toEqual(
       [
+        'AddressSuppressed',
         'ConversationClosed',
         'ConversationRecovered',
         'ConversationStalled',

@@ -7,6 +7,11 @@ export type DecodeErrorCode =
   | 'NOT_SINGLE_OBJECT'
   /** The fingerprint names no version of any known schema. */
   | 'UNKNOWN_FINGERPRINT'
+  /**
+   * Confluent framing (ADR 011) with a registry id this consumer could not learn: the registry was
+   * unreachable, or the id names no schema our reader can resolve. Replayable once the registry is back.
+   */
+  | 'UNKNOWN_SCHEMA_ID'
   /** Longer than the decoder's maximum message size: refused before any byte of the body is read. */
   | 'TOO_LARGE'
   /** The body ends inside a value: it could be the start of a valid message that was cut short. */

@@ -1,6 +1,7 @@
 /**
  * Build-time tools over the `.avsc` contracts: Parsing Canonical Form and fingerprints, TypeScript
- * generation, and the backward-compatibility check (a new version must read every older one).
+ * generation, and the full-compatibility check (a new version must read every older one, and be
+ * readable by every older one).
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -147,6 +148,8 @@ export interface CompatibilityProblem {
   readonly schema: string;
   readonly against: string;
   readonly message: string;
+  /** backward (default): the current schema cannot read the older one; forward: the older cannot read the current. */
+  readonly direction?: 'backward' | 'forward';
 }
 
 /** The committed version of a schema on `ref` (main by default), when git knows it. */
@@ -165,8 +168,10 @@ export function committedVersion(path: string, ref: string, cwd: string): AvroSc
 }
 
 /**
- * Every current schema must read data written with each of its older versions: those in history/
- * and, when given, the version committed on the reference branch.
+ * Full compatibility, as the registry enforces it per subject (FULL_TRANSITIVE, ADR 011): every
+ * current schema must read data written with each of its older versions (those in history/ and,
+ * when given, the version committed on the reference branch), and each older version must read data
+ * the current one writes, so a consumer not yet redeployed keeps reading a newer producer.
  */
 export function checkCompatibility(
   set: SchemaSet,
@@ -189,11 +194,23 @@ export function checkCompatibility(
       if (committed) olderVersions.push({ label: `${options.gitRef}:${basename(file.path)}`, schema: committed });
     }
     for (const older of olderVersions) {
+      let olderType: avro.Type;
       try {
-        const writer = avro.Type.forSchema(older.schema as avro.Schema);
-        reader.createResolver(writer);
+        olderType = avro.Type.forSchema(older.schema as avro.Schema);
+        reader.createResolver(olderType);
       } catch (error) {
         problems.push({ schema: file.name, against: older.label, message: (error as Error).message });
+        continue;
+      }
+      try {
+        olderType.createResolver(reader);
+      } catch (error) {
+        problems.push({
+          schema: file.name,
+          against: older.label,
+          direction: 'forward',
+          message: `a reader holding ${older.label} cannot read data the current schema writes: ${(error as Error).message}`,
+        });
       }
     }
   }

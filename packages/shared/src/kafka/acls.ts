@@ -40,7 +40,7 @@ export const kafkaRoles = {
   },
   sender: {
     description: 'the sender service',
-    produces: ['sendRecorded'],
+    produces: ['sendRecorded', 'suppressions'],
     consumes: ['sendRequested'],
     groupPrefix: 'sender',
   },

@@ -20,9 +20,9 @@ const topicsWith = (list: readonly AclBinding[], operation: AclBinding['operatio
   list.filter((a) => a.resourceType === 'TOPIC' && a.operation === operation).map((a) => a.resourceName);
 
 describe('the Kafka ACLs generated from the topic declaration', () => {
-  it('lets the sender write only the outcomes and its DLQ: never outreach.requested.v1', () => {
+  it('lets the sender write only the outcomes, the suppressions and its DLQ: never outreach.requested.v1', () => {
     expect(topicsWith(of('sender'), 'WRITE').sort()).toEqual(
-      ['outreach.send-recorded.v1', 'outreach.send-requested.v1.dlq'].sort(),
+      ['outreach.send-recorded.v1', 'outreach.suppressions.v1', 'outreach.send-requested.v1.dlq'].sort(),
     );
     expect(topicsWith(of('sender'), 'READ')).toEqual(['outreach.send-requested.v1']);
     expect(acls.some((a) => a.role === 'sender' && a.resourceName === 'outreach.requested.v1')).toBe(false);
@@ -78,7 +78,7 @@ describe('the Kafka ACLs generated from the topic declaration', () => {
     expect(prefixed.find((a) => a.resourceType === 'GROUP')?.resourceName).toBe('run7-sender');
     expect(roleAccessNeeds('sender', 'run7.')).toEqual({
       read: ['run7.outreach.send-requested.v1'],
-      write: ['run7.outreach.send-requested.v1.dlq', 'run7.outreach.send-recorded.v1'],
+      write: ['run7.outreach.send-requested.v1.dlq', 'run7.outreach.send-recorded.v1', 'run7.outreach.suppressions.v1'],
       groups: [],
     });
   });

@@ -138,8 +138,16 @@ describe('ConsumerRunner', () => {
     }
     const codes = new Set(dlq.map((m) => m.headers['dlq-error-code']));
     // INVALID_LENGTH: a random body often starts with a negative or huge length (ADR 005).
+    // UNKNOWN_SCHEMA_ID: a random string that starts with byte 0 reads as Confluent framing (ADR 011).
     expect(codes).toEqual(
-      new Set(['NOT_SINGLE_OBJECT', 'UNKNOWN_FINGERPRINT', 'TRUNCATED', 'INVALID_LENGTH', 'INVALID_BODY']),
+      new Set([
+        'NOT_SINGLE_OBJECT',
+        'UNKNOWN_FINGERPRINT',
+        'UNKNOWN_SCHEMA_ID',
+        'TRUNCATED',
+        'INVALID_LENGTH',
+        'INVALID_BODY',
+      ]),
     );
   });
 

@@ -18,6 +18,7 @@ import type { Consumer, EachBatchPayload, IHeaders, Kafka, KafkaMessage } from '
 import type { Registry } from 'prom-client';
 import { CONSUMER_RETRY_DEFAULTS } from '../config.js';
 import { eventCodec } from '../contracts/codec.js';
+import { learnUnknownSchemaIds } from '../registry/binding.js';
 import type { OutreachEvent } from '../contracts/events.generated.js';
 import { maskAddresses, type Logger } from '../logger.js';
 import { consumerMetrics } from '../metrics.js';
@@ -308,6 +309,8 @@ export class ConsumerRunner {
         const chunk = batch.messages.slice(start, start + this.chunkSize);
         const dead: DeadLetter[] = [];
         const events: ConsumedEvent[] = [];
+        // Registry ids first seen here (a newer writer) are fetched once; what stays unknown dead-letters.
+        await learnUnknownSchemaIds(chunk.map((m) => m.value));
         for (const message of chunk) {
           const decoded = message.value
             ? eventCodec.tryDecode(message.value)

@@ -25,8 +25,10 @@ export interface RawRecord {
   readonly headers: IHeaders;
 }
 
-/** Every event is keyed by its candidate, so one candidate's events stay in order on one partition. */
+/** Events are keyed by their candidate (suppressions by their address's hash), so they stay in order on one partition. */
 export function messageKey(event: OutreachEvent): string {
+  // A suppression is about an address, not a candidate: its keyed hash orders one address's events.
+  if (event.type === 'AddressSuppressed') return event.emailHash;
   if ('candidateKey' in event) return event.candidateKey;
   if ('candidateId' in event) return normalizeCandidateKey(event.candidateId);
   throw new Error(`${(event as { type: string }).type} has no candidate to key by`);

@@ -16,6 +16,8 @@ export interface TopicSpec {
   /** Carries a raw email address or body: internal only, never for data teams. */
   readonly pii: boolean;
   readonly description: string;
+  /** What the Kafka message key is, when it is not the canonical candidate key. */
+  readonly key?: string;
 }
 
 const DAY = 24 * 60 * 60 * 1000;
@@ -83,6 +85,16 @@ export const topics = {
     eventTypes: ['ConversationStalled', 'ConversationRecovered'],
     pii: false,
     description: 'conversations flagged for lacking a next step, and their recovery',
+  },
+  suppressions: {
+    name: 'outreach.suppressions.v1',
+    partitions: PARTITIONS,
+    retentionMs: 365 * DAY,
+    logAppendTime: false,
+    eventTypes: ['AddressSuppressed'],
+    pii: false,
+    description: 'addresses the sender put on its suppression list (unsubscribes, bounces, complaints, operators)',
+    key: 'emailHash',
   },
 } as const satisfies Record<string, TopicSpec>;
 

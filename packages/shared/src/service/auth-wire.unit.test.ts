@@ -7,9 +7,10 @@
 import net from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
+import { BaseConfigSchema, loadConfig } from '../config.js';
 import { createLogger } from '../logger.js';
 import type { ScopedTokens } from './auth.js';
-import { buildHttpApp } from './http.js';
+import { buildHttpApp, trustProxyOf } from './http.js';
 
 const TOKENS = { publish: 'tok-publish-AAAA', operate: 'tok-operate-BBBB', read: 'tok-read-CCCC' } as const;
 const staticTokens: ScopedTokens = { publish: [TOKENS.publish], operate: [TOKENS.operate], read: [TOKENS.read] };
@@ -22,12 +23,14 @@ afterEach(async () => {
 
 async function start(options: {
   rateLimit?: { max: number; windowMs: number };
+  trustProxy?: string;
 }): Promise<{ app: FastifyInstance; port: number }> {
   const app = await buildHttpApp({
     name: 'auth-wire',
     logger: createLogger({ name: 'auth-wire', level: 'silent' }),
     apiTokens: staticTokens,
     ...(options.rateLimit ? { rateLimit: options.rateLimit } : {}),
+    ...(options.trustProxy !== undefined ? { trustProxy: options.trustProxy } : {}),
   });
   app.get('/v1/secret', { config: { scope: 'read' } }, async () => ({ secret: 'read-data' }));
   app.post('/v1/secret/pause', { config: { scope: 'operate' } }, async () => ({ paused: true }));
@@ -188,6 +191,48 @@ describe('rate limit per token: no fresh budget by varying what is not the token
     const limited = await raw(port, request('GET', '/v1/secret', ['Authorization: Bearer guess-x']));
     expect(limited.status).toBe(429);
     expect(limited.text).toMatch(/"message":"rate limit exceeded/);
+  });
+});
+
+describe('behind a proxy (TRUST_PROXY)', () => {
+  const limit = { max: 3, windowMs: 60_000 };
+  const guess = (i: number, forwardedFor: string) => [
+    `Authorization: Bearer guess-${i}`,
+    `X-Forwarded-For: ${forwardedFor}`,
+  ];
+
+  it('clients behind a trusted proxy get a budget each; the proxy is not one client', async () => {
+    // The test connects from 127.0.0.1, standing in for the ingress.
+    const { port } = await start({ rateLimit: limit, trustProxy: '127.0.0.1' });
+    const statuses: number[] = [];
+    for (let i = 0; i < 12; i++)
+      statuses.push((await raw(port, request('GET', '/v1/secret', guess(i, `198.51.100.${i}`)))).status);
+    expect(statuses).toEqual(Array(12).fill(401));
+    // One client still has one budget.
+    const same: number[] = [];
+    for (let i = 0; i < 5; i++)
+      same.push((await raw(port, request('GET', '/v1/secret', guess(i, '198.51.100.200')))).status);
+    expect(same).toEqual([401, 401, 401, 429, 429]);
+  });
+
+  it('a proxy we do not trust cannot choose its clients’ addresses', async () => {
+    const { port } = await start({ rateLimit: limit, trustProxy: '10.0.0.0/8' });
+    const statuses: number[] = [];
+    for (let i = 0; i < 6; i++)
+      statuses.push((await raw(port, request('GET', '/v1/secret', guess(i, `198.51.100.${i}`)))).status);
+    expect(statuses).toEqual([401, 401, 401, 429, 429, 429]);
+  });
+});
+
+describe('TRUST_PROXY spellings', () => {
+  it('parses addresses, CIDRs and hop counts, and refuses "true"', () => {
+    expect(trustProxyOf('')).toBe(false);
+    const twoHops = trustProxyOf('2') as (address: string, hop: number) => boolean;
+    expect([0, 1, 2].map((hop) => twoHops('10.0.0.1', hop))).toEqual([true, true, false]);
+    expect(trustProxyOf('10.0.0.0/8, 192.168.1.1')).toEqual(['10.0.0.0/8', '192.168.1.1']);
+    expect(() =>
+      loadConfig(BaseConfigSchema, { KAFKA_BROKERS: 'k:1', DATABASE_URL: 'postgres://x', TRUST_PROXY: 'true' }),
+    ).toThrow(/TRUST_PROXY/);
   });
 });
 

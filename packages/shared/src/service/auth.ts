@@ -3,8 +3,9 @@
  * and the decision is made on the route fastify matched, never on the URL string: the router decodes
  * `%76` to `v` and accepts absolute-form targets, so a check on `request.url` can be walked around,
  * while whatever spelling reaches a handler has also reached that handler's declared scope. A route
- * that declares nothing refuses to register, so a new route cannot be forgotten; a request no route
- * matches falls through to the 404 handler, which runs nothing.
+ * that declares nothing refuses to register, so a new route cannot be forgotten (the routes of a
+ * third-party plugin, which take no config, get the scope of the context that registers it:
+ * scopePluginRoutes); a request no route matches falls through to the 404 handler, which runs nothing.
  *
  * Scopes: `publish` (ingress: systems that feed work in), `operate` (pause, resume, resolve,
  * suppress, graces, experiments), `read` (every GET: they reveal candidates, addresses' hashes,
@@ -220,14 +221,17 @@ export const accessControl = fp(
     // Set by the first onRequest hook on every request; null only before it runs.
     app.decorateRequest('authentication', null as never);
 
-    app.addHook('onRoute', (route) => {
-      const access = route.config?.scope;
+    app.addHook('onRoute', function (route) {
+      const access = route.config?.scope ?? pluginScopeOf(this);
       const methods = Array.isArray(route.method) ? route.method : [route.method];
       if (!isRouteAccess(access)) {
         throw new Error(
           `${methods.join(',')} ${route.url} declares no access: add config: { scope: 'publish' | 'operate' | 'read' | 'public' }`,
         );
       }
+      // Written into the route's config, which fastify builds after these hooks: authorize and the
+      // rate limiter read it there, as they read a declared one.
+      route.config = { ...route.config, scope: access };
       for (const method of methods) routes.push({ method, url: route.url, scope: access, schema: route.schema });
     });
 
@@ -262,6 +266,22 @@ export const accessControl = fp(
   },
   { name: 'access-control' },
 );
+
+const PLUGIN_SCOPE = Symbol('outreach.pluginScope');
+
+/**
+ * For a plugin that registers routes of its own and takes no route config (Swagger UI, static
+ * files): every route registered in `instance` (the context that registers that plugin, and its
+ * children) that declares no scope gets `access`. A route that declares one keeps it.
+ */
+export function scopePluginRoutes(instance: FastifyInstance, access: RouteAccess): void {
+  (instance as unknown as Record<symbol, RouteAccess>)[PLUGIN_SCOPE] = access;
+}
+
+/** Child contexts inherit from their parent's object, so a context inside a scoped one is scoped too. */
+function pluginScopeOf(instance: FastifyInstance): RouteAccess | undefined {
+  return (instance as unknown as Record<symbol, RouteAccess | undefined>)[PLUGIN_SCOPE];
+}
 
 /**
  * An onRequest hook that limits a `public` route per client address. accessControl's limiter lets

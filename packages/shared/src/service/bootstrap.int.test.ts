@@ -21,6 +21,7 @@ import { waitFor } from '../wait.js';
 
 const brokers = inject('kafkaBrokers');
 const databaseUrl = inject('databaseUrl');
+const registryUrl = inject('schemaRegistryUrl');
 const root = join(import.meta.dirname, '..', '..', '..', '..');
 const entry = join(import.meta.dirname, '..', 'testing', 'fixtures', 'echo-service.ts');
 const kafka = createKafka({ brokers: brokers.split(','), clientId: 'bootstrap-test' });
@@ -77,6 +78,10 @@ describe('a service built from the shared bootstrap', () => {
           HTTP_PORT: String(port),
           HTTP_HOST: '127.0.0.1',
           HANDLER_DELAY_MS: '25',
+          // The wire format of the run (ADR 011; test/vitest.confluent.config.ts): a service learns
+          // registry ids at start only when it is given the registry.
+          ...(registryUrl ? { SCHEMA_REGISTRY_URL: registryUrl } : {}),
+          ...(process.env.EVENT_WIRE_FORMAT ? { EVENT_WIRE_FORMAT: process.env.EVENT_WIRE_FORMAT } : {}),
         },
         [],
         ['--conditions=source', '--import', join(root, 'node_modules', 'tsx', 'dist', 'loader.mjs')],

@@ -18,6 +18,7 @@ import { createMetricsRegistry } from '../metrics.js';
 import { accessControl, scopedTokensFrom, type ScopedTokens } from './auth.js';
 import { isTransientError } from '../kafka/consumer.js';
 import { isKafkaRole, roleAccessNeeds } from '../kafka/acls.js';
+import { registerDocsUi, registerOpenApi } from './docs.js';
 import { AppError } from './errors.js';
 import { kafkaPlugin, type KafkaPluginOptions } from './kafka-plugin.js';
 import { postgresPlugin, type PostgresPluginOptions } from './postgres-plugin.js';
@@ -60,6 +61,8 @@ export interface HttpAppOptions {
   readonly apiTokensReloadMs?: number;
   /** Per token (per client address without one), per replica. Defaults to 6000 per minute. */
   readonly rateLimit?: { readonly max: number; readonly windowMs: number };
+  /** TRUST_PROXY: proxy addresses/CIDRs (comma-separated) or a hop count; empty trusts no proxy. */
+  readonly trustProxy?: string;
   /** Defaults to a new registry with Node's default metrics. */
   readonly metrics?: Registry;
   /** Autoloaded first: external connections (pg, kafka), then app plugins (repositories, relays). */
@@ -71,8 +74,23 @@ export interface HttpAppOptions {
 }
 
 /**
+ * TRUST_PROXY's spelling to fastify's: false, a list of addresses and CIDRs, or for a hop count the
+ * function proxy-addr takes (trust the `n` nearest hops).
+ */
+export function trustProxyOf(value: string): false | string[] | ((address: string, hop: number) => boolean) {
+  const trimmed = value.trim();
+  if (trimmed === '') return false;
+  if (/^\d+$/.test(trimmed)) {
+    const hops = Number(trimmed);
+    return (_address, hop) => hop < hops;
+  }
+  return trimmed.split(',').map((s) => s.trim());
+}
+
+/**
  * The HTTP shell every service shares: request ids that double as correlation ids, health routes,
- * one error handler, and autoloaded plugins and routes. Builds; never listens (server.ts does).
+ * one error handler, the API docs (/docs), and autoloaded plugins and routes. Builds; never listens
+ * (server.ts does).
  */
 export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInstance> {
   const app = Fastify({
@@ -87,8 +105,11 @@ export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInst
     },
     logController: new LogController({ requestIdLogLabel: 'correlationId' }),
     forceCloseConnections: true,
+    trustProxy: trustProxyOf(options.trustProxy ?? ''),
     // Unknown fields in a schema that forbids them are an error with a reason, not silently dropped.
-    ajv: { customOptions: { removeAdditional: false } },
+    // A body that is one of several shapes (`oneOf` with a `discriminator`) is checked against the
+    // shape its tag names, so the 400 says what that shape lacks.
+    ajv: { customOptions: { removeAdditional: false, discriminator: true } },
     bodyLimit: MAX_BODY_BYTES,
     routerOptions: { maxParamLength: MAX_PARAM_CHARS },
     // Errors the router raises before any route or hook: their default messages echo the path,
@@ -109,6 +130,8 @@ export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInst
     ...(options.apiTokensReloadMs !== undefined ? { reloadMs: options.apiTokensReloadMs } : {}),
     rateLimit: options.rateLimit ?? { max: 6_000, windowMs: 60_000 },
   });
+  // Before any route, so the OpenAPI document has them all (service/docs.ts).
+  await registerOpenApi(app, options.name);
 
   await app.register(
     fp(
@@ -189,6 +212,9 @@ export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInst
   app.setNotFoundHandler((request, reply) =>
     reply.code(404).send({ error: 'NOT_FOUND', message: `no route for ${request.method} on this path` }),
   );
+
+  // Swagger UI at /docs and the document at /docs/json.
+  await registerDocsUi(app);
 
   if (options.postgres) {
     await app.register(postgresPlugin, options.postgres);
@@ -282,6 +308,7 @@ export async function buildServiceApp(options: {
     apiTokens: () => scopedTokensFrom(config),
     apiTokensReloadMs: 30_000,
     rateLimit: { max: config.RATE_LIMIT_MAX, windowMs: config.RATE_LIMIT_WINDOW_MS },
+    trustProxy: config.TRUST_PROXY,
     pluginsDir: join(dir, 'plugins'),
     routesDir: join(dir, 'routes'),
     options: { config },

@@ -6,6 +6,8 @@ import { kafkaSecurityFromEnv } from '../kafka/security.js';
 import { createLogger, type Logger } from '../logger.js';
 import { explainPgError, resolvePgSettings, unverifiedTls } from '../pg/connection.js';
 import { migrate } from '../pg/migrate.js';
+import { openApiDocument } from './docs.js';
+import { bindSchemaRegistry } from '../registry/binding.js';
 import { StartupError } from './startup-error.js';
 
 export interface ServiceDefinition<P extends TProperties> {
@@ -23,7 +25,8 @@ export interface ServiceDefinition<P extends TProperties> {
 /**
  * The process around a service: validate config, migrate, log, listen, and shut down gracefully on
  * SIGTERM/SIGINT (fastify's onClose hooks stop consumers and relays before pools close).
- * `node server.js migrate` applies the migrations and exits (the Kubernetes migration Job).
+ * `node server.js migrate` applies the migrations and exits (the Kubernetes migration Job);
+ * `node server.js openapi` prints the service's OpenAPI document and exits, connecting to nothing.
  */
 export async function runService<P extends TProperties>(
   definition: ServiceDefinition<P>,
@@ -80,12 +83,30 @@ export async function runService<P extends TProperties>(
     }
   };
 
+  if (argv[0] === 'openapi') {
+    // The routes are all registered once the app is built; nothing connects before ready().
+    const app = await definition.build({ config, logger });
+    process.stdout.write(`${JSON.stringify(await openApiDocument(app, definition.name), null, 2)}\n`);
+    return undefined;
+  }
   if (argv[0] === 'migrate') {
     await runMigrations();
     logger.info('migrations up to date');
     return undefined;
   }
   if (config.MIGRATE_ON_START) await runMigrations();
+  try {
+    const binding = await bindSchemaRegistry(config);
+    if (binding) {
+      logger.info(
+        { format: binding.format, subjects: binding.currentIds.size, registry: binding.resolver.client.url },
+        'schema registry ids bound',
+      );
+    }
+  } catch (error) {
+    if (error instanceof StartupError) stop(error);
+    throw error;
+  }
 
   let app: FastifyInstance;
   try {

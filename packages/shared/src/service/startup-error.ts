@@ -8,7 +8,7 @@ export type StartupFailure = 'authentication' | 'tls' | 'authorization' | 'confi
 export class StartupError extends Error {
   override readonly name = 'StartupError';
   constructor(
-    readonly dependency: 'kafka' | 'postgres',
+    readonly dependency: 'kafka' | 'postgres' | 'schema-registry',
     readonly failure: StartupFailure,
     message: string,
   ) {

@@ -31,6 +31,16 @@ export const ROUTE_TEST_ENV: Readonly<Record<string, string>> = {
   RATE_LIMIT_MAX: '100000000',
 };
 
+/** The API docs every service serves (service/docs.ts), as scopeTable lists them: public. */
+export const DOCS_SCOPES: Readonly<Record<string, 'public'>> = {
+  'GET /docs': 'public',
+  'GET /docs/static/index.html': 'public',
+  'GET /docs/static/swagger-initializer.js': 'public',
+  'GET /docs/json': 'public',
+  'GET /docs/yaml': 'public',
+  'GET /docs/static/*': 'public',
+};
+
 /** `METHOD /pattern` → scope, for every route but the automatic HEADs: what a test pins down. */
 export function scopeTable(app: FastifyInstance): Record<string, string> {
   return Object.fromEntries(
@@ -423,6 +433,7 @@ export function schemaArbitrary(schema: unknown, nastiness = 8): fc.Arbitrary<un
   const valid = (s: unknown): fc.Arbitrary<unknown> => {
     const sch = (typeof s === 'object' && s !== null ? s : {}) as JsonSchema;
     if (Array.isArray(sch.anyOf)) return fc.oneof(...(sch.anyOf as unknown[]).map(valid));
+    if (Array.isArray(sch.oneOf)) return fc.oneof(...(sch.oneOf as unknown[]).map(valid));
     if ('const' in sch) return fc.constant(sch.const);
     if (Array.isArray(sch.enum)) return fc.constantFrom(...(sch.enum as unknown[]));
     switch (sch.type) {

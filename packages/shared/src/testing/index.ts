@@ -59,6 +59,7 @@ export {
 } from './fake-mailgun.js';
 export { deciderSpec, type Decider } from './given.js';
 export {
+  deleteTopicsWithPrefix,
   serviceTestEnv,
   testEmailHashKey,
   TEST_EMAIL_HASH_ENV,
@@ -77,6 +78,7 @@ export {
   type MeasuredDecode,
 } from './avro-bombs.js';
 export {
+  DOCS_SCOPES,
   examplePath,
   fuzzRoutes,
   pathSpellings,

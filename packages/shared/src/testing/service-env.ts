@@ -70,6 +70,19 @@ export interface ServiceTestEnv {
   cleanup(): Promise<void>;
 }
 
+/** Deletes every topic whose name starts with `prefix` (a test's own topics and their DLQs). */
+export async function deleteTopicsWithPrefix(kafka: ReturnType<typeof createKafka>, prefix: string): Promise<void> {
+  if (prefix === '') throw new Error('refusing to delete topics without a prefix');
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    const topics = (await admin.listTopics()).filter((t) => t.startsWith(prefix));
+    if (topics.length > 0) await admin.deleteTopics({ topics, timeout: 10_000 });
+  } finally {
+    await admin.disconnect();
+  }
+}
+
 export async function serviceTestEnv<P extends TProperties>(
   service: ServiceUnderTest<P>,
   infra: { kafkaBrokers: string; databaseUrl: string },
@@ -169,6 +182,9 @@ export async function serviceTestEnv<P extends TProperties>(
       for (const app of apps) await app.close();
       for (const task of cleanups.reverse()) await task().catch(() => undefined);
       await producer.disconnect();
+      // Each test's topics are its own (a unique prefix): deleting them keeps the broker's open
+      // files bounded however many tests a run holds (see file.delete.delay.ms in scripts/infra.ts).
+      await deleteTopicsWithPrefix(kafka, prefix).catch(() => undefined);
       await pool.query(`DROP SCHEMA IF EXISTS ${quoteIdent(schema)} CASCADE`).catch(() => undefined);
       await pool.end();
     },

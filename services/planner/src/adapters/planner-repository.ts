@@ -7,6 +7,7 @@
  */
 import { enqueueEvents, type Queryable } from '@outreach/shared';
 import type { Pool } from 'pg';
+import type { IngestedEvent } from '../domain/conversation-event.js';
 import type { AdvancedSequence, PlannerEvent, Scheduling, Sequence } from '../domain/plan.js';
 import type { PlannedSend, StepEvent, StoredStep } from '../domain/step.js';
 
@@ -81,6 +82,18 @@ export class PlannerRepository {
         topic: event.type === 'SendRequested' ? this.topics.sendRequested : this.topics.conversationEvents,
         event,
       })),
+    );
+  }
+
+  /**
+   * Enqueues conversation events a caller sent (the HTTP ingress) to the conversation topic. Returns
+   * how many were new: an event id still in the outbox (published rows stay there for the relay's
+   * retention) is the same event again.
+   */
+  async enqueueConversationEvents(client: Queryable, events: readonly IngestedEvent[]): Promise<number> {
+    return enqueueEvents(
+      client,
+      events.map((event) => ({ topic: this.topics.conversationEvents, event })),
     );
   }
 

@@ -16,12 +16,10 @@ import {
 } from '@outreach/shared';
 import type { Pool } from 'pg';
 import { stepRefKey, type PlannerRepository } from '../adapters/planner-repository.js';
+import { SEQUENCE_COMPLETED } from '../domain/conversation-event.js';
 import { planFollowUp, type Scheduling } from '../domain/plan.js';
 import { arrivalOf, decideStep, unstoredStep } from '../domain/step.js';
 import type { Rerequest, Rerequests } from './rerequests.js';
-
-/** The liveness service's reason for closing a conversation whose sequence got no reply (schemas: ConversationClosed). */
-export const SEQUENCE_COMPLETED = 'sequence_completed';
 
 interface SentStep {
   readonly campaignId: string;

@@ -1,11 +1,23 @@
 import { randomUUID } from 'node:crypto';
-import { AppError, canonicalConversationId, topicName, TransientError, type OutreachRequested } from '@outreach/shared';
+import {
+  AppError,
+  avroFromJson,
+  avroToJsonSchema,
+  canonicalConversationId,
+  schemaDefinitions,
+  topicName,
+  TransientError,
+  type OutreachRequested,
+} from '@outreach/shared';
 import { Type, type Static } from '@sinclair/typebox';
-// Unions list Null first: fastify's Ajv coerces types, and would turn null into "" for a string branch.
 import type { FastifyInstance } from 'fastify';
 import { stepRefKey } from '../../adapters/planner-repository.js';
 import { validateRequest, variantCoverage } from '../../domain/request.js';
 import { arrivalOf, unstoredStep } from '../../domain/step.js';
+
+/** What the ingress fills in: a caller sends the request's own fields, nothing else. */
+const ENVELOPE = ['eventId', 'occurredAt', 'producer', 'correlationId', 'causationId'] as const;
+type RequestFields = Omit<OutreachRequested, 'type' | (typeof ENVELOPE)[number]>;
 
 /**
  * Bounds at the edge, each with a reason in the 400: an id longer than the domain allows, a delay
@@ -13,55 +25,51 @@ import { arrivalOf, unstoredStep } from '../../domain/step.js';
  * domain (validateRequest) then checks meaning; the body limit (MAX_BODY_BYTES) keeps every request
  * within one Kafka message.
  */
-const ID = Type.String({ maxLength: 256 });
+const ID = { maxLength: 256 };
 /** A follow-up at most a year and a day after the step before it. */
 const MAX_DELAY_MS = 366 * 24 * 60 * 60 * 1000;
-const Content = Type.Object(
-  {
-    variant: Type.Optional(Type.Union([Type.Null(), Type.String({ maxLength: 64 })])),
-    subject: Type.String(),
-    body: Type.String(),
-  },
-  { additionalProperties: false },
-);
-const Body = Type.Object(
-  {
-    requestId: ID,
-    campaignId: ID,
-    candidateId: ID,
-    email: Type.String({ maxLength: 320 }),
-    step: ID,
-    // The experiment service's own limit on its ids.
-    experimentId: Type.Optional(Type.Union([Type.Null(), Type.String({ maxLength: 64 })])),
-    conversationId: Type.Optional(Type.Union([Type.Null(), Type.String({ minLength: 1, maxLength: 1024 })])),
-    contents: Type.Array(Content, { minItems: 1, maxItems: 20 }),
-    sendAt: Type.Optional(Type.Union([Type.Null(), Type.String({ format: 'date-time' })])),
-    followUps: Type.Optional(
-      Type.Array(
-        Type.Object(
-          {
-            step: ID,
-            delayMs: Type.Integer({ minimum: 1, maximum: MAX_DELAY_MS }),
-            contents: Type.Array(Content, { minItems: 1, maxItems: 20 }),
-          },
-          { additionalProperties: false },
-        ),
-        { maxItems: 20 },
-      ),
-    ),
-  },
-  { additionalProperties: false },
-);
+const CONTENTS = { minItems: 1, maxItems: 20 };
+// The experiment service's own limit on its ids.
+const EXPERIMENT_ID = { maxLength: 64 };
+
+/**
+ * The body: OutreachRequested.avsc without the envelope (one contract: a field added to the schema
+ * is taken here, documented at /docs and carried into the event without an edit), with the bounds above.
+ */
+export function outreachRequestBody(schema: object = schemaDefinitions.OutreachRequested.current) {
+  return avroToJsonSchema(schema, {
+    omit: ENVELOPE,
+    refine: {
+      requestId: ID,
+      campaignId: ID,
+      candidateId: ID,
+      email: { maxLength: 320 },
+      step: ID,
+      experimentId: EXPERIMENT_ID,
+      conversationId: { minLength: 1, maxLength: 1024 },
+      contents: CONTENTS,
+      'contents[].variant': EXPERIMENT_ID,
+      followUps: { maxItems: 20 },
+      'followUps[].step': ID,
+      'followUps[].delayMs': { minimum: 1, maximum: MAX_DELAY_MS },
+      'followUps[].contents': CONTENTS,
+      'followUps[].contents[].variant': EXPERIMENT_ID,
+    },
+  });
+}
+
+const Accepted = Type.Object({
+  requestId: Type.String(),
+  sendId: Type.String({ format: 'uuid', description: 'UUIDv5 of the canonical (campaignId, candidate key, step)' }),
+  conversationId: Type.String({ description: 'In its canonical form; derived when none was given' }),
+  experimentChecked: Type.Boolean({
+    description:
+      'Whether the experiment service confirmed the contents cover every variant (false: it did not answer, or there is no experiment)',
+  }),
+});
+
 /** Derived conversation ids are `<campaignId>:<candidate key>`, and a key can outgrow its id under NFC. */
 const ConversationParams = Type.Object({ conversationId: Type.String({ minLength: 1, maxLength: 2048 }) });
-
-/** Date.parse, or a 400: `format: date-time` admits leap seconds (`23:59:60Z`), which Date cannot hold. */
-function parseSendAt(sendAt: string | null | undefined): number | null {
-  if (!sendAt) return null;
-  const parsed = Date.parse(sendAt);
-  if (Number.isNaN(parsed)) throw new AppError('BAD_REQUEST', 'sendAt is not a representable date-time');
-  return parsed;
-}
 
 /**
  * HTTP ingress for systems that do not speak Kafka: the same validation as the Kafka path, a 4xx
@@ -72,11 +80,17 @@ function parseSendAt(sendAt: string | null | undefined): number | null {
  * consumer's is reported there.
  */
 export default async function outreachRequestRoutes(app: FastifyInstance): Promise<void> {
-  app.post<{ Body: Static<typeof Body> }>(
+  app.post<{ Body: Record<string, unknown> }>(
     '/outreach-requests',
-    { config: { scope: 'publish' }, schema: { body: Body } },
+    {
+      config: { scope: 'publish' },
+      schema: { body: outreachRequestBody(), response: { 202: Accepted } },
+    },
     async (request, reply) => {
-      const body = request.body;
+      const fields = avroFromJson<RequestFields>(schemaDefinitions.OutreachRequested.current, request.body, {
+        omit: ENVELOPE,
+      });
+      if (!fields.ok) throw new AppError('BAD_REQUEST', fields.reason);
       const event: OutreachRequested = {
         type: 'OutreachRequested',
         eventId: randomUUID(),
@@ -84,20 +98,7 @@ export default async function outreachRequestRoutes(app: FastifyInstance): Promi
         producer: 'planner-http',
         correlationId: String(request.id),
         causationId: null,
-        requestId: body.requestId,
-        campaignId: body.campaignId,
-        candidateId: body.candidateId,
-        email: body.email,
-        step: body.step,
-        experimentId: body.experimentId ?? null,
-        conversationId: body.conversationId ?? null,
-        contents: body.contents.map((c) => ({ variant: c.variant ?? null, subject: c.subject, body: c.body })),
-        sendAt: parseSendAt(body.sendAt),
-        followUps: (body.followUps ?? []).map((f) => ({
-          step: f.step,
-          delayMs: f.delayMs,
-          contents: f.contents.map((c) => ({ variant: c.variant ?? null, subject: c.subject, body: c.body })),
-        })),
+        ...fields.value,
       };
       const validation = validateRequest(event, app.emailHashKey);
       if (!validation.ok) throw new AppError('BAD_REQUEST', validation.reason);
