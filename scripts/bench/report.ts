@@ -30,6 +30,8 @@ export interface CheckResult {
   readonly p99: number;
   readonly max: number;
   readonly errors: number;
+  /** How long the sender's backfill command took to seed the sent log (not part of the measure). */
+  readonly seedSeconds?: number;
 }
 
 /** Experiment assignments over HTTP, one candidate per call and in batches. */
@@ -185,7 +187,7 @@ export function markdown(report: BenchReport, options: MarkdownOptions): string 
     lines.push(
       '## Check before compose (`GET /v1/sends/check`, autocannon)',
       '',
-      `${check.rows.toLocaleString('en')} rows in the sent log; target ${check.targetRate} req/s, achieved ${check.achievedRate} req/s; latency p50 ${check.p50} ms, p99 ${check.p99} ms, max ${check.max} ms; ${check.errors} errors.`,
+      `${check.rows.toLocaleString('en')} rows in the sent log${check.seedSeconds === undefined ? '' : ` (seeded through the sender's backfill command in ${check.seedSeconds} s)`}; target ${check.targetRate} req/s, achieved ${check.achievedRate} req/s; latency p50 ${check.p50} ms, p99 ${check.p99} ms, max ${check.max} ms; ${check.errors} errors.`,
       '',
     );
   if (experiment)

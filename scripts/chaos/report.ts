@@ -13,6 +13,9 @@ export interface Result {
   readonly lost: number;
   readonly ambiguous: number;
   readonly ambiguousBound: number;
+  /** For scenarios that SIGKILL the sender: how many times, and the ambiguous sends per kill. */
+  readonly kills?: number;
+  readonly ambiguousPerKill?: number;
   readonly mismatched: number;
   readonly seconds: number;
   readonly notes: readonly string[];
@@ -49,7 +52,12 @@ export function markdown({ config, machine, results }: ChaosReport): string {
     '',
     '## Faults',
     '',
-    ...results.map((r) => `- **${r.scenario}**: ${r.fault}.${r.notes.length > 0 ? ` ${r.notes.join('; ')}.` : ''}`),
+    ...results.map(
+      (r) =>
+        `- **${r.scenario}**: ${r.fault}.${r.notes.length > 0 ? ` ${r.notes.join('; ')}.` : ''}${
+          r.kills ? ` Ambiguous per kill: ${r.ambiguousPerKill} (${r.ambiguous} after ${r.kills} kills).` : ''
+        }`,
+    ),
     '',
   ];
   return lines.join('\n');

@@ -39,6 +39,13 @@ export interface Scenario {
   readonly hostile?: (n: number) => SmtpHostility | undefined;
   readonly ownKafka?: boolean;
   readonly ownPostgres?: boolean;
+  /**
+   * The sender settles sends in doubt by asking the SMTP sink's Mailpit search API for their
+   * Message-ID (PROVIDER_LOOKUP=mailpit, ADR 009) instead of leaving them ambiguous.
+   */
+  readonly lookup?: boolean;
+  /** How many times the scenario SIGKILLs the sender: the report gives ambiguous sends per kill. */
+  readonly kills?: number;
   /** Starts the processes and publishes the load (default: one planner, one sender, each request once). */
   readonly load?: (run: Run) => Promise<void>;
   /** Injects the fault; returns how many sends could have been in flight at it. */

@@ -1,7 +1,8 @@
 /**
- * The reliability scenarios, each one fault injected into real processes: sender SIGKILLs, a hostile
- * SMTP server, rebalancing senders, a broker restart, a database restart, triple-published requests,
- * a partition increase, and a sender whose clock runs 2 hours ahead.
+ * The reliability scenarios, each one fault injected into real processes: sender SIGKILLs (with and
+ * without the delivery lookup that settles sends in doubt), a hostile SMTP server, rebalancing
+ * senders, a broker restart, a database restart, triple-published requests, a partition increase,
+ * and a sender whose clock runs 2 hours ahead.
  */
 import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
@@ -18,21 +19,34 @@ export async function startDefault(run: Run): Promise<void> {
   await run.publish(run.requests);
 }
 
+/** SIGKILLs the sender `kills` times at random points of the deliveries, restarting it after each. */
+async function killSender(run: Run, kills: number): Promise<number> {
+  const points = Array.from({ length: kills }, () => 0.1 + Math.random() * 0.75).sort((a, b) => a - b);
+  for (const point of points) {
+    await run.progress(point);
+    await run.stack.stop('sender', 'SIGKILL');
+    await run.stack.start('sender');
+  }
+  run.note(`kills at ${points.map((p) => `${Math.round(p * 100)}%`).join(', ')} of deliveries`);
+  return points.length * CONCURRENCY;
+}
+
 export const scenarios: readonly Scenario[] = [
   {
     name: 'sender-sigkill-x5',
     fault: 'the sender is SIGKILLed at five random points and restarted after each',
     sinkDelayMs: 10,
-    async inject(run) {
-      const points = Array.from({ length: 5 }, () => 0.1 + Math.random() * 0.75).sort((a, b) => a - b);
-      for (const point of points) {
-        await run.progress(point);
-        await run.stack.stop('sender', 'SIGKILL');
-        await run.stack.start('sender');
-      }
-      run.note(`kills at ${points.map((p) => `${Math.round(p * 100)}%`).join(', ')} of deliveries`);
-      return points.length * CONCURRENCY;
-    },
+    kills: 5,
+    inject: (run) => killSender(run, 5),
+  },
+  {
+    name: 'sender-sigkill-x5-lookup',
+    fault:
+      "the sender is SIGKILLed at five random points and restarted after each, with the delivery lookup on (the SMTP server's Mailpit search API)",
+    sinkDelayMs: 10,
+    kills: 5,
+    lookup: true,
+    inject: (run) => killSender(run, 5),
   },
   {
     name: 'hostile-smtp',

@@ -1,5 +1,8 @@
-import { ConfigError, EmailHashKeyConfigSchema, type BaseConfig } from '@outreach/shared';
+import type { KeyObject } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { ConfigError, EmailHashKeyConfigSchema, MAX_BODY_BYTES, type BaseConfig } from '@outreach/shared';
 import { Type, type Static } from '@sinclair/typebox';
+import { isSnsTopicArn, sendGridPublicKey } from './domain/feedback/index.js';
 
 /** The sender's settings, on top of BaseConfigSchema (KAFKA_BROKERS, DATABASE_URL, HTTP_PORT, ...). */
 export const ConfigSchema = Type.Object({
@@ -7,7 +10,7 @@ export const ConfigSchema = Type.Object({
   ...EmailHashKeyConfigSchema.properties,
   DATABASE_SCHEMA: Type.String({ default: 'sender', pattern: '^[a-z_][a-z0-9_]*$' }),
   CONSUMER_GROUP: Type.String({ default: 'sender' }),
-  MAIL_PROVIDER: Type.Union([Type.Literal('smtp'), Type.Literal('null')], { default: 'smtp' }),
+  MAIL_PROVIDER: Type.Union([Type.Literal('smtp'), Type.Literal('null'), Type.Literal('mailgun')], { default: 'smtp' }),
   /** With MAIL_PROVIDER=null: a file each accepted message is appended to (benchmarks count deliveries there). */
   NULL_PROVIDER_LOG: Type.String({ default: '' }),
   /** With MAIL_PROVIDER=null: how long its answer takes after it accepted a message. */
@@ -31,12 +34,64 @@ export const ConfigSchema = Type.Object({
   SMTP_PASSWORD: Type.String({ default: '' }),
   MAIL_FROM: Type.String({ default: 'Outreach <outreach@example.com>' }),
   MESSAGE_ID_DOMAIN: Type.String({ default: 'outreach.local', pattern: '^[A-Za-z0-9.-]+$' }),
+  /** With MAIL_PROVIDER=mailgun: the API base (https://api.mailgun.net, or https://api.eu.mailgun.net). */
+  MAILGUN_API_URL: Type.String({ default: 'https://api.mailgun.net' }),
+  /** The Mailgun sending domain (`/v3/{domain}/…`). */
+  MAILGUN_DOMAIN: Type.String({ default: '' }),
+  /** A file holding the Mailgun API key (a mounted secret); or MAILGUN_API_KEY in development. */
+  MAILGUN_API_KEY_FILE: Type.String({ default: '' }),
+  MAILGUN_API_KEY: Type.String({ default: '' }),
+  /** How long past PROVIDER_TIMEOUT_MS a request whose body left us keeps waiting for Mailgun's status. */
+  MAILGUN_LATE_REPLY_MS: Type.Integer({ minimum: 0, default: 60_000 }),
+  /** How long Mailgun keeps events on this plan (at least 3 days): older sends cannot be looked up. */
+  MAILGUN_EVENT_RETENTION_MS: Type.Integer({ minimum: 3_600_000, default: 3 * 86_400_000 }),
+  /**
+   * The delivery lookup (ADR 009) that settles sends in doubt by their Message-ID: `mailpit` (its
+   * search API; docker-compose and tests), `mailgun` (its Events API), or `none` (they stay
+   * `ambiguous` for an operator).
+   */
+  PROVIDER_LOOKUP: Type.Union([Type.Literal('none'), Type.Literal('mailpit'), Type.Literal('mailgun')], {
+    default: 'none',
+  }),
+  MAILPIT_API_URL: Type.String({ default: 'http://127.0.0.1:8025' }),
+  /** Mailpit's optional basic auth for its UI and API. */
+  MAILPIT_API_USER: Type.String({ default: '' }),
+  MAILPIT_API_PASSWORD: Type.String({ default: '' }),
+  /** One lookup request's bound. */
+  LOOKUP_TIMEOUT_MS: Type.Integer({ minimum: 100, default: 5_000 }),
+  /** How long after acceptance the provider's search may miss a message; empty: the lookup's own (Mailpit 5 s, Mailgun 30 min). */
+  LOOKUP_SETTLE_MS: Type.Optional(Type.Integer({ minimum: 0 })),
+  /** How soon a lookup that failed is asked again. */
+  LOOKUP_RECHECK_MS: Type.Integer({ minimum: 100, default: 30_000 }),
+  /** After this long since the attempt, a lookup that keeps failing gives up: the send stays `ambiguous`. */
+  LOOKUP_GIVE_UP_MS: Type.Integer({ minimum: 1_000, default: 86_400_000 }),
+  /** Lookups in flight at once, per instance. */
+  LOOKUP_CONCURRENCY: Type.Integer({ minimum: 1, maximum: 64, default: 4 }),
   UNSUBSCRIBE_MAILTO: Type.String({ default: 'unsubscribe@example.com' }),
+  /**
+   * The public base of this service's `/v1/unsubscribe` route (e.g. https://mail.example.com/v1/unsubscribe):
+   * each email's one-click URL is `${UNSUBSCRIBE_URL}/${token}`. Empty: the mailto only.
+   */
   UNSUBSCRIBE_URL: Type.String({ default: '' }),
+  /** SNS topic ARNs SES publishes bounces and complaints to (comma-separated); empty: SES intake off (404). */
+  SES_SNS_TOPIC_ARNS: Type.String({ default: '' }),
+  /** SendGrid's Event Webhook verification key (base64 DER as its settings show it, or PEM); empty: off (404). */
+  SENDGRID_WEBHOOK_PUBLIC_KEY: Type.String({ default: '' }),
+  /** A file holding that key (a mounted secret); instead of SENDGRID_WEBHOOK_PUBLIC_KEY. */
+  SENDGRID_WEBHOOK_PUBLIC_KEY_FILE: Type.String({ default: '' }),
+  /** The largest feedback request body read (SNS, SendGrid batches, a DSN); at most the service body limit. */
+  FEEDBACK_MAX_BODY_BYTES: Type.Integer({ minimum: 1024, maximum: MAX_BODY_BYTES, default: MAX_BODY_BYTES }),
   /** Events handed to the pipeline at once (one claim statement). */
   SEND_BATCH_SIZE: Type.Integer({ minimum: 1, maximum: 2000, default: 100 }),
   SEND_CONCURRENCY: Type.Integer({ minimum: 1, maximum: 256, default: 8 }),
+  /** Provider calls per second across every replica (a token bucket in PostgreSQL, shared). */
   SEND_RATE_PER_SECOND: Type.Number({ exclusiveMinimum: 0, default: 50 }),
+  /** Calls that may go at once after a quiet spell, across every replica; 0: SEND_CONCURRENCY. */
+  SEND_RATE_BURST: Type.Integer({ minimum: 0, default: 0 }),
+  /** Provider calls per second to one recipient domain, across every replica; 0: SEND_RATE_PER_SECOND. */
+  SEND_RATE_PER_DOMAIN_PER_SECOND: Type.Number({ minimum: 0, default: 0 }),
+  /** Calls to one recipient domain at once after a quiet spell; 0: SEND_RATE_BURST. */
+  SEND_RATE_PER_DOMAIN_BURST: Type.Integer({ minimum: 0, default: 0 }),
   LEASE_MS: Type.Integer({ minimum: 1000, default: 60_000 }),
   PROVIDER_TIMEOUT_MS: Type.Integer({ minimum: 100, default: 20_000 }),
   /**
@@ -90,18 +145,96 @@ function checkProductionIdentity(config: Config): void {
     throw new ConfigError('invalid configuration: UNSUBSCRIBE_URL must be an https URL when NODE_ENV=production');
 }
 
+/**
+ * The longest a provider call could still hand a message over after it started (ADR 009): its
+ * timeout, and for SMTP the wait for the reply to the final dot, for Mailgun its late-reply wait.
+ */
+export function handoverWithinMs(config: Config): number {
+  if (config.MAIL_PROVIDER === 'mailgun') return config.PROVIDER_TIMEOUT_MS + config.MAILGUN_LATE_REPLY_MS;
+  if (config.MAIL_PROVIDER === 'smtp') return Math.max(config.PROVIDER_TIMEOUT_MS, config.SMTP_FINAL_REPLY_TIMEOUT_MS);
+  return config.PROVIDER_TIMEOUT_MS + config.NULL_PROVIDER_DELAY_MS;
+}
+
+/** The settle time the configured lookup waits for (LOOKUP_SETTLE_MS, else the lookup's own default). */
+export function lookupSettleMs(config: Config): number {
+  return config.LOOKUP_SETTLE_MS ?? (config.PROVIDER_LOOKUP === 'mailgun' ? 30 * 60_000 : 5_000);
+}
+
+function checkProviderLookup(config: Config): void {
+  const usesMailgun = config.MAIL_PROVIDER === 'mailgun' || config.PROVIDER_LOOKUP === 'mailgun';
+  if (usesMailgun && config.MAILGUN_DOMAIN === '')
+    throw new ConfigError(
+      'invalid configuration: MAILGUN_DOMAIN is required with MAIL_PROVIDER or PROVIDER_LOOKUP mailgun',
+    );
+  if (usesMailgun && (config.MAILGUN_API_KEY_FILE === '') === (config.MAILGUN_API_KEY === ''))
+    throw new ConfigError(
+      'invalid configuration: set exactly one of MAILGUN_API_KEY_FILE and MAILGUN_API_KEY with MAIL_PROVIDER or PROVIDER_LOOKUP mailgun',
+    );
+  if (config.PROVIDER_LOOKUP === 'none') return;
+  // Giving up before a not-found could even be trusted would leave every send in doubt to an operator.
+  const decidableAfter = handoverWithinMs(config) + lookupSettleMs(config);
+  if (config.LOOKUP_GIVE_UP_MS < decidableAfter)
+    throw new ConfigError(
+      `invalid configuration: LOOKUP_GIVE_UP_MS (${config.LOOKUP_GIVE_UP_MS}) must be at least the hand-over bound plus the lookup's settle time (${decidableAfter} ms)`,
+    );
+}
+
 /** Rules between settings that a schema cannot express. */
 export function checkConfig(config: Config): void {
+  checkProviderLookup(config);
   if (config.MAIL_PROVIDER === 'smtp' && config.SMTP_USER !== '' && !config.SMTP_SECURE && !config.SMTP_REQUIRE_TLS)
     throw new ConfigError(
       'invalid configuration: SMTP_USER is set but neither SMTP_REQUIRE_TLS nor SMTP_SECURE is: credentials are never sent in clear text',
     );
   if (config.SMTP_PASSWORD !== '' && config.SMTP_PASSWORD_FILE !== '')
     throw new ConfigError('invalid configuration: set SMTP_PASSWORD_FILE or SMTP_PASSWORD, not both');
+  sesTopicArns(config);
   if (config.NODE_ENV === 'production' && config.MAIL_PROVIDER !== 'null') checkProductionIdentity(config);
   if (config.PROVIDER_TIMEOUT_MS * 2 > config.LEASE_MS) {
     throw new ConfigError(
       `PROVIDER_TIMEOUT_MS (${config.PROVIDER_TIMEOUT_MS}) must be at most half of LEASE_MS (${config.LEASE_MS}), so a lease never expires while its provider call can still succeed`,
     );
   }
+}
+
+/** SES_SNS_TOPIC_ARNS as a list; empty when SES intake is off. A value that is no SNS topic ARN stops the start. */
+export function sesTopicArns(config: Pick<Config, 'SES_SNS_TOPIC_ARNS'>): string[] {
+  const arns = config.SES_SNS_TOPIC_ARNS.split(/[,\s]+/).filter((arn) => arn !== '');
+  const bad = arns.findIndex((arn) => !isSnsTopicArn(arn));
+  if (bad >= 0)
+    throw new ConfigError(`invalid configuration: SES_SNS_TOPIC_ARNS entry ${bad + 1} is not an SNS topic ARN`);
+  return arns;
+}
+
+/**
+ * SendGrid's webhook verification key, from SENDGRID_WEBHOOK_PUBLIC_KEY or the file
+ * SENDGRID_WEBHOOK_PUBLIC_KEY_FILE names; undefined when neither is set (the webhook route is off).
+ */
+export function sendGridWebhookKey(
+  config: Pick<Config, 'SENDGRID_WEBHOOK_PUBLIC_KEY' | 'SENDGRID_WEBHOOK_PUBLIC_KEY_FILE'>,
+  readFile: (path: string) => string = (path) => readFileSync(path, 'utf8'),
+): KeyObject | undefined {
+  const inline = config.SENDGRID_WEBHOOK_PUBLIC_KEY.trim();
+  const file = config.SENDGRID_WEBHOOK_PUBLIC_KEY_FILE;
+  if (inline !== '' && file !== '')
+    throw new ConfigError(
+      'invalid configuration: set SENDGRID_WEBHOOK_PUBLIC_KEY_FILE or SENDGRID_WEBHOOK_PUBLIC_KEY, not both',
+    );
+  let text = inline;
+  if (file !== '') {
+    try {
+      text = readFile(file);
+    } catch (error) {
+      throw new ConfigError(
+        `invalid configuration: SENDGRID_WEBHOOK_PUBLIC_KEY_FILE cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'})`,
+      );
+    }
+  }
+  if (text.trim() === '') return undefined;
+  const key = sendGridPublicKey(text);
+  if (key === undefined)
+    throw new ConfigError(
+      `invalid configuration: ${file !== '' ? 'SENDGRID_WEBHOOK_PUBLIC_KEY_FILE' : 'SENDGRID_WEBHOOK_PUBLIC_KEY'} is not an EC P-256 public key (base64 DER or PEM, as SendGrid shows it)`,
+    );
+  return key;
 }

@@ -62,7 +62,7 @@ it('imports provider history with progress, reports its duplicates, never sends,
   const report = (await app.inject({ url: '/v1/reports/duplicates?campaignId=camp-b', headers: auth })).json();
   expect(report).toMatchObject({
     total: 1,
-    duplicates: [{ campaignId: 'camp-b', step: 'intro', kind: 'address', count: 2, sources: ['provider_history'] }],
+    duplicates: [{ campaignId: 'camp-b', step: 'intro', kind: 'address', count: 2, sources: ['backfill'] }],
   });
 
   // The batch re-runs through the live path: Ada was already mailed at this step.

@@ -8,6 +8,7 @@ import { testEmailHashKey, waitFor } from '@outreach/shared/testing';
 import { afterEach, expect, inject, it } from 'vitest';
 import { SmtpProvider } from '../src/adapters/providers/smtp.js';
 import { CampaignsRepository } from '../src/adapters/campaigns-repository.js';
+import { SharedErrorWindow, SharedRateLimiter } from '../src/adapters/incident-controls.js';
 import { SendsRepository } from '../src/adapters/sends-repository.js';
 import { validateSendRequest, type ValidSend } from '../src/domain/request.js';
 import { alwaysRun, SendPipeline } from '../src/workflow/send-pipeline.js';
@@ -35,6 +36,13 @@ it('a worker whose lease was taken over does not send', async () => {
   const pipeline = new SendPipeline({
     repository,
     campaigns: new CampaignsRepository(pool, repository),
+    rateLimiter: new SharedRateLimiter(pool, {
+      globalPerSecond: 100,
+      globalBurst: 1,
+      domainPerSecond: 100,
+      domainBurst: 1,
+    }),
+    errorWindow: new SharedErrorWindow(pool, 60_000),
     provider,
     logger: createLogger({ name: 'fencing', level: 'silent' }),
     emailHashKey,
@@ -42,7 +50,6 @@ it('a worker whose lease was taken over does not send', async () => {
     from: 'outreach@example.com',
     unsubscribeMailto: 'unsubscribe@example.com',
     concurrency: 1,
-    ratePerSecond: 100,
     providerTimeoutMs: 400,
     leaseMs: 1_000,
     maxAttempts: 3,
@@ -82,6 +89,7 @@ it('a worker whose lease was taken over does not send', async () => {
     expect(await registry.getSingleMetricAsString('sender_fence_lost_total')).toMatch(/ 2$/m);
     expect(await t.query('SELECT status, attempts FROM sends')).toEqual([{ status: 'sent', attempts: 1 }]);
   } finally {
+    await pipeline.close();
     await provider.close();
     await pool.end();
   }

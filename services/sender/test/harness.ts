@@ -71,6 +71,7 @@ export function sendRequested(fields: {
   body?: string;
   experimentId?: string;
   variant?: string;
+  conversationId?: string;
 }): SendRequested {
   const step = fields.step ?? 'intro';
   // The test key is every test service's: an address as candidate id gets the key the sender derives.
@@ -95,6 +96,7 @@ export function sendRequested(fields: {
     subject: fields.subject ?? `Hello ${fields.candidateId}`,
     body: fields.body ?? 'We would like to talk.',
     scheduledFor: null,
+    conversationId: fields.conversationId ?? null,
   };
 }
 

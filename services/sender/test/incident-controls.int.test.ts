@@ -5,9 +5,11 @@
  */
 import { randomUUID } from 'node:crypto';
 import { createPool, migrate } from '@outreach/shared';
+import { testEmailHashKey } from '@outreach/shared/testing';
 import type { Pool } from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { KillSwitch, SharedErrorWindow, SharedRateLimiter } from '../src/adapters/incident-controls.js';
+import { SendsRepository } from '../src/adapters/sends-repository.js';
 import { migrationsDir } from '../src/app.js';
 
 const databaseUrl = inject('databaseUrl');
@@ -38,10 +40,12 @@ afterAll(async () => {
 
 describe('incident controls in PostgreSQL', { timeout: 60_000 }, () => {
   it('the kill switch is one row every replica reads; a repeated pause keeps its first time', async () => {
-    const a = new KillSwitch(pool());
-    const b = new KillSwitch(pool());
+    const killSwitch = (p: Pool) => new KillSwitch(p, new SendsRepository(p, 'unused', 60_000, testEmailHashKey()));
+    const a = killSwitch(pool());
+    const b = killSwitch(pool());
     expect((await b.get()).paused).toBe(false);
     const first = await a.set(true, 'provider incident', 'ops-token');
+    expect(first).toMatchObject({ paused: true, released: 0, inFlight: 0 });
     expect(await b.get()).toMatchObject({ paused: true, reason: 'provider incident', changedBy: 'ops-token' });
     const again = await a.set(true, 'still the incident', 'ops-token');
     expect(again.changedAt).toEqual(first.changedAt);

@@ -3,13 +3,16 @@
  * from the routes it registers: every route's scope, every path spelling without a token, other
  * scopes' tokens, fuzzed input from each route's schema; and the long values that must work.
  */
+import { generateKeyPairSync } from 'node:crypto';
 import {
+  DOCS_SCOPES,
   fuzzRoutes,
   probeRouteGuards,
   ROUTE_TEST_ALL_SCOPES,
   ROUTE_TEST_ENV,
   ROUTE_TEST_TOKENS,
   scopeTable,
+  TEST_SNS_TOPIC_ARN,
 } from '@outreach/shared/testing';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -21,7 +24,16 @@ let t: SenderTestEnv;
 let app: FastifyInstance;
 
 beforeAll(async () => {
-  t = await senderTestEnv(infra, { env: ROUTE_TEST_ENV });
+  t = await senderTestEnv(infra, {
+    env: {
+      ...ROUTE_TEST_ENV,
+      // The feedback intakes on, so fuzzed bodies meet their parsers and signature checks, not a 404.
+      SES_SNS_TOPIC_ARNS: TEST_SNS_TOPIC_ARN,
+      SENDGRID_WEBHOOK_PUBLIC_KEY: generateKeyPairSync('ec', { namedCurve: 'prime256v1' })
+        .publicKey.export({ type: 'spki', format: 'der' })
+        .toString('base64'),
+    },
+  });
   app = await t.startApp();
 });
 afterAll(() => t?.cleanup());
@@ -29,6 +41,7 @@ afterAll(() => t?.cleanup());
 describe('sender routes', () => {
   it('declares a scope on every route: writes need operate, every read needs read', () => {
     expect(scopeTable(app)).toEqual({
+      ...DOCS_SCOPES,
       'GET /health/live': 'public',
       'GET /health/ready': 'public',
       'GET /metrics': 'public',
@@ -40,9 +53,18 @@ describe('sender routes', () => {
       'GET /v1/sends': 'read',
       'GET /v1/sends/:sendId': 'read',
       'POST /v1/sends/:sendId/resolve': 'operate',
+      'GET /v1/sending': 'read',
+      'PUT /v1/sending': 'operate',
       'PUT /v1/suppressions/:email': 'operate',
       'GET /v1/suppressions/:email': 'read',
       'DELETE /v1/suppressions/:email': 'operate',
+      // Anyone holding an email's link; the token authenticates (and a GET changes nothing).
+      'GET /v1/unsubscribe/:token': 'public',
+      'POST /v1/unsubscribe/:token': 'public',
+      // Provider webhooks, authenticated by their signatures; the bounce mailbox hook holds a token.
+      'POST /v1/feedback/ses': 'public',
+      'POST /v1/feedback/sendgrid': 'public',
+      'POST /v1/feedback/dsn': 'operate',
     });
   });
 
@@ -95,6 +117,7 @@ describe('sender routes', () => {
         { query: { campaignId: 'camp-fuzz', candidateId: 'c1', step: 'intro', email: 'c1@example.com' } },
       ],
       'GET /v1/sends': [{ query: { status: 'held', campaignId: 'camp-fuzz', limit: 10 } }],
+      'PUT /v1/sending': [{ body: { paused: false, reason: 'fuzzing' } }],
     };
     const suppressed = { ok: 0 };
     const violations = await fuzzRoutes(app, {

@@ -32,13 +32,15 @@ it('the check constraint on sends.status allows exactly the domain status list',
 it('the partial indexes cover the statuses their sweeps and releases select', async () => {
   const rows = await t.query<{ name: string; definition: string }>(
     `SELECT indexname AS name, indexdef AS definition FROM pg_indexes
-     WHERE schemaname = current_schema() AND indexname IN ('sends_expired_leases_idx', 'sends_held_idx')`,
+     WHERE schemaname = current_schema() AND indexname IN ('sends_expired_leases_idx', 'sends_held_idx', 'sends_lookup_idx')`,
   );
   const predicate = (name: string) => literals(rows.find((r) => r.name === name)?.definition ?? '');
   // The reconciler's two sweeps of lapsed leases: claims to take over, sends in flight to settle.
   expect(predicate('sends_expired_leases_idx'), 'sends_expired_leases_idx').toEqual(
     [...statusesFor('TakeOverClaim'), ...statusesFor('ExpireSendingLease')].sort(),
   );
+  // The delivery lookup's sweep of sends in doubt (ADR 009).
+  expect(predicate('sends_lookup_idx'), 'sends_lookup_idx').toEqual([...statusesFor('LookUp')].sort());
   // A resume releases the campaign's held sends.
   expect(predicate('sends_held_idx'), 'sends_held_idx').toEqual([...statusesFor('Resume')].sort());
 });

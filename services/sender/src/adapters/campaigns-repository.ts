@@ -28,7 +28,24 @@ export class CampaignsRepository {
     );
   }
 
-  /** Unpauses and hands every held send back as a lapsed claim, so the reconciler sends it once. */
+  /**
+   * Pauses a campaign that is not paused yet; false when it already was (another replica's
+   * auto-pause, or an operator's), so one crossing of the threshold is one alert.
+   */
+  async autoPause(campaignId: string, reason: string): Promise<boolean> {
+    const { rowCount } = await this.pool.query(
+      `INSERT INTO campaigns (campaign_id, paused, paused_reason, paused_at) VALUES ($1, true, $2, now())
+       ON CONFLICT (campaign_id) DO UPDATE SET paused = true, paused_reason = $2, paused_at = now(), updated_at = now()
+       WHERE NOT campaigns.paused`,
+      [campaignId, reason],
+    );
+    return (rowCount ?? 0) > 0;
+  }
+
+  /**
+   * Unpauses and hands every held send back as a lapsed claim, so the reconciler sends it once;
+   * while the kill switch is on, they stay held until it is turned off.
+   */
   async resume(campaignId: string): Promise<number> {
     return withTransaction(this.pool, async (client) => {
       await client.query(

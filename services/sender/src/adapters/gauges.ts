@@ -1,4 +1,5 @@
 import { Gauge, holdsAtSign, metric, type Registry } from '@outreach/shared';
+import type { KillSwitch } from './incident-controls.js';
 import type { ReportsRepository } from './reports-repository.js';
 
 /** At most this many campaigns get their own series; the rest are summed under OTHER_CAMPAIGNS. */
@@ -28,7 +29,21 @@ export function campaignSeries(
 export function registerSenderGauges(
   registry: Registry,
   repository: Pick<ReportsRepository, 'ambiguousCount' | 'heldByCampaign'>,
+  sending: Pick<KillSwitch, 'get'>,
 ): void {
+  metric(
+    registry,
+    'sender_sending_paused',
+    () =>
+      new Gauge({
+        name: 'sender_sending_paused',
+        help: 'The kill switch: 1 while every send of every campaign is held (PUT /v1/sending), 0 otherwise',
+        registers: [registry],
+        async collect() {
+          this.set((await sending.get()).paused ? 1 : 0);
+        },
+      }),
+  );
   metric(
     registry,
     'sender_ambiguous_sends',
@@ -48,7 +63,7 @@ export function registerSenderGauges(
     () =>
       new Gauge({
         name: 'sender_held_sends',
-        help: `Sends held because their campaign is paused, by campaign (the ${MAX_CAMPAIGN_LABELS} with most; the rest as ${OTHER_CAMPAIGNS})`,
+        help: `Sends held because their campaign or sending is paused, by campaign (the ${MAX_CAMPAIGN_LABELS} with most; the rest as ${OTHER_CAMPAIGNS})`,
         labelNames: ['campaign'],
         registers: [registry],
         async collect() {

@@ -4,7 +4,12 @@
  * window. A pod's own memory decides none of them, so scaling 3 → 12 replicas does not multiply the
  * provider rate, and a restart does not forget the errors that were about to pause a campaign.
  */
+import { AppError, withTransaction } from '@outreach/shared';
 import type { Pool } from 'pg';
+import type { RateLimits } from '../domain/rate-limit.js';
+import type { SendsRepository } from './sends-repository.js';
+
+export type { RateLimits } from '../domain/rate-limit.js';
 
 export interface SendingControl {
   readonly paused: boolean;
@@ -13,8 +18,29 @@ export interface SendingControl {
   readonly changedBy: string | null;
 }
 
+/** A change of the switch: the state after it, with what it did to sends. */
+export interface SendingChange extends SendingControl {
+  /** Held sends a resume handed back (each goes out once); 0 for a pause. */
+  readonly released: number;
+  /**
+   * After a pause: sends already past the fence, whose provider call may still deliver. When the
+   * pause returns, each send that can still go out is `sending`, and no later fence on any replica
+   * lets one through (see `set`).
+   */
+  readonly inFlight: number;
+}
+
+/**
+ * The global kill switch (`sending_control`, one row). While it is on, the checks and the fence of
+ * every replica hold sends like a paused campaign's (domain/send.ts, `holdOf`); turning it off
+ * releases, in the same transaction, every held send whose campaign is not paused itself, once.
+ */
 export class KillSwitch {
-  constructor(private readonly pool: Pool) {}
+  constructor(
+    private readonly pool: Pool,
+    private readonly sends: Pick<SendsRepository, 'releaseHeld' | 'inFlightCount'>,
+    private readonly lockTimeoutMs = 10_000,
+  ) {}
 
   async get(): Promise<SendingControl> {
     const { rows } = await this.pool.query<{
@@ -28,24 +54,38 @@ export class KillSwitch {
     return { paused: row.paused, reason: row.reason, changedAt: row.changed_at, changedBy: row.changed_by };
   }
 
-  /** Sets the switch; returns the state after the change (a repeated call changes nothing but the reason). */
-  async set(paused: boolean, reason: string | null, changedBy: string | null): Promise<SendingControl> {
-    await this.pool.query(
-      `UPDATE sending_control SET paused = $1, reason = $2, changed_by = $3,
-         changed_at = CASE WHEN paused = $1 THEN changed_at ELSE now() END`,
-      [paused, reason, changedBy],
-    );
-    return this.get();
+  /**
+   * Sets the switch; returns the state after the change (a repeated call changes nothing but the
+   * reason). The checks and the fence read the switch in their own transactions, and a plain read
+   * locks its table (ACCESS SHARE) until the transaction ends; the change takes ACCESS EXCLUSIVE
+   * first, so it waits for every check and fence that read the old value to commit, and the ones
+   * that come later queue behind it (table locks are granted in order) and read the new value. So a
+   * pause returns only when the sends that passed the fence are all `sending`, and a resume's release
+   * sees every send a check or fence held just before it. A resume releases held sends in the same
+   * transaction, so a crash cannot leave the switch off with sends still held by it. A transaction
+   * that holds the table for long (an analyst's open session) makes the change fail after
+   * `lockTimeoutMs` instead of stalling every fence behind it.
+   */
+  async set(paused: boolean, reason: string | null, changedBy: string | null): Promise<SendingChange> {
+    const released = await withTransaction(this.pool, async (client) => {
+      await client.query(`SET LOCAL lock_timeout = ${Math.round(this.lockTimeoutMs)}`);
+      try {
+        await client.query('LOCK TABLE sending_control IN ACCESS EXCLUSIVE MODE');
+      } catch (error) {
+        if ((error as { code?: unknown }).code === '55P03')
+          throw new AppError('UNAVAILABLE', 'the kill switch is locked by another transaction; try again');
+        throw error;
+      }
+      await client.query(
+        `UPDATE sending_control SET paused = $1, reason = $2, changed_by = $3,
+           changed_at = CASE WHEN paused = $1 THEN changed_at ELSE now() END`,
+        [paused, reason, changedBy],
+      );
+      return paused ? 0 : this.sends.releaseHeld(client, null);
+    });
+    const inFlight = paused ? await this.sends.inFlightCount() : 0;
+    return { ...(await this.get()), released, inFlight };
   }
-}
-
-export interface RateLimits {
-  /** Provider calls per second across every replica. */
-  readonly globalPerSecond: number;
-  readonly globalBurst: number;
-  /** Provider calls per second per recipient domain across every replica. */
-  readonly domainPerSecond: number;
-  readonly domainBurst: number;
 }
 
 interface Waiter {
@@ -110,6 +150,7 @@ export class SharedRateLimiter {
       }
       const domains = [...byDomain.keys()].sort();
       let rows: Array<{ granted: number; wait_ms: number }>;
+      if (waiting.length === 0) return;
       try {
         ({ rows } = await this.pool.query<{ granted: number; wait_ms: number }>(
           'SELECT granted, wait_ms FROM take_send_tokens($1::text[], $2::int[], $3, $4, $5, $6)',
@@ -124,6 +165,11 @@ export class SharedRateLimiter {
         ));
       } catch (error) {
         for (const waiter of waiting) waiter.reject(error);
+        return;
+      }
+      // Closed while the tokens were being taken: nobody may send any more, granted or not.
+      if (this.closed) {
+        for (const waiter of waiting) waiter.reject(new Error('rate limiter closed'));
         return;
       }
       const left: Waiter[] = [];

@@ -4,6 +4,7 @@
  */
 import type { Pool } from 'pg';
 import type { SendStatus } from '../domain/send.js';
+import type { SendMatch } from '../domain/suppression.js';
 import { SEND_COLUMNS, type SendRow } from './send-rows.js';
 
 export interface SkippedSend {
@@ -35,6 +36,17 @@ export class SendQueries {
       [filter.status, filter.campaignId, filter.after, filter.limit],
     );
     return rows;
+  }
+
+  /** The sends these ids name (feedback's Message-IDs, unsubscribe tokens): campaign and address identity. */
+  async named(sendIds: readonly string[]): Promise<Map<string, SendMatch>> {
+    if (sendIds.length === 0) return new Map();
+    const { rows } = await this.pool.query<SendMatch>(
+      `SELECT send_id AS "sendId", campaign_id AS "campaignId", email_norm AS "emailNorm"
+       FROM sends WHERE send_id = ANY($1::uuid[])`,
+      [[...new Set(sendIds)]],
+    );
+    return new Map(rows.map((row) => [row.sendId, row]));
   }
 
   async findSkipped(sendId: string): Promise<SkippedSend | undefined> {

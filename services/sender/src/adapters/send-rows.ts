@@ -39,7 +39,8 @@ export function sendColumns(p = ''): string {
   ${p}candidate_key AS "candidateKey", ${p}email, ${p}email_norm AS "emailNorm", ${p}email_hash AS "emailHash",
   ${p}email_hash_key_id AS "emailHashKeyId", ${p}step,
   ${p}experiment_id AS "experimentId", ${p}variant, ${p}subject, ${p}body, ${p}request_id AS "requestId",
-  ${p}correlation_id AS "correlationId", ${p}request_event_id::text AS "causationId", ${p}source, ${p}status, ${p}attempts, ${p}reason,
+  ${p}correlation_id AS "correlationId", ${p}request_event_id::text AS "causationId",
+  ${p}conversation_id AS "conversationId", ${p}source, ${p}status, ${p}attempts, ${p}reason,
   ${p}provider_message_id AS "providerMessageId", ${p}claimed_at AS "claimedAt", ${p}sent_at AS "sentAt",
   ${p}updated_at AS "updatedAt", ${p}lease_expires_at AS "leaseExpiresAt"`;
 }

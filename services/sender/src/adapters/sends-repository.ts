@@ -18,9 +18,9 @@ import {
 } from '@outreach/shared';
 import type { Pool } from 'pg';
 import type { ValidSend } from '../domain/request.js';
+import type { SuppressionsRepository } from './suppressions-repository.js';
 import {
   decide,
-  fenceOutcome,
   initialState,
   reasonOf,
   recordedOf,
@@ -31,6 +31,7 @@ import {
   type RecordedSend,
   type ResultEvent,
   type SendCommand,
+  type SendFacts,
   type SendState,
   type TransitionEvent,
 } from '../domain/send.js';
@@ -53,13 +54,14 @@ export type FenceResult =
   | { readonly kind: 'fenced'; readonly row: SendRow }
   | { readonly kind: 'lost' }
   | { readonly kind: 'held' }
+  | { readonly kind: 'suppressed' }
   | { readonly kind: 'exposure_conflict'; readonly exposedVariant: string };
 
 /** A provider's verdict on a fenced send, as the command that produced it: see TRANSITIONS. */
 export interface RecordEntry {
   readonly claim: Claim;
   readonly row: SendRow;
-  readonly command: Extract<CommandType, 'RecordResult' | 'ExpireSendingLease'>;
+  readonly command: Extract<CommandType, 'RecordResult' | 'ExpireSendingLease' | 'LookUp'>;
   readonly event: Exclude<ResultEvent, { type: 'RetryScheduled' }>;
 }
 
@@ -75,14 +77,53 @@ const CLAIMED = sqlStatuses([transition('Claim', 'Claimed').to]);
 const TAKE_OVER = sqlTransition(transition('TakeOverClaim', 'ClaimTakenOver'));
 const RENEW = sqlTransition(transition('RenewLease', 'LeaseRenewed'));
 const RELEASE = sqlTransition(transition('ReleaseClaim', 'ClaimReleased'));
-// The fence reads the campaign's pause in its own statement, so a pause after the checks still holds.
-const FENCE_OPEN = sqlTransition(transition('Fence', fenceOutcome(false)));
-const FENCE_PAUSED = sqlTransition(transition('Fence', fenceOutcome(true)));
+// The fence reads the suppression list, the campaign's pause and the kill switch in its own
+// statement, so a suppression or a pause written after the checks (while a claim waited for its rate
+// token) still stops the send.
+const FENCE = sqlTransition(transition('Fence', 'Fenced'));
+const FENCEABLE = sqlStatuses(statusesFor('Fence'));
+/** Past the fence, not yet recorded: the provider call may still deliver. */
+const IN_FLIGHT = sqlStatuses([transition('Fence', 'Fenced').to]);
 const AWAIT_VERDICT = sqlTransition(transition('AwaitVerdict', 'VerdictAwaited'));
 const RESUME = sqlTransition(transition('Resume', 'Resumed'));
 const CHECKABLE = sqlStatuses(statusesFor('Check'));
 const SENDING_LEASES = sqlStatuses(statusesFor('ExpireSendingLease'));
-const HELD_BY_FENCE: TransitionEvent = { type: fenceOutcome(true) };
+const LOOKUP_STATUSES = sqlStatuses(statusesFor('LookUp'));
+/**
+ * When the attempt in flight started (rows fenced by a version before the column: their last
+ * update, which is never earlier), and the database's clock, for the lookup's timing rule.
+ */
+const IN_FLIGHT_TIMES = `coalesce(attempt_started_at, updated_at) AS "attemptStartedAt", now() AS "dbNow"`;
+
+type InFlightRow = DecidableRow & { readonly attemptStartedAt: Date; readonly dbNow: Date };
+
+/** A send in flight as the reconciler settles it: its claim, its row, its state, and its timing. */
+export interface InFlightSend extends Claim {
+  readonly row: SendRow;
+  readonly state: SendState;
+  readonly attemptStartedAt: Date;
+  /** The database's now() when the row was read. */
+  readonly now: Date;
+}
+
+function inFlightSend({ attemptStartedAt, dbNow, ...row }: InFlightRow): InFlightSend {
+  return { sendId: row.sendId, token: row.token as string, row, state: stateOf(row), attemptStartedAt, now: dbNow };
+}
+
+/**
+ * The facts the checks and the fence decide on, for claims still held under their tokens: the
+ * suppression list's reason, the campaign's pause and the kill switch, rows locked.
+ */
+function factsQuery(statuses: string): string {
+  return `SELECT ${decidableColumns('s.')}, sup.reason AS suppression, coalesce(c.paused, false) AS paused,
+            ctl.paused AS "sendingPaused"
+     FROM sends s
+     LEFT JOIN suppressions sup ON sup.email_norm = s.email_norm
+     LEFT JOIN campaigns c ON c.campaign_id = s.campaign_id
+     CROSS JOIN sending_control ctl
+     WHERE s.status IN (${statuses}) AND (s.send_id, s.claim_token) IN (SELECT * FROM unnest($1::uuid[], $2::uuid[]))
+     FOR UPDATE OF s`;
+}
 
 /** A decided transition of a row this transaction holds: applied only from the status it was decided in. */
 interface Decided {
@@ -99,6 +140,8 @@ export class SendsRepository {
     private readonly leaseMs: number,
     /** The emailHash key: re-hashes rows from before keyed hashes. */
     private readonly hashKey: EmailHashKey,
+    /** Where a hard bounce suppresses its address, in the transaction that records it. */
+    private readonly suppressions?: Pick<SuppressionsRepository, 'suppressIn'>,
   ) {}
 
   /** The SendRecorded `event` publishes, if any, for `row` at `recordedAt`. */
@@ -138,11 +181,11 @@ export class SendsRepository {
     const inserted = await this.pool.query<{ sendId: string; token: string }>(
       `INSERT INTO sends (send_id, request_id, request_event_id, correlation_id, campaign_id, candidate_id, candidate_key,
          email, email_norm, email_hash, step, experiment_id, variant, subject, body, email_hash_key_id, claim_token,
-         status, lease_expires_at)
+         conversation_id, status, lease_expires_at)
        SELECT q.*, ${CLAIMED}, now() + make_interval(secs => $18::float8 / 1000)
        FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
                    $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[],
-                   $16::text[], $17::uuid[]) AS q
+                   $16::text[], $17::uuid[], $19::text[]) AS q
        ON CONFLICT DO NOTHING
        RETURNING send_id AS "sendId", claim_token AS "token"`,
       [
@@ -164,6 +207,7 @@ export class SendsRepository {
         column('emailHashKeyId'),
         tokens,
         this.leaseMs,
+        column('conversationId'),
       ],
     );
     const claimedIds = new Set(inserted.rows.map((r) => r.sendId));
@@ -212,9 +256,9 @@ export class SendsRepository {
     return withTransaction(this.pool, async (client) => {
       const { rows } = await client.query<{ sendId: string; recordedAt: Date }>(
         `INSERT INTO skipped_sends (send_id, duplicate_of, campaign_id, candidate_key, email_hash, step, reason, request_id,
-                                    email_hash_key_id)
+                                    email_hash_key_id, conversation_id)
          SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
-                              $9::text[])
+                              $9::text[], $10::text[])
          ON CONFLICT (send_id) DO NOTHING
          RETURNING send_id AS "sendId", recorded_at AS "recordedAt"`,
         [
@@ -227,6 +271,7 @@ export class SendsRepository {
           duplicates.map((d) => reasonOf(d.event)),
           duplicates.map((d) => d.send.requestId),
           duplicates.map((d) => d.send.emailHashKeyId),
+          duplicates.map((d) => d.send.conversationId),
         ],
       );
       const events = rows.flatMap((row) => {
@@ -319,28 +364,24 @@ export class SendsRepository {
   }
 
   /**
-   * The pre-send checks for claims still held: the decider ends suppressed addresses and paused
-   * campaigns here (with their SendRecorded); the rest are returned, ready to fence.
+   * The pre-send checks for claims still held: the decider ends suppressed addresses, and holds
+   * paused campaigns' sends and every send while the kill switch is on (with their SendRecorded);
+   * the rest are returned, ready to wait for a rate token and fence.
    */
   async applyChecks(
     claims: readonly Claim[],
   ): Promise<{ ready: Array<Claim & { row: SendRow }>; suppressed: number; held: number }> {
     if (claims.length === 0) return { ready: [], suppressed: 0, held: 0 };
     return withTransaction(this.pool, async (client) => {
-      const { rows } = await client.query<DecidableRow & { suppression: string | null; paused: boolean }>(
-        `SELECT ${decidableColumns('s.')}, sup.reason AS suppression, coalesce(c.paused, false) AS paused
-         FROM sends s
-         LEFT JOIN suppressions sup ON sup.email_norm = s.email_norm
-         LEFT JOIN campaigns c ON c.campaign_id = s.campaign_id
-         WHERE s.status IN (${CHECKABLE}) AND (s.send_id, s.claim_token) IN (SELECT * FROM unnest($1::uuid[], $2::uuid[]))
-         FOR UPDATE OF s`,
-        [claims.map((c) => c.sendId), claims.map((c) => c.token)],
-      );
+      const { rows } = await client.query<DecidableRow & SendFacts>(factsQuery(CHECKABLE), [
+        claims.map((c) => c.sendId),
+        claims.map((c) => c.token),
+      ]);
       const ready: Array<Claim & { row: SendRow }> = [];
       const ended: Decided[] = [];
-      for (const { suppression, paused, ...row } of rows) {
+      for (const { suppression, paused, sendingPaused, ...row } of rows) {
         const token = row.token as string;
-        const [event] = decide(stateOf(row), { type: 'Check', token, suppression, paused });
+        const [event] = decide(stateOf(row), { type: 'Check', token, suppression, paused, sendingPaused });
         if (event === undefined) ready.push({ sendId: row.sendId, token, row });
         else if (event.type !== 'Refused') ended.push({ command: 'Check', row, token, event });
       }
@@ -354,8 +395,9 @@ export class SendsRepository {
   }
 
   /**
-   * Fences one claim: `claimed` → `sending` under its token, or `held` if its campaign is paused,
-   * `failed` on an exposure conflict, and nothing if it was taken over (`lost`).
+   * Fences one claim: `claimed` → `sending` under its token; `suppressed` if its address was
+   * suppressed meanwhile; `held` if its campaign or sending is paused; `failed` on an exposure
+   * conflict; and nothing if it was taken over (`lost`).
    */
   async fence(claim: Claim): Promise<FenceResult> {
     return (await this.fenceMany([claim]))[0] as FenceResult;
@@ -372,32 +414,40 @@ export class SendsRepository {
     return withTransaction(this.pool, async (client) => {
       const ids = claims.map((c) => c.sendId);
       const tokens = claims.map((c) => c.token);
+      // The decider's Fenced, applied where every fact it needs is clear (gateOf is null): no
+      // suppression, no paused campaign, the kill switch off. Reading the switch here holds a lock
+      // on its table until this transaction ends, which the switch's change waits for (KillSwitch).
       const fenced = await client.query<SendRow>(
-        `UPDATE sends SET status = ${FENCE_OPEN.to}, attempts = attempts + 1, updated_at = now(),
+        `UPDATE sends SET status = ${FENCE.to}, attempts = attempts + 1, updated_at = now(), attempt_started_at = now(),
                 lease_expires_at = now() + make_interval(secs => $3::float8 / 1000)
-         FROM unnest($1::uuid[], $2::uuid[]) AS f(send_id, token)
-         WHERE sends.send_id = f.send_id AND sends.claim_token = f.token AND sends.status IN (${FENCE_OPEN.from})
+         FROM unnest($1::uuid[], $2::uuid[]) AS f(send_id, token), sending_control ctl
+         WHERE sends.send_id = f.send_id AND sends.claim_token = f.token AND sends.status IN (${FENCE.from})
+           AND NOT ctl.paused
            AND NOT EXISTS (SELECT 1 FROM campaigns c WHERE c.campaign_id = sends.campaign_id AND c.paused)
+           AND NOT EXISTS (SELECT 1 FROM suppressions sup WHERE sup.email_norm = sends.email_norm)
          RETURNING ${sendColumns('sends.')}`,
         [ids, tokens, this.leaseMs],
       );
       const rows = new Map(fenced.rows.map((row) => [row.sendId, row]));
       const unfenced = claims.filter((c) => !rows.has(c.sendId));
-      const held = new Set<string>();
+      const stopped = new Map<string, 'held' | 'suppressed'>();
       if (unfenced.length > 0) {
-        const heldRows = await client.query<SendRow>(
-          `UPDATE sends SET status = ${FENCE_PAUSED.to}, reason = $3, lease_expires_at = NULL, updated_at = now()
-           FROM unnest($1::uuid[], $2::uuid[]) AS f(send_id, token)
-           WHERE sends.send_id = f.send_id AND sends.claim_token = f.token AND sends.status IN (${FENCE_PAUSED.from})
-             AND EXISTS (SELECT 1 FROM campaigns c WHERE c.campaign_id = sends.campaign_id AND c.paused)
-           RETURNING ${sendColumns('sends.')}`,
-          [unfenced.map((c) => c.sendId), unfenced.map((c) => c.token), reasonOf(HELD_BY_FENCE) ?? null],
-        );
-        for (const row of heldRows.rows) held.add(row.sendId);
-        await enqueueEvents(
-          client,
-          heldRows.rows.flatMap((row) => this.recordEvent(row, HELD_BY_FENCE, row.updatedAt, row.attempts)),
-        );
+        // The rest, still held under their tokens, are decided on their facts: suppressed or held.
+        // One decided Fenced here had its pause or suppression lifted between the two statements:
+        // it is left claimed, and its lapsing lease hands it to the reconciler.
+        const facts = await client.query<DecidableRow & SendFacts>(factsQuery(FENCEABLE), [
+          unfenced.map((c) => c.sendId),
+          unfenced.map((c) => c.token),
+        ]);
+        const ended: Decided[] = [];
+        for (const { suppression, paused, sendingPaused, ...row } of facts.rows) {
+          const token = row.token as string;
+          const [event] = decide(stateOf(row), { type: 'Fence', token, suppression, paused, sendingPaused });
+          if (event?.type !== 'Held' && event?.type !== 'Suppressed') continue;
+          ended.push({ command: 'Fence', row, token, event });
+          stopped.set(row.sendId, event.type === 'Held' ? 'held' : 'suppressed');
+        }
+        await this.end(client, ended);
       }
       const conflicts = await this.checkExposures(client, claims, [...rows.values()]);
       return claims.map((claim): FenceResult => {
@@ -405,7 +455,7 @@ export class SendsRepository {
         if (conflict !== undefined) return { kind: 'exposure_conflict', exposedVariant: conflict };
         const row = rows.get(claim.sendId);
         if (row) return { kind: 'fenced', row };
-        return held.has(claim.sendId) ? { kind: 'held' } : { kind: 'lost' };
+        return { kind: stopped.get(claim.sendId) ?? 'lost' };
       });
     });
   }
@@ -490,8 +540,33 @@ export class SendsRepository {
           return recordedAt ? this.recordEvent(e.row, e.event, recordedAt, e.row.attempts) : [];
         }),
       );
+      await this.suppressBounced(
+        client,
+        entries.filter((e) => at.has(e.claim.sendId)),
+      );
       return entries.map((e) => at.has(e.claim.sendId));
     });
+  }
+
+  /**
+   * A failure the decider says suppresses the address (a hard bounce) writes the suppression with
+   * the record, in its transaction; an address already on the list keeps its reason.
+   */
+  private async suppressBounced(client: Queryable, recorded: readonly RecordEntry[]): Promise<void> {
+    for (const { event, row } of recorded) {
+      if (event.type !== 'Failed' || event.suppress === undefined) continue;
+      if (!this.suppressions) throw new Error('a hard bounce to record, and no suppression list to write it to');
+      await this.suppressions.suppressIn(client, {
+        emailNorm: row.emailNorm,
+        reason: event.suppress,
+        source: 'smtp',
+        note: event.reason,
+        sendId: row.sendId,
+        campaignId: row.campaignId,
+        correlationId: row.correlationId,
+        replace: false,
+      });
+    }
   }
 
   /** Records the provider's verdict for a fenced send. Returns false if the send was taken away. */
@@ -533,25 +608,125 @@ export class SendsRepository {
   }
 
   /** Sends whose lease lapsed while `sending`: the provider may or may not have them. */
-  async expiredSending(limit: number): Promise<Array<Claim & { row: SendRow; state: SendState }>> {
-    const { rows } = await this.pool.query<DecidableRow>(
-      `SELECT ${decidableColumns()} FROM sends
+  async expiredSending(limit: number): Promise<InFlightSend[]> {
+    const { rows } = await this.pool.query<InFlightRow>(
+      `SELECT ${decidableColumns()}, ${IN_FLIGHT_TIMES} FROM sends
        WHERE status IN (${SENDING_LEASES}) AND lease_expires_at < now() ORDER BY lease_expires_at LIMIT $1`,
       [limit],
     );
-    return rows.map((row) => ({ sendId: row.sendId, token: row.token as string, row, state: stateOf(row) }));
+    return rows.map(inFlightSend);
   }
 
-  /** Hands every held send of a campaign back as a lapsed claim, so the reconciler sends it once. */
-  async releaseHeld(client: Queryable, campaignId: string): Promise<number> {
+  /**
+   * Ambiguous sends a delivery lookup may settle (ADR 009): no late verdict awaited (no running
+   * lease), and an attempt that started within `giveUpAfterMs` (older ones are an operator's, and
+   * a provider's search may have forgotten them). Oldest first, at most `limit`.
+   */
+  async ambiguousToLookUp(limit: number, giveUpAfterMs: number): Promise<InFlightSend[]> {
+    const { rows } = await this.pool.query<InFlightRow>(
+      `SELECT ${decidableColumns()}, ${IN_FLIGHT_TIMES} FROM sends
+       WHERE status IN (${LOOKUP_STATUSES}) AND (lease_expires_at IS NULL OR lease_expires_at < now())
+         AND attempt_started_at > now() - make_interval(secs => $2::float8 / 1000)
+       ORDER BY attempt_started_at LIMIT $1`,
+      [limit, giveUpAfterMs],
+    );
+    return rows.map(inFlightSend);
+  }
+
+  /**
+   * A send in flight whose lookup cannot decide yet: its lease is pushed `withinMs`, so no sweep (on
+   * any instance) asks again before. For an ambiguous send the lease also says a verdict is awaited,
+   * which keeps an operator's retry waiting for the lookup's answer (domain/send.ts).
+   */
+  async extendLease(
+    claim: Claim,
+    command: Extract<CommandType, 'ExpireSendingLease' | 'LookUp'>,
+    event: Extract<TransitionEvent, { type: 'LookupDeferred' | 'VerdictAwaited' }>,
+  ): Promise<boolean> {
+    const move = sqlTransition(transition(command, event.type));
+    const result = await this.pool.query(
+      `UPDATE sends SET status = ${move.to}, lease_expires_at = now() + make_interval(secs => $3::float8 / 1000)
+       WHERE send_id = $1 AND claim_token = $2 AND status IN (${move.from})`,
+      [claim.sendId, claim.token, event.withinMs],
+    );
+    return (result.rowCount ?? 0) > 0;
+  }
+
+  /**
+   * Hands held sends back as lapsed claims, so the reconciler sends each once: a campaign's (after
+   * its resume), or every campaign's (`null`, after the kill switch's). The decider's Resumed,
+   * applied where nothing holds the send any more (holdOf is null): its campaign is not paused and
+   * the switch is off, as this transaction sees them; a send another pause still holds stays held.
+   */
+  async releaseHeld(client: Queryable, campaignId: string | null): Promise<number> {
     // Resumed leaves no reason (reasonOf): the pause's reason no longer holds.
     const released = await client.query(
       `UPDATE sends SET status = ${RESUME.to}, claim_token = gen_random_uuid(), lease_expires_at = now(), reason = NULL,
               updated_at = now()
-       WHERE campaign_id = $1 AND status IN (${RESUME.from})`,
+       WHERE status IN (${RESUME.from}) AND ($1::text IS NULL OR campaign_id = $1)
+         AND NOT EXISTS (SELECT 1 FROM campaigns c WHERE c.campaign_id = sends.campaign_id AND c.paused)
+         AND NOT (SELECT paused FROM sending_control)`,
       [campaignId],
     );
     return released.rowCount ?? 0;
+  }
+
+  /**
+   * Ambiguous sends that the imported provider history `importId` shows delivered (the history row
+   * carries the send's Message-ID): recorded `sent` through the LookUp transition, at the time the
+   * history gives, with their SendRecorded, in the import's transaction. Returns how many.
+   */
+  async resolveFromHistory(client: Queryable, importId: string): Promise<number> {
+    const { rows } = await client.query<DecidableRow & { historyMessageId: string; historySentAt: Date }>(
+      `SELECT ${decidableColumns('s.')}, h.provider_message_id AS "historyMessageId", h.sent_at AS "historySentAt"
+       FROM sends s
+       JOIN LATERAL (SELECT provider_message_id, sent_at FROM provider_history
+                     WHERE import_id = $1 AND send_id = s.send_id ORDER BY sent_at, line LIMIT 1) h ON true
+       WHERE s.status IN (${LOOKUP_STATUSES})
+       ORDER BY s.send_id
+       FOR UPDATE OF s`,
+      [importId],
+    );
+    const decided = rows.flatMap(({ historyMessageId, historySentAt, ...row }) => {
+      const token = row.token as string;
+      const lookup = { kind: 'sent', providerMessageId: historyMessageId } as const;
+      // A delivery the history shows is `sent` whatever the retry policy: it is never consulted.
+      const policy = { maxAttempts: row.attempts, retryBackoffMs: 0, leaseMs: this.leaseMs };
+      const [event] = decide(stateOf(row), { type: 'LookUp', token, lookup, policy });
+      return event?.type === 'Sent' ? [{ row, token, event, sentAt: historySentAt }] : [];
+    });
+    if (decided.length === 0) return 0;
+    const move = sqlTransition(transition('LookUp', 'Sent'));
+    const updated = await client.query<{ sendId: string; at: Date }>(
+      `UPDATE sends SET status = ${move.to}, reason = NULL, provider_message_id = r.provider_message_id,
+              sent_at = r.sent_at, lease_expires_at = NULL, updated_at = now()
+       FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::timestamptz[]) AS r(send_id, token, provider_message_id, sent_at)
+       WHERE sends.send_id = r.send_id AND sends.claim_token = r.token AND sends.status IN (${move.from})
+       RETURNING sends.send_id AS "sendId", sends.updated_at AS at`,
+      [
+        decided.map((d) => d.row.sendId),
+        decided.map((d) => d.token),
+        decided.map((d) => d.event.providerMessageId),
+        decided.map((d) => d.sentAt),
+      ],
+    );
+    const at = new Map(updated.rows.map((u) => [u.sendId, u.at]));
+    await enqueueEvents(
+      client,
+      decided.flatMap((d) => {
+        const recordedAt = at.get(d.row.sendId);
+        return recordedAt ? this.recordEvent(d.row, d.event, recordedAt, d.row.attempts) : [];
+      }),
+    );
+    return updated.rows.length;
+  }
+
+  /** Sends past the fence whose provider call has not been recorded: they may still deliver. */
+  async inFlightCount(): Promise<number> {
+    const { rows } = await this.pool.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM sends WHERE status IN (${IN_FLIGHT})`,
+    );
+    return rows[0]?.n ?? 0;
   }
 
   /** Operator resolution of an ambiguous send: it was sent after all, or it may be retried. */

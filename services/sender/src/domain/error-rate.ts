@@ -1,9 +1,8 @@
 /**
- * Provider error rate per campaign over a sliding window, for auto-pause. Pure: time comes in.
- * Each campaign keeps its attempts in arrival order with running counts, so recording one is
- * amortized O(1) however many sends the window holds. A campaign with no attempt inside the window
- * is forgotten (swept at most once per window), so a long-lived process holds only the campaigns
- * that sent in the last window, not every campaign it ever saw.
+ * The auto-pause rule: a campaign whose provider failures reach `threshold` of at least
+ * `minAttempts` attempts within `windowMs` is paused. Pure: the counts come in. They are kept per
+ * campaign per second in PostgreSQL (adapters/incident-controls.ts, SharedErrorWindow), so every
+ * replica adds to one window and a restart forgets nothing of it.
  */
 export interface ErrorRatePolicy {
   /** Pause when failures / attempts reaches this (0..1). */
@@ -14,59 +13,15 @@ export interface ErrorRatePolicy {
   readonly windowMs: number;
 }
 
-interface Window {
-  readonly at: number[];
-  readonly failed: boolean[];
-  head: number;
-  failures: number;
+/** One campaign's provider calls inside the window, counted by every replica. */
+export interface WindowCounts {
+  readonly attempts: number;
+  readonly failures: number;
 }
 
-export class ErrorRateWindow {
-  private readonly windows = new Map<string, Window>();
-  private lastSweep = Number.NEGATIVE_INFINITY;
-
-  constructor(private readonly policy: ErrorRatePolicy) {}
-
-  /** Campaigns currently tracked. */
-  get size(): number {
-    return this.windows.size;
-  }
-
-  /** Records one provider attempt; returns a pause reason when the campaign crossed the threshold. */
-  record(campaignId: string, failed: boolean, now: number): string | undefined {
-    this.evictIdle(now);
-    let window = this.windows.get(campaignId);
-    if (!window) {
-      window = { at: [], failed: [], head: 0, failures: 0 };
-      this.windows.set(campaignId, window);
-    }
-    while (window.head < window.at.length && now - (window.at[window.head] as number) >= this.policy.windowMs) {
-      if (window.failed[window.head]) window.failures--;
-      window.head++;
-    }
-    if (window.head > 1024 && window.head * 2 > window.at.length) {
-      window.at.splice(0, window.head);
-      window.failed.splice(0, window.head);
-      window.head = 0;
-    }
-    window.at.push(now);
-    window.failed.push(failed);
-    if (failed) window.failures++;
-    const attempts = window.at.length - window.head;
-    if (attempts >= this.policy.minAttempts && window.failures / attempts >= this.policy.threshold) {
-      this.windows.delete(campaignId);
-      return `auto-paused: provider errors on ${window.failures} of the last ${attempts} sends (threshold ${Math.round(this.policy.threshold * 100)}%)`;
-    }
-    return undefined;
-  }
-
-  /** Drops campaigns whose newest attempt has left the window; O(campaigns) once per window. */
-  private evictIdle(now: number): void {
-    if (now - this.lastSweep < this.policy.windowMs) return;
-    this.lastSweep = now;
-    for (const [campaignId, window] of this.windows) {
-      const newest = window.at.at(-1);
-      if (newest === undefined || now - newest >= this.policy.windowMs) this.windows.delete(campaignId);
-    }
-  }
+/** The pause reason when `counts` cross the policy's threshold; undefined when they do not. */
+export function autoPauseReason(counts: WindowCounts, policy: ErrorRatePolicy): string | undefined {
+  const { attempts, failures } = counts;
+  if (attempts === 0 || attempts < policy.minAttempts || failures / attempts < policy.threshold) return undefined;
+  return `auto-paused: provider errors on ${failures} of the last ${attempts} sends (threshold ${Math.round(policy.threshold * 100)}%)`;
 }

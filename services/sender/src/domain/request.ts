@@ -29,6 +29,8 @@ export interface ValidSend {
   readonly variant: string | null;
   readonly subject: string;
   readonly body: string;
+  /** The conversation the request named, canonical; carried to every SendRecorded of the send. */
+  readonly conversationId: string | null;
 }
 
 export type Validation =
@@ -69,6 +71,7 @@ export function validateSendRequest(event: SendRequested, hashKey: EmailHashKey)
       variant: event.variant,
       subject: event.subject,
       body: event.body,
+      conversationId: keys.keys.conversationId,
     },
   };
 }

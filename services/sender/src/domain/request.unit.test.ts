@@ -30,6 +30,7 @@ function request(fields: Partial<SendRequested> = {}): SendRequested {
     subject: 'Hello',
     body: 'Body',
     scheduledFor: null,
+    conversationId: null,
     ...fields,
   };
 }

@@ -9,8 +9,8 @@
  *   that applies it, and `send.unit.test.ts` names every cell of the status × command matrix it moves.
  * - `decide(state, command)` returns the event the command leads to, nothing (a check that passed),
  *   or `Refused` with the reason; `evolve` folds events into state. Facts that only the database can
- *   know at that moment (a lapsed lease, a paused campaign, a suppression, the slot's holder) come
- *   in with the state or the command, and so do new claim tokens.
+ *   know at that moment (a lapsed lease, a paused campaign or kill switch, a suppression, the slot's
+ *   holder) come in with the state or the command, and so do new claim tokens.
  * - `outcomeOf` turns a provider's verdict into an event, with the retry and backoff arithmetic.
  * - `recordedOf` says which transitions publish a SendRecorded, and `sendRecorded` builds it.
  */
@@ -47,9 +47,27 @@ export interface SlotHolder {
  */
 export type ProviderVerdict =
   | { readonly kind: 'sent'; readonly providerMessageId: string }
-  | { readonly kind: 'rejected'; readonly reason: string }
+  | {
+      readonly kind: 'rejected';
+      readonly reason: string;
+      /** Present when the server refused the recipient itself (a 5xx to RCPT TO), with the reply's RFC 3463 code. */
+      readonly recipient?: { readonly status: string | null };
+    }
   | { readonly kind: 'not_sent'; readonly reason: string }
   | { readonly kind: 'unknown'; readonly reason: string; readonly late?: unknown; readonly lateWithinMs?: number };
+
+/** What holds a send back: its campaign's pause, or the global kill switch (`sending_control`). */
+export type Hold = 'campaign' | 'sending';
+
+/** Facts about a send that only the database knows at the moment of a check or the fence. */
+export interface SendFacts {
+  /** The suppression list's reason for the address, if it is on it. */
+  readonly suppression: string | null;
+  /** The send's campaign is paused. */
+  readonly paused: boolean;
+  /** Sending as a whole is paused (the kill switch): no send of any campaign goes out. */
+  readonly sendingPaused: boolean;
+}
 
 export interface OutcomePolicy {
   /** Provider calls after which a send the provider did not take fails instead of being retried. */
@@ -60,11 +78,18 @@ export interface OutcomePolicy {
   readonly leaseMs: number;
 }
 
-/** What a provider that can look a send up said about one whose lease lapsed while sending. */
+/**
+ * What a delivery lookup (ADR 009) established about a send in flight, once its timing rule has
+ * been applied: the provider holds it (`sent`); it has no copy although one would show by now
+ * (`not_sent`); not yet decidable, ask again in `withinMs` (`pending`: not found too early, or the
+ * lookup failed); or it cannot tell, and will not (`unknown`: no lookup, or it gave up).
+ */
 export type LeaseLookup =
   | { readonly kind: 'sent'; readonly providerMessageId: string }
   | { readonly kind: 'not_sent' }
-  | { readonly kind: 'unknown' };
+  | { readonly kind: 'pending'; readonly withinMs: number; readonly reason: string }
+  /** `reason`: why a lookup gave up (a code, `lookup unavailable: mailpit http 503`); none without a lookup. */
+  | { readonly kind: 'unknown'; readonly reason?: string };
 
 /** Commands that carry `token` act under that claim; `newToken` is the claim a command hands out. */
 export type SendCommand =
@@ -73,14 +98,10 @@ export type SendCommand =
   | { readonly type: 'ReleaseClaim'; readonly token: string }
   /** Lease expiry before the fence: the provider was never called, so another worker may send. */
   | { readonly type: 'TakeOverClaim'; readonly newToken: string }
-  | {
-      readonly type: 'Check';
-      readonly token: string;
-      /** The suppression list's reason for the address, if it is on it. */
-      readonly suppression: string | null;
-      readonly paused: boolean;
-    }
-  | { readonly type: 'Fence'; readonly token: string; readonly paused: boolean }
+  /** Before a batch waits for rate tokens. */
+  | ({ readonly type: 'Check'; readonly token: string } & SendFacts)
+  /** The same facts again, read in the fence's own statement: a suppression or a pause written meanwhile holds. */
+  | ({ readonly type: 'Fence'; readonly token: string } & SendFacts)
   | {
       readonly type: 'CheckExposure';
       readonly token: string;
@@ -98,8 +119,16 @@ export type SendCommand =
   /** A late verdict that is itself still pending (`withinMs` > 0) or will not come (0). */
   | { readonly type: 'AwaitVerdict'; readonly token: string; readonly withinMs: number }
   /** Lease expiry during the provider call: the provider may hold the message. */
-  | { readonly type: 'ExpireSendingLease'; readonly token: string; readonly lookup: LeaseLookup }
-  | { readonly type: 'Resume'; readonly newToken: string }
+  | {
+      readonly type: 'ExpireSendingLease';
+      readonly token: string;
+      readonly lookup: LeaseLookup;
+      readonly policy: OutcomePolicy;
+    }
+  /** The reconciler's (or the backfill's) delivery lookup for an ambiguous send. */
+  | { readonly type: 'LookUp'; readonly token: string; readonly lookup: LeaseLookup; readonly policy: OutcomePolicy }
+  /** A held send is released only when nothing holds it any more (`paused`: its campaign's). */
+  | { readonly type: 'Resume'; readonly newToken: string; readonly paused: boolean; readonly sendingPaused: boolean }
   | { readonly type: 'Resolve'; readonly resolution: 'sent' }
   | { readonly type: 'Resolve'; readonly resolution: 'retry'; readonly newToken: string };
 
@@ -129,15 +158,18 @@ export type TransitionEvent =
   | { readonly type: 'ClaimReleased' }
   | { readonly type: 'ClaimTakenOver'; readonly token: string }
   | { readonly type: 'Suppressed'; readonly suppression: string }
-  | { readonly type: 'Held' }
+  | { readonly type: 'Held'; readonly by: Hold }
   | { readonly type: 'Fenced' }
   | { readonly type: 'ExposureConflicted'; readonly exposedVariant: string; readonly reason: string }
   | { readonly type: 'Sent'; readonly providerMessageId: string }
-  | { readonly type: 'Failed'; readonly reason: string }
+  /** `suppress`: the suppression reason the address gets with it (a hard bounce), in the same transaction. */
+  | { readonly type: 'Failed'; readonly reason: string; readonly suppress?: typeof HARD_BOUNCE_SUPPRESSION }
   /** `verdictWithinMs` > 0: a late verdict is awaited that long (the lease marks the wait). */
   | { readonly type: 'Ambiguous'; readonly reason: string; readonly verdictWithinMs: number }
   | { readonly type: 'RetryScheduled'; readonly reason: string; readonly retryInMs: number }
   | { readonly type: 'VerdictAwaited'; readonly withinMs: number }
+  /** A lapsed `sending` lease the lookup cannot decide yet: the lease is pushed `withinMs`, so no sweep asks before. */
+  | { readonly type: 'LookupDeferred'; readonly withinMs: number; readonly reason: string }
   | { readonly type: 'Resumed'; readonly token: string }
   | { readonly type: 'ResolvedAsSent' }
   | { readonly type: 'ResolvedForRetry'; readonly token: string };
@@ -177,6 +209,7 @@ const TABLE: ReadonlyArray<readonly [CommandType, readonly Status[], EventType, 
   ['Check',               CLAIMED,        'Suppressed',         'suppressed'],
   ['Check',               CLAIMED,        'Held',               'held'],
   ['Fence',               CLAIMED,        'Fenced',             'sending'],
+  ['Fence',               CLAIMED,        'Suppressed',         'suppressed'],
   ['Fence',               CLAIMED,        'Held',               'held'],
   ['CheckExposure',       ['sending'],    'ExposureConflicted', 'failed'],
   // A known verdict also lands on a send the reconciler made ambiguous meanwhile, under the same token.
@@ -187,7 +220,14 @@ const TABLE: ReadonlyArray<readonly [CommandType, readonly Status[], EventType, 
   ['AwaitVerdict',        ['ambiguous'],  'VerdictAwaited',     'ambiguous'],
   ['ExpireSendingLease',  ['sending'],    'Sent',               'sent'],
   ['ExpireSendingLease',  ['sending'],    'RetryScheduled',     'claimed'],
+  ['ExpireSendingLease',  ['sending'],    'Failed',             'failed'],
+  ['ExpireSendingLease',  ['sending'],    'LookupDeferred',     'sending'],
   ['ExpireSendingLease',  ['sending'],    'Ambiguous',          'ambiguous'],
+  // An ambiguous send the provider can be asked about (ADR 009): found, or certainly not there.
+  ['LookUp',              ['ambiguous'],  'Sent',               'sent'],
+  ['LookUp',              ['ambiguous'],  'RetryScheduled',     'claimed'],
+  ['LookUp',              ['ambiguous'],  'Failed',             'failed'],
+  ['LookUp',              ['ambiguous'],  'VerdictAwaited',     'ambiguous'],
   ['Resume',              ['held'],       'Resumed',            'claimed'],
   ['Resolve',             ['ambiguous'],  'ResolvedAsSent',     'sent'],
   ['Resolve',             ['ambiguous'],  'ResolvedForRetry',   'claimed'],
@@ -218,9 +258,41 @@ export function statusesFor(command: CommandType): readonly SendStatus[] {
   return SEND_STATUSES.filter((s) => from.has(s));
 }
 
-/** The fence's rule: a paused campaign's claim is held there (its pause may come after the checks). */
-export function fenceOutcome(paused: boolean): 'Fenced' | 'Held' {
-  return paused ? 'Held' : 'Fenced';
+/** What holds a send: its campaign's pause first (it outlasts the switch), then the kill switch; null when nothing does. */
+export function holdOf(facts: Pick<SendFacts, 'paused' | 'sendingPaused'>): Hold | null {
+  if (facts.paused) return 'campaign';
+  return facts.sendingPaused ? 'sending' : null;
+}
+
+/**
+ * The rule of the checks and of the fence: a suppressed address is never mailed, paused or not;
+ * a held send waits; otherwise nothing stops it (null). The fence applies it again because a
+ * suppression or a pause may come while a claim waits for its rate token.
+ */
+export function gateOf(facts: SendFacts): Extract<TransitionEvent, { type: 'Suppressed' | 'Held' }> | null {
+  if (facts.suppression !== null) return { type: 'Suppressed', suppression: facts.suppression };
+  const by = holdOf(facts);
+  return by === null ? null : { type: 'Held', by };
+}
+
+/** The suppression-list reason a hard bounce writes (the list's own category for bounces). */
+export const HARD_BOUNCE_SUPPRESSION = 'bounce' as const;
+
+/**
+ * Whether a provider's permanent refusal is a hard bounce of the address: the server refused the
+ * recipient itself (a 5xx to RCPT TO), with no enhanced code (a bare 550 is "mailbox unavailable")
+ * or one about the destination address or mailbox (RFC 3463: X.1.X except the sender's own 5.1.7
+ * and 5.1.8, and 5.2.1 mailbox disabled). A policy or system refusal (5.7.1 relaying denied, 5.3.4
+ * too big, 5.2.2 mailbox full) says nothing lasting about the address: suppressing on it would let
+ * one misconfigured relay empty the list of every address it refused.
+ */
+export function isHardBounce(result: ProviderVerdict): boolean {
+  if (result.kind !== 'rejected' || result.recipient === undefined) return false;
+  const { status } = result.recipient;
+  if (status === null) return true;
+  const address = /^5\.1\.(\d{1,3})$/.exec(status);
+  if (address) return address[1] !== '7' && address[1] !== '8';
+  return status === '5.2.1';
 }
 
 /** The delay before retry number `attempts` (1-based): RETRY_BACKOFF_MS, doubled each time. */
@@ -244,7 +316,11 @@ export function outcomeOf(result: ProviderVerdict, attempts: number, policy: Out
     case 'sent':
       return { type: 'Sent', providerMessageId: result.providerMessageId };
     case 'rejected':
-      return { type: 'Failed', reason: `provider rejected: ${result.reason}` };
+      return {
+        type: 'Failed',
+        reason: `provider rejected: ${result.reason}`,
+        ...(isHardBounce(result) ? { suppress: HARD_BOUNCE_SUPPRESSION } : {}),
+      };
     case 'unknown':
       return { type: 'Ambiguous', reason: result.reason, verdictWithinMs: verdictWaitMs(result, policy) };
     case 'not_sent':
@@ -256,6 +332,15 @@ export function outcomeOf(result: ProviderVerdict, attempts: number, policy: Out
       throw new Error(`unknown provider verdict ${JSON.stringify(exhaustive)}`);
     }
   }
+}
+
+/**
+ * A send the provider certainly does not hold (its lookup said so, late enough to be sure): as a
+ * `not_sent` verdict, retried with backoff until MAX_ATTEMPTS, so a provider that cuts every
+ * attempt mid-body does not loop forever.
+ */
+function notAtProvider(reason: string, state: SendState, policy: OutcomePolicy): ResultEvent {
+  return outcomeOf({ kind: 'not_sent', reason }, state.attempts, policy);
 }
 
 function choose(state: SendState, command: SendCommand): TransitionEvent | Refused | null {
@@ -278,11 +363,9 @@ function choose(state: SendState, command: SendCommand): TransitionEvent | Refus
     case 'TakeOverClaim':
       return state.lease === 'lapsed' ? { type: 'ClaimTakenOver', token: command.newToken } : refused('lease_running');
     case 'Check':
-      // Suppression first: a suppressed address is never mailed, paused campaign or not.
-      if (command.suppression !== null) return { type: 'Suppressed', suppression: command.suppression };
-      return command.paused ? { type: 'Held' } : null;
+      return gateOf(command);
     case 'Fence':
-      return { type: fenceOutcome(command.paused) };
+      return gateOf(command) ?? { type: 'Fenced' };
     case 'CheckExposure':
       if (command.exposedVariant === command.variant) return null;
       return {
@@ -300,12 +383,17 @@ function choose(state: SendState, command: SendCommand): TransitionEvent | Refus
         case 'sent':
           return { type: 'Sent', providerMessageId: command.lookup.providerMessageId };
         case 'not_sent':
-          return { type: 'RetryScheduled', reason: 'lease expired; the provider has no record of it', retryInMs: 0 };
+          return notAtProvider('lease expired; the provider has no record of it', state, command.policy);
+        case 'pending':
+          // Still `sending`, with a lease until the lookup may decide: no event is published meanwhile.
+          return { type: 'LookupDeferred', withinMs: command.lookup.withinMs, reason: command.lookup.reason };
         case 'unknown':
-          // SMTP cannot look a message up: whether it went out is for an operator to find.
+          // Without a lookup (SMTP), or after it gave up: whether it went out is for an operator to find.
           return {
             type: 'Ambiguous',
-            reason: 'lease expired while sending: the provider may or may not have accepted it',
+            reason: `lease expired while sending: the provider may or may not have accepted it${
+              command.lookup.reason === undefined ? '' : ` (${command.lookup.reason})`
+            }`,
             verdictWithinMs: 0,
           };
         default: {
@@ -313,8 +401,31 @@ function choose(state: SendState, command: SendCommand): TransitionEvent | Refus
           throw new Error(`unknown lookup ${JSON.stringify(exhaustive)}`);
         }
       }
+    case 'LookUp':
+      // Found is found, whatever else is awaited (as an operator's "sent" is).
+      if (command.lookup.kind === 'sent') return { type: 'Sent', providerMessageId: command.lookup.providerMessageId };
+      // A late reply may still come: only it, or a lookup once the wait is over, decides.
+      if (state.lease === 'running') return refused('verdict_pending');
+      switch (command.lookup.kind) {
+        case 'not_sent':
+          return notAtProvider(
+            'ambiguous; the provider has no record of it after the settle time',
+            state,
+            command.policy,
+          );
+        case 'pending':
+          // The lookup's answer is the verdict awaited: an operator's retry waits for it too.
+          return { type: 'VerdictAwaited', withinMs: command.lookup.withinMs };
+        case 'unknown':
+          return null;
+        default: {
+          const exhaustive: never = command.lookup;
+          throw new Error(`unknown lookup ${JSON.stringify(exhaustive)}`);
+        }
+      }
     case 'Resume':
-      return { type: 'Resumed', token: command.newToken };
+      // Still held by the other pause: it stays held, and that pause's release sends it.
+      return holdOf(command) === null ? { type: 'Resumed', token: command.newToken } : null;
     case 'Resolve':
       if (command.resolution === 'sent') return { type: 'ResolvedAsSent' };
       return state.lease === 'running'
@@ -378,6 +489,8 @@ export function evolve(state: SendState, event: SendEvent): SendState {
       return { ...state, status, lease: leaseFor(event.verdictWithinMs, 'none') };
     case 'VerdictAwaited':
       return { ...state, status, lease: leaseFor(event.withinMs, 'none') };
+    case 'LookupDeferred':
+      return { ...state, status, lease: leaseFor(event.withinMs, 'lapsed') };
     case 'RetryScheduled':
       return { ...state, status, lease: leaseFor(event.retryInMs, 'lapsed') };
     case 'Resumed':
@@ -393,6 +506,10 @@ export function evolve(state: SendState, event: SendEvent): SendState {
   }
 }
 
+function heldReason(by: Hold): string {
+  return by === 'campaign' ? 'campaign is paused' : 'sending is paused';
+}
+
 /**
  * The row's `reason` after `event`; `undefined` where the transition leaves it as it was. (For a
  * duplicate, the reason of its `skipped_sends` row.)
@@ -402,7 +519,7 @@ export function reasonOf(event: TransitionEvent): string | null | undefined {
     case 'Suppressed':
       return 'address is on the suppression list';
     case 'Held':
-      return 'campaign is paused';
+      return heldReason(event.by);
     case 'SkippedAsDuplicate':
     case 'ExposureConflicted':
     case 'Failed':
@@ -422,6 +539,7 @@ export function reasonOf(event: TransitionEvent): string | null | undefined {
     case 'ClaimTakenOver':
     case 'Fenced':
     case 'VerdictAwaited':
+    case 'LookupDeferred':
       return undefined;
     default: {
       const exhaustive: never = event;
@@ -452,7 +570,7 @@ export function recordedOf(event: TransitionEvent): Recorded | null {
     case 'Suppressed':
       return recorded('suppressed', `suppressed (${event.suppression})`);
     case 'Held':
-      return recorded('held', 'campaign is paused');
+      return recorded('held', heldReason(event.by));
     case 'ExposureConflicted':
     case 'Failed':
       return recorded('failed', event.reason);
@@ -469,6 +587,7 @@ export function recordedOf(event: TransitionEvent): Recorded | null {
     case 'Fenced':
     case 'RetryScheduled':
     case 'VerdictAwaited':
+    case 'LookupDeferred':
     case 'Resumed':
     case 'ResolvedForRetry':
       return null;
@@ -491,6 +610,8 @@ export interface RecordedSend {
   readonly variant: string | null;
   readonly correlationId: string;
   readonly causationId: string | null;
+  /** The conversation the request named (canonical), or null: old rows, backfill, none given. */
+  readonly conversationId: string | null;
 }
 
 /**
@@ -526,5 +647,6 @@ export function sendRecorded(
     reason: details.reason ?? null,
     providerMessageId: details.providerMessageId ?? null,
     recordedAt: details.recordedAt,
+    conversationId: send.conversationId,
   };
 }

@@ -32,6 +32,12 @@ const A = 'token-a';
 const B = 'token-b';
 const OTHER = '6f9e3c1e-4b2a-5f0e-9d7c-5a3b1e0f2d4c';
 const policy = { maxAttempts: 3, retryBackoffMs: 100, leaseMs: 60_000 };
+/** A policy under which the one provider call a send in REACH has made was its last. */
+const lastAttempt = { ...policy, maxAttempts: 1 };
+const notYet = { kind: 'pending', withinMs: 5_000, reason: 'not found yet; the provider may still show it' } as const;
+
+/** Nothing stops a send: no suppression, its campaign and sending both running. */
+const CLEAR = { suppression: null, paused: false, sendingPaused: false } as const;
 
 const claimed: SendEvent = { type: 'Claimed', token: A };
 const fenced: SendEvent = { type: 'Fenced' };
@@ -46,7 +52,7 @@ const REACH: Record<Status, readonly SendEvent[]> = {
   suppressed: [claimed, { type: 'Suppressed', suppression: 'unsubscribe' }],
   failed: [claimed, fenced, { type: 'Failed', reason: 'provider rejected: smtp 550' }],
   ambiguous: [claimed, fenced, { type: 'Ambiguous', reason: 'smtp no reply', verdictWithinMs: 0 }],
-  held: [claimed, { type: 'Held' }],
+  held: [claimed, { type: 'Held', by: 'campaign' }],
 };
 
 const COMMANDS = {
@@ -55,11 +61,14 @@ const COMMANDS = {
   RenewLease: { type: 'RenewLease', token: A },
   ReleaseClaim: { type: 'ReleaseClaim', token: A },
   TakeOverClaim: { type: 'TakeOverClaim', newToken: B },
-  'Check (suppressed)': { type: 'Check', token: A, suppression: 'bounce', paused: false },
-  'Check (paused)': { type: 'Check', token: A, suppression: null, paused: true },
-  'Check (clear)': { type: 'Check', token: A, suppression: null, paused: false },
-  'Fence (open)': { type: 'Fence', token: A, paused: false },
-  'Fence (paused)': { type: 'Fence', token: A, paused: true },
+  'Check (suppressed)': { type: 'Check', token: A, ...CLEAR, suppression: 'bounce' },
+  'Check (paused)': { type: 'Check', token: A, ...CLEAR, paused: true },
+  'Check (sending paused)': { type: 'Check', token: A, ...CLEAR, sendingPaused: true },
+  'Check (clear)': { type: 'Check', token: A, ...CLEAR },
+  'Fence (open)': { type: 'Fence', token: A, ...CLEAR },
+  'Fence (suppressed)': { type: 'Fence', token: A, ...CLEAR, suppression: 'bounce' },
+  'Fence (paused)': { type: 'Fence', token: A, ...CLEAR, paused: true },
+  'Fence (sending paused)': { type: 'Fence', token: A, ...CLEAR, sendingPaused: true },
   'CheckExposure (another variant)': {
     type: 'CheckExposure',
     token: A,
@@ -83,10 +92,34 @@ const COMMANDS = {
     type: 'ExpireSendingLease',
     token: A,
     lookup: { kind: 'sent', providerMessageId: 'p' },
+    policy,
   },
-  'ExpireSendingLease (provider has not)': { type: 'ExpireSendingLease', token: A, lookup: { kind: 'not_sent' } },
-  'ExpireSendingLease (cannot tell)': { type: 'ExpireSendingLease', token: A, lookup: { kind: 'unknown' } },
-  Resume: { type: 'Resume', newToken: B },
+  'ExpireSendingLease (provider has not)': {
+    type: 'ExpireSendingLease',
+    token: A,
+    lookup: { kind: 'not_sent' },
+    policy,
+  },
+  'ExpireSendingLease (provider has not, attempts used up)': {
+    type: 'ExpireSendingLease',
+    token: A,
+    lookup: { kind: 'not_sent' },
+    policy: lastAttempt,
+  },
+  'ExpireSendingLease (not found yet)': { type: 'ExpireSendingLease', token: A, lookup: notYet, policy },
+  'ExpireSendingLease (cannot tell)': { type: 'ExpireSendingLease', token: A, lookup: { kind: 'unknown' }, policy },
+  'LookUp (provider has it)': { type: 'LookUp', token: A, lookup: { kind: 'sent', providerMessageId: 'p' }, policy },
+  'LookUp (provider has not)': { type: 'LookUp', token: A, lookup: { kind: 'not_sent' }, policy },
+  'LookUp (provider has not, attempts used up)': {
+    type: 'LookUp',
+    token: A,
+    lookup: { kind: 'not_sent' },
+    policy: lastAttempt,
+  },
+  'LookUp (not found yet)': { type: 'LookUp', token: A, lookup: notYet, policy },
+  'LookUp (cannot tell)': { type: 'LookUp', token: A, lookup: { kind: 'unknown' }, policy },
+  Resume: { type: 'Resume', newToken: B, paused: false, sendingPaused: false },
+  'Resume (still paused)': { type: 'Resume', newToken: B, paused: false, sendingPaused: true },
   'Resolve (sent)': { type: 'Resolve', resolution: 'sent' },
   'Resolve (retry)': { type: 'Resolve', resolution: 'retry', newToken: B },
 } satisfies Record<string, SendCommand>;
@@ -103,9 +136,12 @@ const MATRIX: Record<keyof typeof COMMANDS, Partial<Record<Status, Cell>>> = {
   TakeOverClaim:                           { claimed: ['ClaimTakenOver', 'claimed'] },
   'Check (suppressed)':                    { claimed: ['Suppressed', 'suppressed'] },
   'Check (paused)':                        { claimed: ['Held', 'held'] },
+  'Check (sending paused)':                { claimed: ['Held', 'held'] },
   'Check (clear)':                         { claimed: 'no change' },
   'Fence (open)':                          { claimed: ['Fenced', 'sending'] },
+  'Fence (suppressed)':                    { claimed: ['Suppressed', 'suppressed'] },
   'Fence (paused)':                        { claimed: ['Held', 'held'] },
+  'Fence (sending paused)':                { claimed: ['Held', 'held'] },
   'CheckExposure (another variant)':       { sending: ['ExposureConflicted', 'failed'] },
   'CheckExposure (same variant)':          { sending: 'no change' },
   'RecordResult (sent)':                   { sending: ['Sent', 'sent'],                ambiguous: ['Sent', 'sent'] },
@@ -115,8 +151,16 @@ const MATRIX: Record<keyof typeof COMMANDS, Partial<Record<Status, Cell>>> = {
   AwaitVerdict:                            { ambiguous: ['VerdictAwaited', 'ambiguous'] },
   'ExpireSendingLease (provider has it)':  { sending: ['Sent', 'sent'] },
   'ExpireSendingLease (provider has not)': { sending: ['RetryScheduled', 'claimed'] },
+  'ExpireSendingLease (provider has not, attempts used up)': { sending: ['Failed', 'failed'] },
+  'ExpireSendingLease (not found yet)':    { sending: ['LookupDeferred', 'sending'] },
   'ExpireSendingLease (cannot tell)':      { sending: ['Ambiguous', 'ambiguous'] },
+  'LookUp (provider has it)':              { ambiguous: ['Sent', 'sent'] },
+  'LookUp (provider has not)':             { ambiguous: ['RetryScheduled', 'claimed'] },
+  'LookUp (provider has not, attempts used up)': { ambiguous: ['Failed', 'failed'] },
+  'LookUp (not found yet)':                { ambiguous: ['VerdictAwaited', 'ambiguous'] },
+  'LookUp (cannot tell)':                  { ambiguous: 'no change' },
   Resume:                                  { held: ['Resumed', 'claimed'] },
+  'Resume (still paused)':                 { held: 'no change' },
   'Resolve (sent)':                        { ambiguous: ['ResolvedAsSent', 'sent'] },
   'Resolve (retry)':                       { ambiguous: ['ResolvedForRetry', 'claimed'] },
 };
@@ -146,10 +190,10 @@ describe('the status × command matrix', () => {
     expect(spec([...REACH[status], ...events]).state.status).toBe(to);
   });
 
-  it('refuses 157 of the 184 cells: a command applies only where the table says', () => {
+  it('refuses 234 of the 272 cells: a command applies only where the table says', () => {
     expect(STATUSES).toHaveLength(8);
-    expect(NAMES).toHaveLength(23);
-    expect(cells.filter((c) => c.cell === undefined)).toHaveLength(157);
+    expect(NAMES).toHaveLength(34);
+    expect(cells.filter((c) => c.cell === undefined)).toHaveLength(234);
   });
 
   it('TRANSITIONS is exactly the legal cells of the matrix: no row untested, none missing', () => {
@@ -167,6 +211,7 @@ describe('the status × command matrix', () => {
     expect(statusesFor('Check')).toEqual(['claimed']);
     expect(statusesFor('RecordResult')).toEqual(['sending', 'ambiguous']);
     expect(statusesFor('ExpireSendingLease')).toEqual(['sending']);
+    expect(statusesFor('LookUp')).toEqual(['ambiguous']);
     expect(statusesFor('Resume')).toEqual(['held']);
     expect(statusesFor('Claim')).toEqual([]);
     expect(() => transition('Fence', 'Sent')).toThrow(/no transition Fence → Sent/);
@@ -220,10 +265,10 @@ describe('stories', () => {
   it('a worker whose lease was taken over cannot fence; the new holder can (the fence)', () => {
     const takenOver = [claimed, lapsed, { type: 'ClaimTakenOver', token: B } as const];
     spec(takenOver)
-      .when({ type: 'Fence', token: A, paused: false })
+      .when({ type: 'Fence', token: A, ...CLEAR })
       .then([{ type: 'Refused', command: 'Fence', why: 'claim_lost' }]);
     spec(takenOver)
-      .when({ type: 'Fence', token: B, paused: false })
+      .when({ type: 'Fence', token: B, ...CLEAR })
       .then([{ type: 'Fenced' }]);
   });
 
@@ -266,7 +311,7 @@ describe('stories', () => {
 
   it('a suppressed address is never mailed, paused campaign or not', () => {
     spec([claimed])
-      .when({ type: 'Check', token: A, suppression: 'complaint', paused: true })
+      .when({ type: 'Check', token: A, suppression: 'complaint', paused: true, sendingPaused: true })
       .then([{ type: 'Suppressed', suppression: 'complaint' }]);
   });
 
@@ -306,7 +351,7 @@ describe('stories', () => {
       .then([{ type: 'Sent', providerMessageId: 'p' }]);
     spec(sending)
       .when(COMMANDS['ExpireSendingLease (provider has not)'])
-      .then([{ type: 'RetryScheduled', reason: 'lease expired; the provider has no record of it', retryInMs: 0 }]);
+      .then([{ type: 'RetryScheduled', reason: 'lease expired; the provider has no record of it', retryInMs: 100 }]);
     spec(sending)
       .when(COMMANDS['ExpireSendingLease (cannot tell)'])
       .then([
@@ -318,11 +363,166 @@ describe('stories', () => {
       ]);
   });
 
+  it('a lookup that cannot decide yet keeps the send in flight, its lease pushed: no outcome is published', () => {
+    const sending = [claimed, fenced, lapsed];
+    spec(sending)
+      .when(COMMANDS['ExpireSendingLease (not found yet)'])
+      .then([{ type: 'LookupDeferred', withinMs: 5_000, reason: 'not found yet; the provider may still show it' }]);
+    spec([...sending, { type: 'LookupDeferred', withinMs: 5_000, reason: 'r' }]).thenState({
+      status: 'sending',
+      token: A,
+      lease: 'running',
+      attempts: 1,
+    });
+    expect(recordedOf({ type: 'LookupDeferred', withinMs: 5_000, reason: 'r' })).toBeNull();
+    // Asked again before the pushed lease lapsed: not yet.
+    spec([...sending, { type: 'LookupDeferred', withinMs: 5_000, reason: 'r' }])
+      .when(COMMANDS['ExpireSendingLease (provider has not)'])
+      .then([{ type: 'Refused', command: 'ExpireSendingLease', why: 'lease_running' }]);
+  });
+
+  it('a lookup that gave up makes the send ambiguous, saying why', () => {
+    spec([claimed, fenced, lapsed])
+      .when({
+        ...COMMANDS['ExpireSendingLease (cannot tell)'],
+        lookup: { kind: 'unknown', reason: 'lookup unavailable: mailpit http 503' },
+      })
+      .then([
+        {
+          type: 'Ambiguous',
+          reason:
+            'lease expired while sending: the provider may or may not have accepted it (lookup unavailable: mailpit http 503)',
+          verdictWithinMs: 0,
+        },
+      ]);
+  });
+
+  it('an ambiguous send the provider holds is sent; one it certainly lacks is retried, within MAX_ATTEMPTS', () => {
+    const ambiguous = REACH.ambiguous;
+    spec(ambiguous)
+      .when(COMMANDS['LookUp (provider has it)'])
+      .then([{ type: 'Sent', providerMessageId: 'p' }]);
+    spec(ambiguous)
+      .when(COMMANDS['LookUp (provider has not)'])
+      .then([
+        {
+          type: 'RetryScheduled',
+          reason: 'ambiguous; the provider has no record of it after the settle time',
+          retryInMs: 100,
+        },
+      ]);
+    spec(ambiguous)
+      .when(COMMANDS['LookUp (provider has not, attempts used up)'])
+      .then([
+        {
+          type: 'Failed',
+          reason: 'gave up after 1 attempts: ambiguous; the provider has no record of it after the settle time',
+        },
+      ]);
+    // Not found too early: the lookup's answer is awaited, and an operator's retry with it.
+    const waiting = [...ambiguous, { type: 'VerdictAwaited', withinMs: 5_000 } as const];
+    spec(ambiguous)
+      .when(COMMANDS['LookUp (not found yet)'])
+      .then([{ type: 'VerdictAwaited', withinMs: 5_000 }]);
+    spec(waiting)
+      .when(COMMANDS['Resolve (retry)'])
+      .then([{ type: 'Refused', command: 'Resolve', why: 'verdict_pending' }]);
+    const lapsedWait = spec([...waiting, lapsed]).state;
+    expect(decide(lapsedWait, COMMANDS['LookUp (provider has not)']).map((e) => e.type)).toEqual(['RetryScheduled']);
+    // A lookup that cannot tell changes nothing: the send stays the operator's.
+    spec(ambiguous).when(COMMANDS['LookUp (cannot tell)']).then([]);
+  });
+
+  it('while a late reply is awaited, only a lookup that found the message decides', () => {
+    const awaiting = [claimed, fenced, { type: 'Ambiguous', reason: 'timeout', verdictWithinMs: 600_000 } as const];
+    for (const name of ['LookUp (provider has not)', 'LookUp (not found yet)', 'LookUp (cannot tell)'] as const)
+      spec(awaiting)
+        .when(COMMANDS[name])
+        .then([{ type: 'Refused', command: 'LookUp', why: 'verdict_pending' }]);
+    spec(awaiting)
+      .when(COMMANDS['LookUp (provider has it)'])
+      .then([{ type: 'Sent', providerMessageId: 'p' }]);
+  });
+
+  it('the kill switch holds a send at the checks and at the fence like a paused campaign, and says which pause holds it', () => {
+    spec([claimed])
+      .when(COMMANDS['Check (sending paused)'])
+      .then([{ type: 'Held', by: 'sending' }]);
+    spec([claimed])
+      .when(COMMANDS['Fence (sending paused)'])
+      .then([{ type: 'Held', by: 'sending' }]);
+    // Both on: the campaign's pause is named, the one that outlasts the switch.
+    spec([claimed])
+      .when({ type: 'Fence', token: A, ...CLEAR, paused: true, sendingPaused: true })
+      .then([{ type: 'Held', by: 'campaign' }]);
+    expect(recordedOf({ type: 'Held', by: 'sending' })).toEqual({
+      outcome: 'held',
+      reason: 'sending is paused',
+      providerMessageId: null,
+    });
+  });
+
+  it('a held send is released only when neither its campaign nor sending is paused, each pause releasing its own', () => {
+    const held = spec(REACH.held);
+    held.when({ type: 'Resume', newToken: B, paused: false, sendingPaused: true }).then([]);
+    held.when({ type: 'Resume', newToken: B, paused: true, sendingPaused: false }).then([]);
+    held
+      .when({ type: 'Resume', newToken: B, paused: false, sendingPaused: false })
+      .then([{ type: 'Resumed', token: B }]);
+    spec([claimed, { type: 'Held', by: 'sending' }, { type: 'Resumed', token: B }]).thenState({
+      status: 'claimed',
+      token: B,
+      lease: 'lapsed',
+      attempts: 0,
+    });
+  });
+
+  it('the fence reads the suppression list again: an address suppressed while its claim waited for a token is not mailed', () => {
+    spec([claimed]).when(COMMANDS['Check (clear)']).then([]);
+    spec([claimed])
+      .when({ type: 'Fence', token: A, ...CLEAR, suppression: 'unsubscribe', paused: true, sendingPaused: true })
+      .then([{ type: 'Suppressed', suppression: 'unsubscribe' }]);
+    spec([claimed, { type: 'Suppressed', suppression: 'unsubscribe' }]).thenState({
+      status: 'suppressed',
+      token: A,
+      lease: 'none',
+      attempts: 0,
+    });
+  });
+
+  it('a permanent refusal of the recipient fails the send and suppresses the address (a hard bounce)', () => {
+    const refused = (status: string | null) =>
+      ({
+        type: 'RecordResult',
+        token: A,
+        result: { kind: 'rejected', reason: 'smtp 550 permanent at RCPT TO', recipient: { status } },
+        policy,
+      }) as const;
+    const bounced = {
+      type: 'Failed',
+      reason: 'provider rejected: smtp 550 permanent at RCPT TO',
+      suppress: 'bounce',
+    } as const;
+    spec([claimed, fenced]).when(refused('5.1.1')).then([bounced]);
+    spec([claimed, fenced]).when(refused(null)).then([bounced]);
+    spec([claimed, fenced]).when(refused('5.2.1')).then([bounced]);
+    // Refusals that say nothing lasting about the address: policy, a full mailbox, the sender's own address.
+    for (const status of ['5.7.1', '5.2.2', '5.1.8', '5.3.4'])
+      spec([claimed, fenced])
+        .when(refused(status))
+        .then([{ type: 'Failed', reason: 'provider rejected: smtp 550 permanent at RCPT TO' }]);
+    // A refusal of the message (after the final dot), not of the recipient.
+    spec([claimed, fenced])
+      .when(COMMANDS['RecordResult (rejected)'])
+      .then([{ type: 'Failed', reason: 'provider rejected: r' }]);
+  });
+
   it('folds a send from claim to a resumed hold, and its lease along', () => {
     spec([claimed]).thenState({ status: 'claimed', token: A, lease: 'running', attempts: 0 });
-    spec([claimed, { type: 'Held' }]).thenState({ status: 'held', token: A, lease: 'none', attempts: 0 });
-    spec([claimed, { type: 'Held' }, lapsed]).thenState({ status: 'held', token: A, lease: 'none', attempts: 0 });
-    spec([claimed, { type: 'Held' }, { type: 'Resumed', token: B }]).thenState({
+    const held = { type: 'Held', by: 'campaign' } as const;
+    spec([claimed, held]).thenState({ status: 'held', token: A, lease: 'none', attempts: 0 });
+    spec([claimed, held, lapsed]).thenState({ status: 'held', token: A, lease: 'none', attempts: 0 });
+    spec([claimed, held, { type: 'Resumed', token: B }]).thenState({
       status: 'claimed',
       token: B,
       lease: 'lapsed',
@@ -377,7 +577,7 @@ describe('recordedOf: which transitions publish a SendRecorded', () => {
     ClaimReleased: { type: 'ClaimReleased' },
     ClaimTakenOver: { type: 'ClaimTakenOver', token: B },
     Suppressed: { type: 'Suppressed', suppression: 'unsubscribe' },
-    Held: { type: 'Held' },
+    Held: { type: 'Held', by: 'campaign' },
     Fenced: { type: 'Fenced' },
     ExposureConflicted: { type: 'ExposureConflicted', exposedVariant: 'a', reason: 'exposure_conflict: x' },
     Sent: { type: 'Sent', providerMessageId: 'p' },
@@ -385,6 +585,7 @@ describe('recordedOf: which transitions publish a SendRecorded', () => {
     Ambiguous: { type: 'Ambiguous', reason: 'a', verdictWithinMs: 0 },
     RetryScheduled: { type: 'RetryScheduled', reason: 'r', retryInMs: 0 },
     VerdictAwaited: { type: 'VerdictAwaited', withinMs: 0 },
+    LookupDeferred: { type: 'LookupDeferred', withinMs: 1, reason: 'not found yet' },
     Resumed: { type: 'Resumed', token: B },
     ResolvedAsSent: { type: 'ResolvedAsSent' },
     ResolvedForRetry: { type: 'ResolvedForRetry', token: B },
@@ -407,6 +608,7 @@ describe('recordedOf: which transitions publish a SendRecorded', () => {
       Ambiguous: { outcome: 'ambiguous', reason: 'a', providerMessageId: null },
       RetryScheduled: null,
       VerdictAwaited: null,
+      LookupDeferred: null,
       Resumed: null,
       ResolvedAsSent: { outcome: 'sent', reason: 'resolved by an operator', providerMessageId: null },
       ResolvedForRetry: null,
@@ -435,6 +637,7 @@ describe('sendRecorded', () => {
     variant: null,
     correlationId: 'corr',
     causationId: null,
+    conversationId: 'conv-1',
   };
   it('derives the event id from the send and the outcome, so recording twice is one event', () => {
     const a = sendRecorded(send, 'sent', { recordedAt: 1 });
@@ -444,6 +647,8 @@ describe('sendRecorded', () => {
   });
   it('carries the id of the key its emailHash was made with', () => {
     expect(sendRecorded(send, 'sent', { recordedAt: 1 })).toMatchObject({ emailHash: 'h', emailHashKeyId: 'k1' });
+    // The conversation the request named rides on every SendRecorded (liveness files the send by it).
+    expect(sendRecorded(send, 'failed', { recordedAt: 1 }).conversationId).toBe('conv-1');
   });
 });
 

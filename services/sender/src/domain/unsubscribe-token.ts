@@ -14,11 +14,18 @@ export interface UnsubscribeKey {
   readonly mac: Buffer;
 }
 
+// One derivation per emailHash key object: every email's headers are composed with it.
+const derived = new WeakMap<object, UnsubscribeKey>();
+
 export function unsubscribeKey(emailHashKey: { readonly id: string; readonly secret: KeyObject }): UnsubscribeKey {
+  const known = derived.get(emailHashKey);
+  if (known) return known;
   const mac = Buffer.from(
     hkdfSync('sha256', emailHashKey.secret.export(), Buffer.alloc(0), 'outreach unsubscribe token v1', 32),
   );
-  return { id: emailHashKey.id, mac };
+  const key = { id: emailHashKey.id, mac };
+  derived.set(emailHashKey, key);
+  return key;
 }
 
 const SEND_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;

@@ -12,16 +12,21 @@ import {
 } from '@outreach/shared';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
+import { lookupOfProvider } from '../adapters/providers/lookup.js';
+import { MailgunLookup, MailgunProvider } from '../adapters/providers/mailgun.js';
+import { MailpitLookup } from '../adapters/providers/mailpit-lookup.js';
 import { NullProvider } from '../adapters/providers/null.js';
 import type { MailProvider } from '../adapters/providers/port.js';
 import { SmtpProvider } from '../adapters/providers/smtp.js';
 import { CampaignsRepository } from '../adapters/campaigns-repository.js';
+import { KillSwitch, SharedErrorWindow, SharedRateLimiter } from '../adapters/incident-controls.js';
 import { ReportsRepository } from '../adapters/reports-repository.js';
 import { SendQueries } from '../adapters/send-queries.js';
 import { SendsRepository } from '../adapters/sends-repository.js';
 import { SuppressionsRepository } from '../adapters/suppressions-repository.js';
-import type { Config } from '../config.js';
-import { Reconciler } from '../workflow/reconciler.js';
+import { handoverWithinMs, lookupSettleMs, type Config } from '../config.js';
+import { rateLimitsOf } from '../domain/rate-limit.js';
+import { Reconciler, type LookupSettings } from '../workflow/reconciler.js';
 import { SendPipeline } from '../workflow/send-pipeline.js';
 import { registerSenderGauges } from '../adapters/gauges.js';
 
@@ -32,6 +37,8 @@ declare module 'fastify' {
     /** What the API reads of sends. */
     readonly sendQueries: SendQueries;
     readonly campaigns: CampaignsRepository;
+    /** The global kill switch, shared by every replica. */
+    readonly killSwitch: KillSwitch;
     readonly suppressions: SuppressionsRepository;
     readonly reports: ReportsRepository;
     readonly reconciler: Reconciler;
@@ -51,9 +58,75 @@ function readSecretFile(variable: string, path: string): string {
   }
 }
 
+/** Mailgun's API settings (MAIL_PROVIDER or PROVIDER_LOOKUP mailgun; checkConfig requires the domain and one key). */
+function mailgunApi(config: Config) {
+  return {
+    baseUrl: config.MAILGUN_API_URL,
+    domain: config.MAILGUN_DOMAIN,
+    apiKey: config.MAILGUN_API_KEY_FILE
+      ? readSecretFile('MAILGUN_API_KEY_FILE', config.MAILGUN_API_KEY_FILE)
+      : config.MAILGUN_API_KEY,
+  };
+}
+
+/**
+ * The delivery lookup that settles sends in doubt (ADR 009), with the timing the reconciler judges
+ * its answers by. PROVIDER_LOOKUP=none keeps a provider's own lookup by idempotency key (the null
+ * provider's), whose "cannot tell" is `ambiguous` at once as before; SMTP has none.
+ */
+export function createLookup(config: Config, provider: MailProvider): LookupSettings | undefined {
+  const timing = {
+    messageIdDomain: config.MESSAGE_ID_DOMAIN,
+    handoverWithinMs: handoverWithinMs(config),
+    recheckMs: config.LOOKUP_RECHECK_MS,
+    giveUpAfterMs: config.LOOKUP_GIVE_UP_MS,
+    concurrency: config.LOOKUP_CONCURRENCY,
+  };
+  const settleMs = lookupSettleMs(config);
+  switch (config.PROVIDER_LOOKUP) {
+    case 'mailpit':
+      return {
+        ...timing,
+        lookup: new MailpitLookup({
+          baseUrl: config.MAILPIT_API_URL,
+          timeoutMs: config.LOOKUP_TIMEOUT_MS,
+          settleMs,
+          ...(config.MAILPIT_API_USER
+            ? { username: config.MAILPIT_API_USER, password: config.MAILPIT_API_PASSWORD }
+            : {}),
+        }),
+      };
+    case 'mailgun':
+      return {
+        ...timing,
+        lookup: new MailgunLookup({
+          ...mailgunApi(config),
+          timeoutMs: config.LOOKUP_TIMEOUT_MS,
+          settleMs,
+          retentionMs: config.MAILGUN_EVENT_RETENTION_MS,
+        }),
+      };
+    case 'none': {
+      const own = lookupOfProvider(provider, (bare) => bare.slice(0, bare.lastIndexOf('@')));
+      return own && { ...timing, lookup: own, giveUpAfterMs: 0 };
+    }
+    default: {
+      const exhaustive: never = config.PROVIDER_LOOKUP;
+      throw new Error(`unknown PROVIDER_LOOKUP ${String(exhaustive)}`);
+    }
+  }
+}
+
 export function createProvider(config: Config): MailProvider {
   if (config.MAIL_PROVIDER === 'null')
     return new NullProvider(config.NULL_PROVIDER_LOG || undefined, config.NULL_PROVIDER_DELAY_MS);
+  if (config.MAIL_PROVIDER === 'mailgun')
+    return new MailgunProvider({
+      ...mailgunApi(config),
+      timeoutMs: config.PROVIDER_TIMEOUT_MS,
+      messageIdDomain: config.MESSAGE_ID_DOMAIN,
+      lateWithinMs: config.MAILGUN_LATE_REPLY_MS,
+    });
   const password = config.SMTP_PASSWORD_FILE
     ? readSecretFile('SMTP_PASSWORD_FILE', config.SMTP_PASSWORD_FILE)
     : config.SMTP_PASSWORD;
@@ -77,19 +150,39 @@ export default fp(
   async (app: FastifyInstance, { config }: { config: Config }) => {
     // A missing or weak key stops the start (ConfigError, exit 78): there is no unkeyed fallback.
     const emailHashKey = loadEmailHashKey(config);
+    const suppressions = new SuppressionsRepository(
+      app.pg,
+      topicName('suppressions', config.TOPIC_PREFIX),
+      emailHashKey,
+    );
     const repository = new SendsRepository(
       app.pg,
       topicName('sendRecorded', config.TOPIC_PREFIX),
       config.LEASE_MS,
       emailHashKey,
+      suppressions,
     );
     const campaigns = new CampaignsRepository(app.pg, repository);
+    const killSwitch = new KillSwitch(app.pg, repository);
+    // Set the same on every replica: the buckets are shared, each call refills them at its own rate.
+    const rateLimiter = new SharedRateLimiter(
+      app.pg,
+      rateLimitsOf({
+        ratePerSecond: config.SEND_RATE_PER_SECOND,
+        burst: config.SEND_RATE_BURST,
+        perDomainPerSecond: config.SEND_RATE_PER_DOMAIN_PER_SECOND,
+        perDomainBurst: config.SEND_RATE_PER_DOMAIN_BURST,
+        concurrency: config.SEND_CONCURRENCY,
+      }),
+    );
     const reports = new ReportsRepository(app.pg, emailHashKey);
     const provider = createProvider(config);
     const logger = app.log.child({ component: 'send-pipeline' }) as Logger;
     const pipeline = new SendPipeline({
       repository,
       campaigns,
+      rateLimiter,
+      errorWindow: new SharedErrorWindow(app.pg, config.AUTO_PAUSE_WINDOW_MS),
       provider,
       logger,
       emailHashKey,
@@ -98,7 +191,6 @@ export default fp(
       unsubscribeMailto: config.UNSUBSCRIBE_MAILTO,
       ...(config.UNSUBSCRIBE_URL ? { unsubscribeUrl: config.UNSUBSCRIBE_URL } : {}),
       concurrency: config.SEND_CONCURRENCY,
-      ratePerSecond: config.SEND_RATE_PER_SECOND,
       providerTimeoutMs: config.PROVIDER_TIMEOUT_MS,
       leaseMs: config.LEASE_MS,
       maxAttempts: config.MAX_ATTEMPTS,
@@ -109,23 +201,22 @@ export default fp(
         windowMs: config.AUTO_PAUSE_WINDOW_MS,
       },
     });
-    const reconciler = new Reconciler(
-      repository,
-      pipeline,
-      provider,
-      logger,
-      app.metrics,
-      config.RECONCILE_INTERVAL_MS,
-    );
+    const lookup = createLookup(config, provider);
+    const reconciler = new Reconciler(repository, pipeline, logger, app.metrics, {
+      intervalMs: config.RECONCILE_INTERVAL_MS,
+      policy: { maxAttempts: config.MAX_ATTEMPTS, retryBackoffMs: config.RETRY_BACKOFF_MS, leaseMs: config.LEASE_MS },
+      ...(lookup ? { lookup } : {}),
+    });
     app.decorate('sends', repository);
     app.decorate('sendQueries', new SendQueries(app.pg));
     app.decorate('campaigns', campaigns);
-    app.decorate('suppressions', new SuppressionsRepository(app.pg));
+    app.decorate('killSwitch', killSwitch);
+    app.decorate('suppressions', suppressions);
     app.decorate('reports', reports);
     app.decorate('reconciler', reconciler);
     watchPeriodicTask(app, reconciler.loop);
     app.decorate('emailHashKey', emailHashKey);
-    registerSenderGauges(app.metrics, reports);
+    registerSenderGauges(app.metrics, reports, killSwitch);
 
     registerConsumer(app, {
       partitionsConsumedConcurrently: config.CONSUMER_PARTITION_CONCURRENCY,
@@ -139,8 +230,12 @@ export default fp(
     });
     registerOutboxRelay(app, { databaseUrl: config.DATABASE_URL, schema: config.DATABASE_SCHEMA, pollIntervalMs: 500 });
     app.addHook('onReady', async () => reconciler.start());
+    // Before the consumer and the reconciler stop (onClose): a batch waiting for rate tokens gives
+    // its claims back at once instead of holding the shutdown until its tokens come.
+    app.addHook('preClose', async () => pipeline.close());
     app.addHook('onClose', async () => {
       await reconciler.stop();
+      await lookup?.lookup.close?.();
       // Closing the connections ends every wait for a late verdict; what arrived is recorded first.
       await provider.close();
       await pipeline.drainLateVerdicts();

@@ -5,6 +5,7 @@
  */
 import {
   Counter,
+  Gauge,
   Histogram,
   metric,
   type BatchContext,
@@ -22,15 +23,21 @@ import type { MailMessage, MailProvider, SendResult } from '../adapters/provider
 import type { CampaignsRepository } from '../adapters/campaigns-repository.js';
 import type { SendRow } from '../adapters/send-rows.js';
 import type { Claim, FenceResult, RecordEntry, SendsRepository } from '../adapters/sends-repository.js';
-import { ErrorRateWindow, type ErrorRatePolicy } from '../domain/error-rate.js';
-import { TokenBucket } from '../domain/rate-limit.js';
+import type { ProviderAttempt, SharedErrorWindow, SharedRateLimiter } from '../adapters/incident-controls.js';
+import { autoPauseReason, type ErrorRatePolicy } from '../domain/error-rate.js';
+import { recipientDomain } from '../domain/rate-limit.js';
 import { validateSendRequest, type ValidSend } from '../domain/request.js';
 import { outcomeOf, verdictWaitMs, type OutcomePolicy, type ResultEvent } from '../domain/send.js';
+import { unsubscribeKey, unsubscribeToken } from '../domain/unsubscribe-token.js';
 
 export interface SendPipelineOptions {
   readonly repository: SendsRepository;
   /** Where auto-pause pauses a campaign. */
-  readonly campaigns: Pick<CampaignsRepository, 'pause'>;
+  readonly campaigns: Pick<CampaignsRepository, 'autoPause'>;
+  /** The send rate, global and per recipient domain, shared by every replica (PostgreSQL). */
+  readonly rateLimiter: Pick<SharedRateLimiter, 'take' | 'close'>;
+  /** The auto-pause window, shared by every replica and kept across restarts (PostgreSQL). */
+  readonly errorWindow: Pick<SharedErrorWindow, 'record' | 'reset'>;
   readonly provider: MailProvider;
   readonly logger: Logger;
   /** The emailHash key each validated send is hashed with. */
@@ -40,7 +47,6 @@ export interface SendPipelineOptions {
   readonly unsubscribeMailto: string;
   readonly unsubscribeUrl?: string;
   readonly concurrency: number;
-  readonly ratePerSecond: number;
   readonly providerTimeoutMs: number;
   readonly leaseMs: number;
   readonly maxAttempts: number;
@@ -69,6 +75,16 @@ function sendMetrics(registry: Registry) {
       ['experiment'],
     ),
     autoPauses: counter('sender_auto_pauses_total', 'Campaigns paused automatically for their provider error rate'),
+    rateWaiting: metric(
+      registry,
+      'sender_rate_waiting_sends',
+      () =>
+        new Gauge({
+          name: 'sender_rate_waiting_sends',
+          help: 'Checked claims of this process waiting for a send-rate token (global or their recipient domain)',
+          registers: [registry],
+        }),
+    ),
     lateVerdicts: counter(
       'sender_late_verdicts_total',
       'Provider verdicts that arrived after the timeout and replaced an ambiguous outcome, by result',
@@ -91,11 +107,13 @@ function sendMetrics(registry: Registry) {
 
 export class SendPipeline {
   private readonly metrics: ReturnType<typeof sendMetrics>;
-  private readonly bucket: TokenBucket;
-  private readonly errorRate: ErrorRateWindow;
   /** Concurrent sends share their fence and record transactions (each still conditional on its token). */
   private readonly fences: GroupCommit<Claim, FenceResult>;
   private readonly records: GroupCommit<RecordEntry, boolean>;
+  /** Provider attempts go to the shared error window in batches; each resolves to its campaign's counts' verdict. */
+  private readonly attempts: GroupCommit<ProviderAttempt, string | undefined>;
+  private readonly counting = new Set<Promise<void>>();
+  private closed = false;
   /** SEND_CONCURRENCY bounds the process's provider calls, across the partitions it works on at once. */
   private readonly limit: ReturnType<typeof pLimit>;
   private readonly lateVerdicts = new Set<Promise<void>>();
@@ -108,8 +126,17 @@ export class SendPipeline {
       leaseMs: options.leaseMs,
     };
     this.metrics = sendMetrics(options.metrics);
-    this.bucket = new TokenBucket(options.ratePerSecond, Math.max(1, options.concurrency), Date.now());
-    this.errorRate = new ErrorRateWindow(options.autoPause);
+    this.attempts = new GroupCommit(async (attempts) => {
+      const counts = await options.errorWindow.record(attempts);
+      // One verdict per campaign and batch: its first attempt carries it, the rest nothing.
+      const judged = new Set<string>();
+      return attempts.map(({ campaignId }) => {
+        if (judged.has(campaignId)) return undefined;
+        judged.add(campaignId);
+        const campaignCounts = counts.get(campaignId);
+        return campaignCounts ? autoPauseReason(campaignCounts, options.autoPause) : undefined;
+      });
+    });
     this.fences = new GroupCommit((claims) => options.repository.fenceMany(claims));
     this.records = new GroupCommit((entries) => options.repository.recordMany(entries));
     this.limit = pLimit(options.concurrency);
@@ -154,9 +181,10 @@ export class SendPipeline {
   }
 
   /**
-   * Checks, then fence → send → record each claim with bounded concurrency and a rate limit. The
-   * leases of claims still waiting are renewed while the batch runs; when the batch must stop,
-   * claims not yet fenced are released for immediate take-over, and in-flight sends finish first.
+   * Checks, then fence → send → record each claim with bounded concurrency, at the rate shared by
+   * every replica (global and per recipient domain). The leases of claims still waiting are renewed
+   * while the batch runs; when the batch must stop (or the pipeline closes), claims not yet fenced
+   * are released for immediate take-over, and in-flight sends finish first.
    */
   async process(claims: readonly Claim[], control: Control): Promise<void> {
     if (claims.length === 0) return;
@@ -176,16 +204,24 @@ export class SendPipeline {
     );
     let stopError: unknown;
     const released: Claim[] = [];
+    const giveBack = (claim: Claim) => {
+      released.push(claim);
+      waiting.delete(claim.sendId);
+    };
     try {
       await Promise.all(
         checked.ready.map((claim) =>
           this.limit(async () => {
-            if (stopError !== undefined || control.shouldStop()) {
-              released.push(claim);
-              waiting.delete(claim.sendId);
+            if (this.closed || stopError !== undefined || control.shouldStop()) return giveBack(claim);
+            try {
+              await this.takeToken(recipientDomain(claim.row.emailNorm));
+            } catch (error) {
+              // Closed while waiting (shutdown): the claim is given back for another replica. A
+              // database error fails the batch, after giving its waiting claims back.
+              giveBack(claim);
+              if (!this.closed) stopError ??= error;
               return;
             }
-            await this.takeToken();
             waiting.delete(claim.sendId);
             await this.sendOne(claim);
             try {
@@ -203,18 +239,33 @@ export class SendPipeline {
     if (stopError !== undefined) throw stopError;
   }
 
-  private async takeToken(): Promise<void> {
-    for (;;) {
-      const wait = this.bucket.take(Date.now());
-      if (wait === 0) return;
-      await new Promise((resolve) => setTimeout(resolve, wait));
+  /** Waits for a token of the shared rate, global and for the recipient's domain. */
+  private async takeToken(domain: string): Promise<void> {
+    this.metrics.rateWaiting.inc();
+    try {
+      await this.options.rateLimiter.take(domain);
+    } finally {
+      this.metrics.rateWaiting.dec();
     }
+  }
+
+  /**
+   * Stops sending: claims waiting for a rate token are given back (released for immediate take-over
+   * by another replica), sends already past the fence finish, and the provider attempts counted
+   * so far reach the shared error window.
+   */
+  async close(): Promise<void> {
+    this.closed = true;
+    this.options.rateLimiter.close();
+    await Promise.allSettled([...this.counting]);
   }
 
   private compose(row: SendRow): MailMessage {
     const mailto = `<mailto:${this.options.unsubscribeMailto}?subject=${encodeURIComponent(`unsubscribe ${row.sendId}`)}>`;
+    // The one-click URL carries an HMAC-signed token, not the sendId alone: sendIds are derived from
+    // known inputs, so a bare one would let anyone unsubscribe anyone (routes/v1/unsubscribe.ts).
     const url = this.options.unsubscribeUrl
-      ? `<${this.options.unsubscribeUrl.replace(/\/$/, '')}/${row.sendId}>`
+      ? `<${this.options.unsubscribeUrl.replace(/\/$/, '')}/${unsubscribeToken(unsubscribeKey(this.options.emailHashKey), row.sendId)}>`
       : undefined;
     return {
       from: this.options.from,
@@ -241,6 +292,10 @@ export class SendPipeline {
     }
     if (fence.kind === 'held') {
       this.metrics.outcomes.inc({ outcome: 'held' });
+      return;
+    }
+    if (fence.kind === 'suppressed') {
+      this.metrics.outcomes.inc({ outcome: 'suppressed' });
       return;
     }
     if (fence.kind === 'exposure_conflict') {
@@ -289,12 +344,37 @@ export class SendPipeline {
       }
     }
 
-    const pauseReason = this.errorRate.record(row.campaignId, result.kind !== 'sent', Date.now());
-    if (pauseReason) {
-      await this.options.campaigns.pause(row.campaignId, pauseReason);
-      this.metrics.autoPauses.inc();
-      logger.error({ campaignId: row.campaignId, reason: pauseReason, alert: 'auto_pause' }, 'campaign auto-paused');
-    }
+    this.countAttempt({ campaignId: row.campaignId, failed: result.kind !== 'sent' });
+  }
+
+  /**
+   * Adds a provider attempt to the shared error window, off the send's path (a batch per round
+   * trip), and pauses the campaign when the domain says its counts crossed the threshold. After a
+   * pause the campaign's window starts empty, so a resume is not paused again by the same errors.
+   */
+  private countAttempt(attempt: ProviderAttempt): void {
+    const { campaigns, errorWindow, logger } = this.options;
+    const task = this.attempts
+      .submit(attempt)
+      .then(async (pauseReason) => {
+        if (pauseReason === undefined) return;
+        if (await campaigns.autoPause(attempt.campaignId, pauseReason)) {
+          this.metrics.autoPauses.inc();
+          logger.error(
+            { campaignId: attempt.campaignId, reason: pauseReason, alert: 'auto_pause' },
+            'campaign auto-paused',
+          );
+        }
+        await errorWindow.reset(attempt.campaignId);
+      })
+      .catch((error: unknown) =>
+        logger.warn(
+          { err: error, campaignId: attempt.campaignId },
+          'counting a provider attempt for auto-pause failed',
+        ),
+      )
+      .finally(() => this.counting.delete(task));
+    this.counting.add(task);
   }
 
   /** Applies a provider verdict's event: a retry goes back to `claimed`; the rest are recorded. */

@@ -24,7 +24,15 @@ export interface MailMessage {
  */
 export type SendResult =
   | { readonly kind: 'sent'; readonly providerMessageId: string }
-  | { readonly kind: 'rejected'; readonly reason: string }
+  | {
+      readonly kind: 'rejected';
+      readonly reason: string;
+      /**
+       * Set when the server refused the recipient itself (a 5xx reply to RCPT TO), with the reply's
+       * RFC 3463 enhanced code if it had one: the domain decides whether that is a hard bounce.
+       */
+      readonly recipient?: { readonly status: string | null };
+    }
   | { readonly kind: 'not_sent'; readonly reason: string }
   | {
       readonly kind: 'unknown';

@@ -336,7 +336,10 @@ export function classify(error: unknown, phase: SmtpPhase): SendResult {
     const enhanced = enhancedCode(response);
     const permanent = responseCode >= 500;
     const reason = `smtp ${responseCode}${enhanced ? ` ${enhanced}` : ''} ${permanent ? 'permanent' : 'temporary'} ${where}`;
-    return permanent ? { kind: 'rejected', reason } : { kind: 'not_sent', reason };
+    if (!permanent) return { kind: 'not_sent', reason };
+    return command === 'RCPT TO'
+      ? { kind: 'rejected', reason, recipient: { status: enhanced ?? null } }
+      : { kind: 'rejected', reason };
   }
   if (phase === 'body') return { kind: 'unknown', reason: `smtp ${code} ${where}, before a reply to the final dot` };
   if (

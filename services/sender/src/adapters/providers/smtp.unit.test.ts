@@ -39,6 +39,19 @@ describe('classify (SMTP failures, by protocol phase)', () => {
     ).toBe('not_sent');
   });
 
+  it('says when the server refused the recipient itself (RCPT TO), with its enhanced code if any', () => {
+    const rcpt = (code: number, text: string) =>
+      classify({ ...reply(code, text), code: 'EENVELOPE', command: 'RCPT TO' }, 'envelope');
+    expect(rcpt(550, '5.1.1 no such user')).toMatchObject({ recipient: { status: '5.1.1' } });
+    expect(rcpt(550, 'mailbox unavailable')).toMatchObject({ recipient: { status: null } });
+    expect(rcpt(450, '4.2.1 try later')).not.toHaveProperty('recipient');
+    // A refusal of the sender or of the message is not the recipient's.
+    expect(classify({ ...reply(550, '5.1.8 bad sender'), command: 'MAIL FROM' }, 'envelope')).not.toHaveProperty(
+      'recipient',
+    );
+    expect(classify({ ...reply(554, '5.1.1 no such user'), command: 'DATA' }, 'body')).not.toHaveProperty('recipient');
+  });
+
   it('never takes a refusal while connecting (greeting, EHLO, AUTH) as a verdict on the message', () => {
     expect(
       classify({ ...reply(535, '5.7.8 bad credentials'), code: 'EAUTH', command: 'AUTH PLAIN' }, 'connect').kind,
@@ -58,7 +71,11 @@ describe('classify (SMTP failures, by protocol phase)', () => {
       },
       'envelope',
     );
-    expect(result).toEqual({ kind: 'rejected', reason: 'smtp 550 5.1.1 permanent at RCPT TO' });
+    expect(result).toEqual({
+      kind: 'rejected',
+      reason: 'smtp 550 5.1.1 permanent at RCPT TO',
+      recipient: { status: '5.1.1' },
+    });
     const unknown = classify({ code: 'ECONNECTION', message: 'closed for ada@example.com' }, 'body');
     expect(JSON.stringify(unknown)).not.toContain('ada@');
   });

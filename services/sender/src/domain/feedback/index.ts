@@ -12,6 +12,7 @@ export {
 export {
   checkSnsOrigin,
   DEFAULT_SNS_LIMITS,
+  isSnsTopicArn,
   parseSnsEnvelope,
   snsCertificateUrl,
   snsConfirmationUrl,

@@ -57,6 +57,12 @@ export type SnsEnvelopeParse =
 // arn:<partition>:sns:<region>:<account>:<topic>; topic names are 1-256 of [A-Za-z0-9_-], `.fifo` allowed.
 const TOPIC_ARN =
   /^arn:(aws|aws-cn|aws-us-gov):sns:([a-z]{2}(?:-[a-z]+)+-\d{1,2}):(\d{12}):([A-Za-z0-9_-]{1,256}(?:\.fifo)?)$/;
+
+/** An SNS topic ARN (for SES_SNS_TOPIC_ARNS at start). */
+export function isSnsTopicArn(value: string): boolean {
+  return TOPIC_ARN.test(value);
+}
+
 const SNS_HOST = /^sns\.[a-z]{2}(?:-[a-z]+)+-\d{1,2}\.amazonaws\.com(?:\.cn)?$/;
 const CERT_URL = /^https:\/\/(sns\.[a-z]{2}(?:-[a-z]+)+-\d{1,2}\.amazonaws\.com(?:\.cn)?)\/[A-Za-z0-9_.-]{1,128}\.pem$/;
 const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;

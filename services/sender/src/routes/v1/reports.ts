@@ -8,7 +8,8 @@ export default async function reportRoutes(app: FastifyInstance): Promise<void> 
   /**
    * Deliveries to the same candidate, or the same address, within one campaign step: from the sent
    * log and from imported provider history. Live sends cannot produce any (the constraints forbid
-   * it); imported history shows what happened before.
+   * it); imported history shows what happened before. Each group lists its deliveries (time and
+   * source: `live` or `backfill`) and their window (first, last, the span in ms).
    */
   app.get<{ Querystring: Static<typeof DuplicatesQuery> }>(
     '/reports/duplicates',

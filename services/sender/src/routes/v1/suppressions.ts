@@ -1,17 +1,13 @@
 import { AppError, canonicalAddress, emailHash, normalizeEmail } from '@outreach/shared';
 import { Type, type Static } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
+import { SUPPRESSION_REASONS } from '../../domain/suppression.js';
 
 const EmailParams = Type.Object({
   email: Type.String({ minLength: 3, maxLength: 254, pattern: '^[^\\s@]+@[^\\s@]+$' }),
 });
 const SuppressBody = Type.Object({
-  reason: Type.Union([
-    Type.Literal('unsubscribe'),
-    Type.Literal('bounce'),
-    Type.Literal('complaint'),
-    Type.Literal('manual'),
-  ]),
+  reason: Type.Union(SUPPRESSION_REASONS.map((reason) => Type.Literal(reason))),
   note: Type.Optional(Type.String({ maxLength: 500 })),
 });
 
@@ -31,7 +27,17 @@ export default async function suppressionRoutes(app: FastifyInstance): Promise<v
       // Only an address a send could have: anything else would be stored and never match.
       const address = canonicalAddress(request.params.email);
       if (!address) throw new AppError('BAD_REQUEST', 'email is not a deliverable address');
-      await app.suppressions.suppress(address.norm, request.body.reason, request.body.note ?? null);
+      // A new entry, or a new reason, publishes AddressSuppressed (source api); a note edit does not.
+      await app.suppressions.suppress({
+        emailNorm: address.norm,
+        reason: request.body.reason,
+        source: 'api',
+        note: request.body.note ?? null,
+        sendId: null,
+        campaignId: null,
+        correlationId: request.id,
+        replace: true,
+      });
       return { ...hashOf(address.norm), suppressed: true, reason: request.body.reason };
     },
   );

@@ -1,0 +1,119 @@
+/**
+ * Delivery feedback taken in (`feedback_events`, `soft_bounced_sends`), with the suppressions it
+ * causes, in one transaction per request: a report is either seen and acted on, or neither (the
+ * provider's retry then finds nothing and does it all). A report seen before does nothing again.
+ */
+import { emailHash, withTransaction, type EmailHashKey } from '@outreach/shared';
+import type { Pool } from 'pg';
+import type { DeliveryFeedback } from '../domain/feedback/index.js';
+import type { FeedbackDecision, SendRef } from '../domain/suppression.js';
+import type { SuppressionsRepository } from './suppressions-repository.js';
+
+export interface FeedbackEntry {
+  readonly feedback: DeliveryFeedback;
+  /** The dedupe id (domain: feedbackEventId). */
+  readonly eventId: string;
+  readonly decision: FeedbackDecision;
+}
+
+export interface FeedbackApplied {
+  /** Indexes of the entries seen for the first time; the rest were seen before (a provider's retry). */
+  readonly fresh: ReadonlySet<number>;
+  /** Addresses this request put on the suppression list. */
+  readonly suppressed: number;
+  /** Sends whose first soft bounce this was: one failure each toward their campaign's auto-pause. */
+  readonly softBounced: readonly SendRef[];
+  readonly recorded: number;
+  readonly ignored: number;
+}
+
+export class FeedbackRepository {
+  constructor(
+    private readonly pool: Pool,
+    private readonly suppressions: SuppressionsRepository,
+    private readonly hashKey: EmailHashKey,
+  ) {}
+
+  async apply(entries: readonly FeedbackEntry[], correlationId: string): Promise<FeedbackApplied> {
+    if (entries.length === 0) return { fresh: new Set(), suppressed: 0, softBounced: [], recorded: 0, ignored: 0 };
+    const hashes = entries.map((e) => emailHash(e.feedback.recipient, this.hashKey));
+    return withTransaction(this.pool, async (client) => {
+      const { rows } = await client.query<{ source: string; event_id: string; email_hash: string }>(
+        `INSERT INTO feedback_events (source, event_id, email_hash, email_hash_key_id, kind, decision, send_id,
+                                      campaign_id, diagnostic, subtype, occurred_at)
+         SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::uuid[],
+                              $8::text[], $9::text[], $10::text[], $11::timestamptz[])
+         ON CONFLICT DO NOTHING
+         RETURNING source, event_id, email_hash`,
+        [
+          entries.map((e) => e.feedback.source),
+          entries.map((e) => e.eventId),
+          hashes,
+          entries.map(() => this.hashKey.id),
+          entries.map((e) => e.feedback.kind),
+          entries.map((e) => e.decision.kind),
+          entries.map((e) => e.decision.send?.sendId ?? null),
+          entries.map((e) => e.decision.send?.campaignId ?? null),
+          entries.map((e) => e.feedback.diagnostic ?? null),
+          entries.map((e) => e.feedback.subtype ?? null),
+          entries.map((e) => e.feedback.at),
+        ],
+      );
+      const fresh = new Set(rows.map((r) => `${r.source}\u0000${r.event_id}\u0000${r.email_hash}`));
+      let suppressed = 0;
+      let recorded = 0;
+      let ignored = 0;
+      const soft: SendRef[] = [];
+      const firstSeen = new Set<number>();
+      for (const [i, entry] of entries.entries()) {
+        // Claimed once: the same report twice in one body is a duplicate too.
+        const key = `${entry.feedback.source}\u0000${entry.eventId}\u0000${hashes[i] as string}`;
+        if (!fresh.delete(key)) continue;
+        firstSeen.add(i);
+        const { decision } = entry;
+        switch (decision.kind) {
+          case 'suppress': {
+            const { changed } = await this.suppressions.suppressIn(client, {
+              emailNorm: entry.feedback.recipient,
+              reason: decision.reason,
+              source: entry.feedback.source,
+              note: null,
+              sendId: decision.send?.sendId ?? null,
+              campaignId: decision.send?.campaignId ?? null,
+              correlationId,
+              replace: false,
+            });
+            if (changed) suppressed++;
+            break;
+          }
+          case 'count':
+            soft.push(decision.send);
+            break;
+          case 'record':
+            recorded++;
+            break;
+          case 'ignore':
+            ignored++;
+            break;
+          default: {
+            const exhaustive: never = decision;
+            throw new Error(`unexpected decision ${JSON.stringify(exhaustive)}`);
+          }
+        }
+      }
+      const softBounced =
+        soft.length === 0
+          ? []
+          : (
+              await client.query<SendRef>(
+                `INSERT INTO soft_bounced_sends (send_id, campaign_id)
+                 SELECT * FROM unnest($1::uuid[], $2::text[])
+                 ON CONFLICT DO NOTHING
+                 RETURNING send_id AS "sendId", campaign_id AS "campaignId"`,
+                [soft.map((s) => s.sendId), soft.map((s) => s.campaignId)],
+              )
+            ).rows;
+      return { fresh: firstSeen, suppressed, softBounced, recorded, ignored };
+    });
+  }
+}

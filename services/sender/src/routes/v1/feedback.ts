@@ -1,0 +1,138 @@
+/**
+ * Bounces and complaints taken in (workflow/feedback-intake.ts decides and applies):
+ *
+ *   POST /v1/feedback/ses       SES notifications through SNS. `public`: the SNS signature (topic
+ *                               allow-list, SNS's certificate host) is what authenticates. 404 while
+ *                               SES_SNS_TOPIC_ARNS is empty.
+ *   POST /v1/feedback/sendgrid  The SendGrid Signed Event Webhook. `public`: the ECDSA signature over
+ *                               timestamp + raw body authenticates. 404 without a verification key.
+ *   POST /v1/feedback/dsn       One message from the bounce mailbox, as an inbound mail hook delivers
+ *                               it (message/rfc822). `operate`: mail is unauthenticated, so only the
+ *                               hook may post, and a DSN acts only on a send of ours to that recipient.
+ *
+ * Signatures are over the bytes as sent, so in this file's scope every body is kept as received
+ * (never parsed as JSON first), up to FEEDBACK_MAX_BODY_BYTES. Answers: 400 unreadable, 403 refused
+ * signature or origin, 422 mail that is no DSN, 503 (retried by SNS and SendGrid) when a dependency
+ * or the per-client limit says later; 200 with counts, never an address.
+ */
+import { AppError } from '@outreach/shared';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FeedbackApplied } from '../../adapters/feedback-repository.js';
+import {
+  DEFAULT_DSN_LIMITS,
+  DEFAULT_SENDGRID_LIMITS,
+  parseDeliveryStatusNotification,
+  receiveSendGridWebhook,
+  SENDGRID_SIGNATURE_HEADER,
+  SENDGRID_TIMESTAMP_HEADER,
+  type DeliveryFeedback,
+} from '../../domain/feedback/index.js';
+
+/**
+ * The body as received. A class with a private field, not a Buffer: the shared preHandler walks the
+ * body's own properties for unstorable values, and a Buffer has one per byte.
+ */
+class RawBody {
+  readonly #bytes: Buffer;
+  constructor(bytes: Buffer) {
+    this.#bytes = bytes;
+  }
+  get bytes(): Buffer {
+    return this.#bytes;
+  }
+}
+
+const bytesOf = (request: FastifyRequest): Buffer =>
+  request.body instanceof RawBody ? request.body.bytes : Buffer.alloc(0);
+
+const headerValue = (request: FastifyRequest, name: string): string | undefined => {
+  const value = request.headers[name];
+  return typeof value === 'string' ? value : undefined;
+};
+
+function summary(received: number, ignoredEntries: number, applied: FeedbackApplied) {
+  return {
+    received,
+    new: applied.fresh.size,
+    suppressed: applied.suppressed,
+    softBounced: applied.softBounced.length,
+    ignored: ignoredEntries + applied.ignored,
+  };
+}
+
+export default async function feedbackRoutes(app: FastifyInstance): Promise<void> {
+  const { maxBodyBytes } = app.feedback;
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: maxBodyBytes }, (_request, body, done) =>
+    done(null, new RawBody(body as Buffer)),
+  );
+  const take = (events: readonly DeliveryFeedback[], request: FastifyRequest) =>
+    app.feedback.intake.take(events, request.id);
+
+  app.post(
+    '/feedback/ses',
+    { config: { scope: 'public' }, bodyLimit: maxBodyBytes, onRequest: app.publicRateLimit.webhook },
+    async (request) => {
+      const { ses } = app.feedback;
+      if (!ses) throw new AppError('NOT_FOUND', 'SES feedback intake is not configured');
+      const result = await ses.receive(bytesOf(request), new Date());
+      switch (result.kind) {
+        case 'invalid':
+          throw new AppError('BAD_REQUEST', result.reason);
+        case 'refused':
+          request.log.warn({ reason: result.reason }, 'SES feedback refused');
+          throw new AppError('FORBIDDEN', result.reason);
+        case 'feedback':
+          return summary(result.events.length, result.ignored, await take(result.events, request));
+        case 'subscribed':
+        case 'unsubscribed':
+          request.log.info({ topicArn: result.topicArn, kind: result.kind }, 'SNS subscription message');
+          return { [result.kind]: true };
+        case 'subscription':
+          // Only with confirmation turned off: an operator opens the URL (docs/operations.md).
+          request.log.warn(
+            { topicArn: result.topicArn, confirmationUrl: result.confirmationUrl },
+            'SNS subscription to confirm',
+          );
+          return { subscribed: false };
+        default: {
+          const exhaustive: never = result;
+          throw new Error(`unexpected SNS intake result ${JSON.stringify(exhaustive)}`);
+        }
+      }
+    },
+  );
+
+  app.post(
+    '/feedback/sendgrid',
+    { config: { scope: 'public' }, bodyLimit: maxBodyBytes, onRequest: app.publicRateLimit.webhook },
+    async (request) => {
+      const publicKey = app.feedback.sendGridKey;
+      if (!publicKey) throw new AppError('NOT_FOUND', 'SendGrid feedback intake is not configured');
+      const result = receiveSendGridWebhook(
+        {
+          body: bytesOf(request),
+          signature: headerValue(request, SENDGRID_SIGNATURE_HEADER),
+          timestamp: headerValue(request, SENDGRID_TIMESTAMP_HEADER),
+        },
+        { publicKey, now: new Date(), limits: { ...DEFAULT_SENDGRID_LIMITS, maxBytes: maxBodyBytes } },
+      );
+      if (result.kind === 'refused') {
+        request.log.warn({ reason: result.reason }, 'SendGrid feedback refused');
+        throw new AppError('FORBIDDEN', result.reason);
+      }
+      if (result.kind === 'invalid') throw new AppError('BAD_REQUEST', result.reason);
+      return summary(result.events.length, result.ignored, await take(result.events, request));
+    },
+  );
+
+  app.post('/feedback/dsn', { config: { scope: 'operate' }, bodyLimit: maxBodyBytes }, async (request) => {
+    const result = parseDeliveryStatusNotification(
+      bytesOf(request),
+      { now: new Date() },
+      { ...DEFAULT_DSN_LIMITS, maxBytes: maxBodyBytes },
+    );
+    if (result.kind === 'invalid') throw new AppError('UNPROCESSABLE', `not a usable DSN: ${result.reason}`);
+    return summary(result.events.length, result.ignored, await take(result.events, request));
+  });
+}

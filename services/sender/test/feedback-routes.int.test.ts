@@ -1,0 +1,522 @@
+/**
+ * Unsubscribes, bounces and complaints taken in (#18), through the sender's own routes, against the
+ * real broker, database and SMTP sink: the one-click link in a delivered email, SES notifications
+ * signed as SNS signs them, the SendGrid Signed Event Webhook, and DSNs from the bounce mailbox.
+ *
+ * SNS's signing certificate is served by a local HTTP server standing in for
+ * sns.us-east-1.amazonaws.com: the app is built while `fetch` sends that origin to the local server
+ * and refuses every other (as in feedback-sns.int.test.ts), so the intake's real certificate fetch
+ * and cache run; `fetch` is restored as soon as the app holds its own reference.
+ */
+import { generateKeyPairSync, randomUUID } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { emailHash, eventCodec, topicName, type AddressSuppressed } from '@outreach/shared';
+import {
+  deliveryStatusNotification,
+  rawRequest,
+  readTopic,
+  selfSignedCertificate,
+  sesNotification,
+  signedSnsMessage,
+  signSendGridWebhook,
+  TEST_SNS_TOPIC_ARN,
+  testEmailHashKey,
+  waitFor,
+} from '@outreach/shared/testing';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { unsubscribeKey, unsubscribeToken } from '../src/domain/unsubscribe-token.js';
+import { API_TOKEN, deliveriesByRecipient, senderTestEnv, sendRequested, type SenderTestEnv } from './harness.js';
+
+const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
+const operate = { authorization: `Bearer ${API_TOKEN}` };
+const SNS_ORIGIN = 'https://sns.us-east-1.amazonaws.com/';
+const sns = selfSignedCertificate({ commonName: 'sns.amazonaws.com' });
+const sendGrid = generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
+const hashKey = testEmailHashKey();
+
+let t: SenderTestEnv;
+let app: FastifyInstance;
+let snsServer: Server;
+const certificateFetches: string[] = [];
+/** Addresses and the sendId of the one email each got before the tests start. */
+const sent = new Map<string, string>();
+
+async function suppression(address: string) {
+  const [row] = await t.query<{ reason: string; source: string; send_id: string | null; campaign_id: string | null }>(
+    'SELECT reason, source, send_id, campaign_id FROM suppressions WHERE email_norm = $1',
+    [address],
+  );
+  return row;
+}
+
+async function suppressedEvents(count: number): Promise<AddressSuppressed[]> {
+  const messages = await readTopic(t.kafka, topicName('suppressions', t.prefix), (m) => m.length >= count);
+  for (const message of messages) {
+    // No address anywhere in the record: ids on this topic cannot hold an at-sign, and hashes are hex.
+    expect((message.value as Buffer).toString('latin1')).not.toContain('@');
+    expect(message.key).not.toContain('@');
+  }
+  return messages.map((m) => {
+    const event = eventCodec.decode(m.value as Buffer) as AddressSuppressed;
+    expect(m.key).toBe(event.emailHash);
+    return event;
+  });
+}
+
+beforeAll(async () => {
+  snsServer = createServer((request, response) => {
+    certificateFetches.push(request.url ?? '');
+    if (request.url?.endsWith('.pem')) response.writeHead(200).end(sns.certificatePem);
+    else response.writeHead(404).end();
+  });
+  await new Promise<void>((resolve) => snsServer.listen(0, '127.0.0.1', resolve));
+  const { port } = snsServer.address() as AddressInfo;
+
+  t = await senderTestEnv(infra, {
+    env: {
+      UNSUBSCRIBE_URL: 'https://mail.sender.test/v1/unsubscribe/',
+      SES_SNS_TOPIC_ARNS: TEST_SNS_TOPIC_ARN,
+      SENDGRID_WEBHOOK_PUBLIC_KEY: sendGrid.publicKey.export({ type: 'spki', format: 'der' }).toString('base64'),
+    },
+  });
+  const realFetch = globalThis.fetch;
+  globalThis.fetch = (input, init) => {
+    const url = input instanceof Request ? input.url : String(input);
+    if (!url.startsWith(SNS_ORIGIN)) return Promise.reject(new Error(`test refused a request to ${url}`));
+    return realFetch(`http://127.0.0.1:${port}/${url.slice(SNS_ORIGIN.length)}`, init);
+  };
+  try {
+    app = await t.startApp();
+  } finally {
+    globalThis.fetch = realFetch;
+  }
+
+  const addresses = ['ada@example.com', 'bob@example.com', 'carol@example.com', 'dave@example.com', 'fay@example.com'];
+  const requests = addresses.map((email) =>
+    sendRequested({ campaignId: 'camp-a', candidateId: email.split('@')[0] as string, email }),
+  );
+  for (const request of requests) sent.set(request.email, request.sendId);
+  await t.publishRequests(requests);
+  await waitFor(() => t.sink.messages.length === addresses.length, {
+    timeoutMs: 30_000,
+    description: 'one email to each address',
+  });
+});
+
+afterAll(async () => {
+  await t?.cleanup();
+  snsServer?.closeAllConnections();
+  await new Promise((resolve) => snsServer?.close(resolve));
+});
+
+describe('one-click unsubscribe (RFC 8058)', () => {
+  // The raw header line, unfolded (RFC 5322 2.2.3): a long one arrives on several lines.
+  const listUnsubscribe = (address: string) =>
+    (t.sink.messages.find((m) => m.to.includes(address))?.headers.get('list-unsubscribe') ?? '').replace(
+      /\r?\n(?=[ \t])/g,
+      '',
+    );
+  const pathOf = (address: string) => {
+    const header = listUnsubscribe(address);
+    const url = /<(https:[^>]+)>/.exec(header)?.[1] ?? '';
+    return new URL(url).pathname;
+  };
+
+  it('every email carries a signed one-click URL, the POST header and the mailto', () => {
+    const message = t.sink.messages.find((m) => m.to.includes('ada@example.com'));
+    const header = listUnsubscribe('ada@example.com');
+    expect(header).toMatch(
+      /^<https:\/\/mail\.sender\.test\/v1\/unsubscribe\/v1\.[0-9a-f-]{36}\.test-1\.[A-Za-z0-9_-]{43}>, <mailto:/,
+    );
+    // The token, not the guessable sendId alone.
+    expect(pathOf('ada@example.com')).toBe(
+      `/v1/unsubscribe/${unsubscribeToken(unsubscribeKey(hashKey), sent.get('ada@example.com') as string)}`,
+    );
+    expect(message?.headers.get('list-unsubscribe-post')).toBe('List-Unsubscribe=One-Click');
+  });
+
+  it('GET shows a confirmation form and suppresses nothing (link scanners fetch every URL)', async () => {
+    const page = await app.inject({ url: pathOf('ada@example.com'), headers: { accept: 'text/html' } });
+    expect(page.statusCode).toBe(200);
+    expect(page.headers['content-type']).toMatch(/^text\/html/);
+    expect(page.headers['content-security-policy']).toMatch(/frame-ancestors 'none'/);
+    expect(page.headers['referrer-policy']).toBe('no-referrer');
+    expect(page.body).toMatch(/<form method="post">/);
+    expect(page.body).not.toMatch(/ada|example\.com|camp-a/i);
+    const json = await app.inject({ url: pathOf('ada@example.com') });
+    expect(json.statusCode).toBe(200);
+    expect(await suppression('ada@example.com')).toBeUndefined();
+  });
+
+  it('POST List-Unsubscribe=One-Click suppresses the address, publishes one event, and a second POST is 200 too', async () => {
+    const { port } = await listening();
+    const url = `http://127.0.0.1:${port}${pathOf('ada@example.com')}`;
+    const oneClick = () =>
+      fetch(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: 'List-Unsubscribe=One-Click',
+      });
+    const first = await oneClick();
+    expect(first.status).toBe(200);
+    expect(await first.json()).toEqual({ unsubscribed: true });
+    expect(await suppression('ada@example.com')).toEqual({
+      reason: 'unsubscribe',
+      source: 'unsubscribe',
+      send_id: sent.get('ada@example.com'),
+      campaign_id: 'camp-a',
+    });
+    const again = await oneClick();
+    expect(again.status).toBe(200);
+    // The page's own form posts the same way and gets a page, with nothing personal on it.
+    const form = await app.inject({
+      method: 'POST',
+      url: pathOf('ada@example.com'),
+      headers: { accept: 'text/html', 'content-type': 'application/x-www-form-urlencoded' },
+      payload: 'List-Unsubscribe=One-Click',
+    });
+    expect(form.statusCode).toBe(200);
+    expect(form.body).toMatch(/You are unsubscribed/);
+    expect(form.body).not.toMatch(/ada|example\.com/i);
+
+    const events = await suppressedEvents(1);
+    const ada = events.filter((e) => e.emailHash === emailHash('ada@example.com', hashKey));
+    expect(ada).toHaveLength(1);
+    expect(ada[0]).toMatchObject({
+      reason: 'unsubscribed',
+      source: 'unsubscribe',
+      emailHashKeyId: hashKey.id,
+      campaignId: 'camp-a',
+      sendId: sent.get('ada@example.com'),
+    });
+  });
+
+  it('the next send to that address, in another campaign, is suppressed; another address still gets its email', async () => {
+    const before = deliveriesByRecipient(t.sink);
+    const next = sendRequested({ campaignId: 'camp-b', candidateId: 'ada', email: 'ADA@Example.com' });
+    const control = sendRequested({ campaignId: 'camp-b', candidateId: 'gus', email: 'gus@example.com' });
+    await t.publishRequests([next, control]);
+    await waitFor(
+      async () =>
+        (
+          await t.query<{ status: string }>('SELECT status FROM sends WHERE send_id = ANY($1::uuid[])', [
+            [next.sendId, control.sendId],
+          ])
+        ).filter((r) => r.status === 'suppressed' || r.status === 'sent').length === 2,
+      { timeoutMs: 30_000, description: 'both camp-b sends settled' },
+    );
+    const [row] = await t.query<{ status: string }>('SELECT status FROM sends WHERE send_id = $1', [next.sendId]);
+    expect(row?.status).toBe('suppressed');
+    const after = deliveriesByRecipient(t.sink);
+    expect(after.get('ada@example.com')).toBe(before.get('ada@example.com'));
+    expect(after.get('ada@example.com')).toBe(1);
+    expect(after.get('gus@example.com')).toBe(1);
+  });
+
+  it('refuses forged, bare, swapped, re-encoded, dotted, retired-key and huge tokens with a 4xx that says nothing of the send', async () => {
+    const token = unsubscribeToken(unsubscribeKey(hashKey), sent.get('bob@example.com') as string);
+    const [version, sendId, keyId, mac] = [
+      token.slice(0, 2),
+      sent.get('bob@example.com') as string,
+      hashKey.id,
+      token.split('.').at(-1) as string,
+    ];
+    const otherSend = sent.get('carol@example.com') as string;
+    const flipped = `${mac.slice(0, 10)}${mac[10] === 'A' ? 'B' : 'A'}${mac.slice(11)}`;
+    const retired = unsubscribeKey({ id: 'test-0', secret: hashKey.secret });
+    const cases: Array<[string, string, number]> = [
+      ['forged MAC', `${version}.${sendId}.${keyId}.${flipped}`, 404],
+      ['bare sendId', sendId, 400],
+      ['token of one send, sendId of another', `${version}.${otherSend}.${keyId}.${mac}`, 404],
+      ['a valid MAC for no send', unsubscribeToken(unsubscribeKey(hashKey), randomUUID()), 404],
+      ['a retired key', unsubscribeToken(retired, sendId), 404],
+      ['double percent-encoded', token.replaceAll('.', '%252E'), 400],
+      ['an encoded NUL', `${encodeURIComponent(token)}%00`, 400],
+      ['an encoded slash', `${version}%2F${sendId}.${keyId}.${mac}`, 400],
+      ['dot segments inside', `${version}.${sendId}..${mac}`, 400],
+      ['huge', 'v1.'.padEnd(3_000, 'A'), 400],
+      ['longer than any path parameter', 'A'.repeat(5_000), 414],
+    ];
+    const notFoundBodies = new Set<string>();
+    for (const [label, path, status] of cases) {
+      for (const method of ['GET', 'POST'] as const) {
+        const answer = await app.inject({ method, url: `/v1/unsubscribe/${path}` });
+        expect(answer.statusCode, `${label} (${method})`).toBe(status);
+        expect(answer.json(), label).toMatchObject({ error: expect.any(String), message: expect.any(String) });
+        if (status === 404) notFoundBodies.add(answer.body);
+      }
+    }
+    // Forged, swapped, retired and valid-but-sendless are one answer: it reveals no send.
+    expect(notFoundBodies.size).toBe(1);
+    // Dot segments in the path (sent byte for byte: inject would resolve them) do not reach the route.
+    const { port } = await listening();
+    for (const target of [`/v1/unsubscribe/../unsubscribe/${token}`, `/v1/unsubscribe/./${token}`]) {
+      expect((await rawRequest(port, 'POST', target)).status, target).toBe(404);
+    }
+    // A person's browser gets a page for a bad link, naming only the unsubscribe address.
+    const html = await app.inject({
+      url: `/v1/unsubscribe/${version}.${sendId}.${keyId}.${flipped}`,
+      headers: { accept: 'text/html' },
+    });
+    expect(html.statusCode).toBe(404);
+    expect(html.body).toMatch(/mailto:unsubscribe@example\.com/);
+    expect(html.body).not.toMatch(/bob/);
+    expect(await suppression('bob@example.com')).toBeUndefined();
+    expect(await suppression('carol@example.com')).toBeUndefined();
+  });
+
+  it("a percent-encoding of the token's own characters is the same URL (RFC 3986), and GET still changes nothing", async () => {
+    const path = pathOf('bob@example.com').replaceAll('.', '%2E');
+    const page = await app.inject({ url: path });
+    expect(page.statusCode).toBe(200);
+    expect(await suppression('bob@example.com')).toBeUndefined();
+  });
+});
+
+describe('SES through SNS', () => {
+  const post = (body: unknown) =>
+    app.inject({
+      method: 'POST',
+      url: '/v1/feedback/ses',
+      headers: { 'content-type': 'text/plain; charset=UTF-8', 'x-amz-sns-message-type': 'Notification' },
+      payload: typeof body === 'string' ? body : JSON.stringify(body),
+    });
+  const bounce = (recipient: string, messageId: string | undefined, snsMessageId = randomUUID()) =>
+    signedSnsMessage(
+      {
+        MessageId: snsMessageId,
+        Timestamp: new Date().toISOString(),
+        Message: sesNotification({
+          type: 'Bounce',
+          recipients: [recipient],
+          ...(messageId === undefined ? {} : { messageId }),
+        }),
+      },
+      sns.privateKey,
+    );
+
+  it('a signed hard bounce of our send suppresses the address and publishes AddressSuppressed; its retry does nothing again', async () => {
+    const sendId = sent.get('bob@example.com') as string;
+    const notification = bounce('Bob@Example.com', `<${sendId}@outreach.local>`);
+    const answer = await post(notification);
+    expect(answer.statusCode, answer.body).toBe(200);
+    expect(answer.json()).toMatchObject({ received: 1, new: 1, suppressed: 1 });
+    expect(answer.body).not.toMatch(/bob/i);
+    expect(await suppression('bob@example.com')).toEqual({
+      reason: 'bounce',
+      source: 'ses',
+      send_id: sendId,
+      campaign_id: 'camp-a',
+    });
+    const retry = await post(notification);
+    expect(retry.json()).toMatchObject({ received: 1, new: 0, suppressed: 0 });
+    expect(certificateFetches.filter((p) => p.endsWith('.pem'))).toHaveLength(1);
+
+    const bob = emailHash('bob@example.com', hashKey);
+    const events = await suppressedEvents(2);
+    expect(events.filter((e) => e.emailHash === bob)).toEqual([
+      expect.objectContaining({ reason: 'hard_bounce', source: 'ses', campaignId: 'camp-a', sendId }),
+    ]);
+  });
+
+  it('a complaint without our Message-ID suppresses its recipient, tied to no send', async () => {
+    const complaint = signedSnsMessage(
+      {
+        MessageId: randomUUID(),
+        Timestamp: new Date().toISOString(),
+        Message: sesNotification({ type: 'Complaint', recipients: ['hal@example.com'] }),
+      },
+      sns.privateKey,
+    );
+    expect((await post(complaint)).statusCode).toBe(200);
+    expect(await suppression('hal@example.com')).toEqual({
+      reason: 'complaint',
+      source: 'ses',
+      send_id: null,
+      campaign_id: null,
+    });
+  });
+
+  it('a tampered notification, or one from a topic not on the allow-list, is refused (403) and changes nothing', async () => {
+    const signed = bounce('ivy@example.com', undefined);
+    const tampered = { ...signed, Message: signed.Message?.replace('ivy@example.com', 'joe@example.com') };
+    const refused = await post(tampered);
+    expect(refused.statusCode).toBe(403);
+    expect(refused.json()).toMatchObject({ error: 'FORBIDDEN', message: 'SNS signature does not verify' });
+    const foreign = signedSnsMessage(
+      {
+        TopicArn: 'arn:aws:sns:us-east-1:999999999999:someone-elses-topic',
+        Timestamp: new Date().toISOString(),
+        Message: sesNotification({ type: 'Bounce', recipients: ['ivy@example.com'] }),
+      },
+      sns.privateKey,
+    );
+    const offList = await post(foreign);
+    expect(offList.statusCode).toBe(403);
+    expect(offList.json().message).toMatch(/allow-list/);
+    expect((await post('{"Type":')).statusCode).toBe(400);
+    expect(await suppression('ivy@example.com')).toBeUndefined();
+    expect(await suppression('joe@example.com')).toBeUndefined();
+  });
+});
+
+describe('SendGrid Signed Event Webhook', () => {
+  const post = (body: string, timestamp = String(Math.floor(Date.now() / 1000)), signature?: string) =>
+    app.inject({
+      method: 'POST',
+      url: '/v1/feedback/sendgrid',
+      headers: {
+        'content-type': 'application/json',
+        'x-twilio-email-event-webhook-timestamp': timestamp,
+        'x-twilio-email-event-webhook-signature':
+          signature ?? signSendGridWebhook(body, timestamp, sendGrid.privateKey),
+      },
+      payload: body,
+    });
+  const events = (...entries: Array<Record<string, unknown>>) =>
+    JSON.stringify(entries.map((e) => ({ timestamp: Math.floor(Date.now() / 1000) - 5, ...e })));
+
+  it('a signed bounce suppresses; one byte changed or a stale timestamp is refused (403)', async () => {
+    const sendId = sent.get('carol@example.com') as string;
+    const body = events({
+      email: 'carol@example.com',
+      event: 'bounce',
+      type: 'bounce',
+      status: '5.1.1',
+      'smtp-id': `<${sendId}@outreach.local>`,
+      sg_event_id: 'sg-carol-1',
+    });
+    const timestamp = String(Math.floor(Date.now() / 1000));
+    const signature = signSendGridWebhook(body, timestamp, sendGrid.privateKey);
+    const changed = body.replace('5.1.1', '5.1.2');
+    expect(changed).toHaveLength(body.length);
+    const tampered = await post(changed, timestamp, signature);
+    expect(tampered.statusCode).toBe(403);
+    const stale = String(Math.floor(Date.now() / 1000) - 3600);
+    expect((await post(body, stale)).statusCode).toBe(403);
+    expect(await suppression('carol@example.com')).toBeUndefined();
+
+    const accepted = await post(body, timestamp, signature);
+    expect(accepted.statusCode, accepted.body).toBe(200);
+    expect(await suppression('carol@example.com')).toEqual({
+      reason: 'bounce',
+      source: 'sendgrid',
+      send_id: sendId,
+      campaign_id: 'camp-a',
+    });
+  });
+
+  it('soft bounces count once per message toward the campaign auto-pause window, however often reported', async () => {
+    const sendId = sent.get('fay@example.com') as string;
+    const failures = async () =>
+      Number(
+        (
+          await t.query<{ failures: string | null }>(
+            "SELECT sum(failures) AS failures FROM provider_outcomes WHERE campaign_id = 'camp-a'",
+          )
+        )[0]?.failures ?? 0,
+      );
+    const before = await failures();
+    const soft = (id: string) => ({
+      email: 'fay@example.com',
+      event: 'bounce',
+      type: 'blocked',
+      status: '4.2.2',
+      'smtp-id': `<${sendId}@outreach.local>`,
+      sg_event_id: id,
+    });
+    expect((await post(events(soft('sg-fay-1'), soft('sg-fay-2')))).json()).toMatchObject({ softBounced: 1 });
+    expect((await post(events(soft('sg-fay-3')))).json()).toMatchObject({ new: 1, softBounced: 0 });
+    expect(await failures()).toBe(before + 1);
+    expect(await suppression('fay@example.com')).toBeUndefined();
+    const audit = await t.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM feedback_events WHERE send_id = $1 AND kind = 'soft_bounce'",
+      [sendId],
+    );
+    expect(audit[0]?.n).toBe(3);
+  });
+});
+
+describe('DSNs from the bounce mailbox', () => {
+  const post = (raw: string, headers: Record<string, string> = operate) =>
+    app.inject({
+      method: 'POST',
+      url: '/v1/feedback/dsn',
+      headers: { 'content-type': 'message/rfc822', ...headers },
+      payload: raw,
+    });
+
+  it('needs the operate scope', async () => {
+    const dsn = deliveryStatusNotification({
+      recipients: [{ address: 'dave@example.com', action: 'failed', status: '5.1.1' }],
+    });
+    expect((await post(dsn, {})).statusCode).toBe(401);
+  });
+
+  it('a DSN naming our send to that recipient suppresses it', async () => {
+    const sendId = sent.get('dave@example.com') as string;
+    const dsn = deliveryStatusNotification({
+      recipients: [{ address: 'dave@example.com', action: 'failed', status: '5.1.1' }],
+      originalMessageId: `<${sendId}@outreach.local>`,
+      reportMessageId: `<dsn-${randomUUID()}@mx.receiver.test>`,
+    });
+    const answer = await post(dsn);
+    expect(answer.statusCode, answer.body).toBe(200);
+    expect(answer.json()).toMatchObject({ suppressed: 1 });
+    expect(await suppression('dave@example.com')).toEqual({
+      reason: 'bounce',
+      source: 'dsn',
+      send_id: sendId,
+      campaign_id: 'camp-a',
+    });
+  });
+
+  it('a DSN for an address we never sent to, even quoting our Message-ID, suppresses nothing', async () => {
+    const dsn = (messageId: string) =>
+      deliveryStatusNotification({
+        recipients: [{ address: 'kim@example.com', action: 'failed', status: '5.1.1' }],
+        originalMessageId: messageId,
+        reportMessageId: `<dsn-${randomUUID()}@mx.receiver.test>`,
+      });
+    for (const messageId of [`<${sent.get('dave@example.com') as string}@outreach.local>`, '<nope@elsewhere.test>']) {
+      const answer = await post(dsn(messageId));
+      expect(answer.statusCode).toBe(200);
+      expect(answer.json()).toMatchObject({ suppressed: 0, ignored: 1 });
+    }
+    expect(await suppression('kim@example.com')).toBeUndefined();
+    expect((await post('Subject: hello\r\n\r\nnot a report\r\n')).statusCode).toBe(422);
+  });
+});
+
+describe('configuration and limits', () => {
+  it('with no topics and no key the provider intakes are off (404); public routes are limited per client, webhooks with a retryable 503', async () => {
+    const limited = await t.startApp({ SES_SNS_TOPIC_ARNS: '', SENDGRID_WEBHOOK_PUBLIC_KEY: '', RATE_LIMIT_MAX: '3' });
+    for (const url of ['/v1/feedback/ses', '/v1/feedback/sendgrid']) {
+      const off = await limited.inject({
+        method: 'POST',
+        url,
+        payload: '{}',
+        headers: { 'content-type': 'text/plain' },
+      });
+      expect(off.statusCode, url).toBe(404);
+      expect(off.json().message).toMatch(/not configured/);
+    }
+    const link = `/v1/unsubscribe/${unsubscribeToken(unsubscribeKey(hashKey), randomUUID())}`;
+    const people = [];
+    for (let i = 0; i < 4; i++) people.push((await limited.inject({ url: link })).statusCode);
+    expect(people).toEqual([404, 404, 404, 429]);
+    // The webhooks' bucket is their own (the people's flood did not use it up): two above, a third, then 503.
+    const third = await limited.inject({ method: 'POST', url: '/v1/feedback/ses', payload: '{}' });
+    const over = await limited.inject({ method: 'POST', url: '/v1/feedback/ses', payload: '{}' });
+    expect(third.statusCode).toBe(404);
+    expect(over.statusCode).toBe(503);
+    expect(over.headers['retry-after']).toMatch(/^\d+$/);
+  });
+});
+
+async function listening(): Promise<{ port: number }> {
+  if (!app.server.listening) await app.listen({ host: '127.0.0.1', port: 0 });
+  return { port: (app.server.address() as AddressInfo).port };
+}
