@@ -41,6 +41,8 @@ BEGIN
   INSERT INTO rate_buckets (key, tokens, updated_at)
   SELECT x.key, CASE WHEN x.key = 'global' THEN global_burst ELSE domain_burst END, t
   FROM (SELECT 'global' AS key UNION SELECT 'domain:' || d FROM unnest(domains) AS d) x
+  -- In key order, like the lock below: two callers creating the same new domains cannot deadlock.
+  ORDER BY x.key = 'global' DESC, x.key
   ON CONFLICT (key) DO NOTHING;
   PERFORM 1 FROM rate_buckets
   WHERE key = 'global' OR key = ANY (SELECT 'domain:' || d FROM unnest(domains) AS d)

@@ -106,7 +106,7 @@ export function oidcClientCredentialsProvider(options: OidcClientCredentialsOpti
           false,
         );
       }
-      const text = await response.text();
+      const text = await boundedText(response, MAX_TOKEN_RESPONSE_BYTES);
       let json: Record<string, unknown> = {};
       try {
         json = JSON.parse(text) as Record<string, unknown>;
@@ -203,6 +203,27 @@ export function tokenFileProvider(
  * OAuthBearerUnsecuredJws expects: `sub` becomes the principal. Only brokers without a real token
  * validator (tests) accept it.
  */
+/** A token response is a small JSON object; anything larger is refused rather than buffered. */
+const MAX_TOKEN_RESPONSE_BYTES = 64 * 1024;
+
+async function boundedText(response: Response, maxBytes: number): Promise<string> {
+  const reader = response.body?.getReader();
+  if (!reader) return '';
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > maxBytes) {
+      await reader.cancel().catch(() => undefined);
+      throw new OAuthTokenError(`the OAuth token endpoint answered more than ${maxBytes} bytes`, false);
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
 export function unsecuredJws(subject: string, nowMs: number, lifetimeMs = 60 * 60_000): string {
   const part = (value: object) => Buffer.from(JSON.stringify(value)).toString('base64url');
   const iat = Math.floor(nowMs / 1000);

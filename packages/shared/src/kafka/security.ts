@@ -36,6 +36,16 @@ export const PLAINTEXT: KafkaSecurity = { description: 'PLAINTEXT' };
  * The Kafka security of this process, from its environment. Each call builds fresh token providers
  * (each with its own cache), so call it once per client.
  */
+function isHttpsOrLoopback(endpoint: string): boolean {
+  try {
+    const url = new URL(endpoint);
+    if (url.protocol === 'https:') return true;
+    return url.protocol === 'http:' && ['127.0.0.1', '[::1]', 'localhost'].includes(url.hostname);
+  } catch {
+    return false;
+  }
+}
+
 export function kafkaSecurityFromEnv(env: Env = process.env, readFile: ReadFile = readTextFile): KafkaSecurity {
   const flag = (name: string) => (env[name] ?? '').trim().toLowerCase();
   const value = (name: string) => (env[name] ?? '').trim();
@@ -134,6 +144,12 @@ function oauthProvider(
           'invalid configuration: KAFKA_OAUTH_TOKEN_ENDPOINT is required with KAFKA_OAUTH_PROVIDER=oidc',
         );
       }
+      // The client secret goes to this endpoint: never in clear text, except to this host itself.
+      if (!isHttpsOrLoopback(tokenEndpoint)) {
+        throw new ConfigError(
+          'invalid configuration: KAFKA_OAUTH_TOKEN_ENDPOINT must be an https URL (the client secret is sent to it)',
+        );
+      }
       const clientId = readSecret(env, 'KAFKA_OAUTH_CLIENT_ID', readFile);
       const clientSecret = readSecret(env, 'KAFKA_OAUTH_CLIENT_SECRET', readFile);
       if (clientId === undefined || clientSecret === undefined) {
@@ -178,6 +194,12 @@ function oauthProvider(
       };
     }
     case 'unsecured': {
+      // An unsigned token names whatever principal it likes: only a test broker accepts one.
+      if (value('NODE_ENV') === 'production') {
+        throw new ConfigError(
+          'invalid configuration: KAFKA_OAUTH_PROVIDER=unsecured is for test brokers only and is refused when NODE_ENV=production',
+        );
+      }
       const subject = value('KAFKA_OAUTH_SUBJECT');
       if (subject === '') {
         throw new ConfigError(

@@ -159,6 +159,17 @@ describe('Kafka security from the environment', () => {
 });
 
 describe('unsecured JWS tokens', () => {
+  it('are refused in production: an unsigned token names any principal it likes', () => {
+    const env = {
+      KAFKA_SSL: 'true',
+      KAFKA_SASL_MECHANISM: 'oauthbearer',
+      KAFKA_OAUTH_PROVIDER: 'unsecured',
+      KAFKA_OAUTH_SUBJECT: 'admin',
+    };
+    expect(() => kafkaSecurityFromEnv({ ...env, NODE_ENV: 'production' })).toThrow(/test brokers only/);
+    expect(() => kafkaSecurityFromEnv({ ...env, NODE_ENV: 'development' })).not.toThrow();
+  });
+
   it('have alg none, an empty signature, and sub, iat and exp in seconds', () => {
     const [header, payload, signature] = unsecuredJws('publisher', 1_700_000_000_500, 60_000).split('.');
     expect(JSON.parse(Buffer.from(header ?? '', 'base64url').toString())).toEqual({ alg: 'none' });
@@ -250,6 +261,33 @@ describe('OIDC client credentials', () => {
     expect((error as Error).message).not.toContain('wrong-secret');
     // The start-up check stops the start on it, rather than waiting.
     expect(explainKafkaError(error, PLAINTEXT)?.failure).toBe('authentication');
+  });
+
+  it('refuses an endpoint in clear text (the client secret goes to it), except on this host', () => {
+    const env = (endpoint: string) => ({
+      KAFKA_SSL: 'true',
+      KAFKA_SASL_MECHANISM: 'oauthbearer',
+      KAFKA_OAUTH_PROVIDER: 'oidc',
+      KAFKA_OAUTH_TOKEN_ENDPOINT: endpoint,
+      KAFKA_OAUTH_CLIENT_ID: 'sender',
+      KAFKA_OAUTH_CLIENT_SECRET: 'S3CRET',
+    });
+    for (const endpoint of ['http://idp.corp.example/token', 'http://127.0.0.1.evil.example/token', 'ftp://idp/token'])
+      expect(() => kafkaSecurityFromEnv(env(endpoint)), endpoint).toThrow(/must be an https URL/);
+    expect(() => kafkaSecurityFromEnv(env('https://idp.corp.example/token'))).not.toThrow();
+    expect(() => kafkaSecurityFromEnv(env('http://127.0.0.1:8080/token'))).not.toThrow();
+  });
+
+  it('refuses an answer larger than a token response, instead of buffering it', async () => {
+    const { url } = await tokenEndpoint(() => ({
+      status: 200,
+      json: { access_token: 'x'.repeat(200_000), expires_in: 60 },
+    }));
+    const error = await oidcClientCredentialsProvider({ tokenEndpoint: url, clientId: 'a', clientSecret: 'b' })().catch(
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(OAuthTokenError);
+    expect((error as Error).message).toMatch(/more than 65536 bytes/);
   });
 
   it('counts an endpoint that does not answer as worth waiting for', async () => {

@@ -62,6 +62,16 @@ export function resolvePgSettings(
 ): PgConnectionSettings {
   const url = parseUrl(connectionString);
   const param = (name: string) => url.searchParams.get(name) ?? undefined;
+  // Parameter names are case-sensitive: node-postgres would ignore `SSLMODE=verify-full` and connect
+  // in clear text, and libpq refuses it. Any TLS-looking name we do not read exactly is refused.
+  for (const name of url.searchParams.keys()) {
+    const lower = name.toLowerCase();
+    if ((lower.startsWith('ssl') || lower === 'uselibpqcompat') && !SSL_PARAMS.includes(name)) {
+      throw new ConfigError(
+        `invalid configuration: DATABASE_URL has a parameter "${name}" that is not one we read; parameter names are case-sensitive (sslmode, sslrootcert, sslcert, sslkey)`,
+      );
+    }
+  }
   for (const name of ['ssl', 'uselibpqcompat', 'sslpassword']) {
     if (param(name) !== undefined) {
       throw new ConfigError(

@@ -80,6 +80,21 @@ describe('PostgreSQL TLS with libpq meanings', () => {
     expect(refusal(() => settings(url, { DATABASE_SSL_CA_FILE: '/s/ca.pem' }))).toMatch(/sslmode is disable/);
   });
 
+  it('refuses TLS parameters in another case, which node-postgres would ignore and connect in clear text', () => {
+    // Found by an attack: ?SSLMODE=verify-full resolved to disable, and the connection had no TLS.
+    for (const spelling of [
+      'SSLMODE=verify-full',
+      'sslMode=verify-full',
+      'Ssl=true',
+      'SSLROOTCERT=/ca.pem',
+      'UseLibpqCompat=true',
+    ])
+      expect(
+        refusal(() => settings(`${url}?${spelling}`)),
+        spelling,
+      ).toMatch(/case-sensitive/);
+  });
+
   it('hands node-postgres no ssl* parameter, keeps the rest of the URL, and reads the password file per connection', async () => {
     const config = pgClientConfig(
       'postgres://sender@db.internal:6432/outreach?sslmode=verify-full&sslrootcert=/s/ca.pem&application_name=x&options=-c%20statement_timeout%3D5000',
