@@ -172,6 +172,12 @@ export function checkSnsOrigin(envelope: SnsEnvelope, allowedTopicArns: Readonly
   const certificateUrl = snsCertificateUrl(envelope.signingCertUrl);
   if (certificateUrl === undefined)
     return refused('SNS SigningCertURL is not an https URL on sns.<region>.amazonaws.com');
+  // SNS signs with its own region's certificate: a URL in any other region-shaped host is not one
+  // SNS gave, and fetching it would let a caller who knows our topic ARN make us call anywhere there.
+  const [, partition, , region] = envelope.topicArn.split(':');
+  const expectedHost = `sns.${region ?? ''}.amazonaws.com${partition === 'aws-cn' ? '.cn' : ''}`;
+  if (new URL(certificateUrl).hostname !== expectedHost)
+    return refused("SNS SigningCertURL is not in the topic's own region");
   return { kind: 'allowed', certificateUrl };
 }
 

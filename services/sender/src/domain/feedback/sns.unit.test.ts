@@ -156,6 +156,16 @@ describe('SNS origin: topic allow-list and certificate URL', () => {
     expect(checkSnsOrigin(envelope(signed()), allowed)).toEqual({ kind: 'allowed', certificateUrl: TEST_SNS_CERT_URL });
   });
 
+  it("refuses a certificate URL outside the topic's region (a fetch anywhere region-shaped, found by an attack)", () => {
+    const elsewhere = envelope(
+      signed({ SigningCertURL: TEST_SNS_CERT_URL.replace('sns.us-east-1.', 'sns.xx-attacker-9.') }),
+    );
+    expect(checkSnsOrigin(elsewhere, allowed)).toEqual({
+      kind: 'refused',
+      reason: "SNS SigningCertURL is not in the topic's own region",
+    });
+  });
+
   it.each([
     'https://sns.us-east-1.amazonaws.com/SimpleNotificationService-abc.pem',
     'https://sns.us-gov-west-1.amazonaws.com/SimpleNotificationService-abc.pem',
