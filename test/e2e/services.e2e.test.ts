@@ -10,6 +10,12 @@ import { afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 const services = ['planner', 'sender', 'experiment', 'liveness'] as const;
 const entry = (service: string) => join(import.meta.dirname, '..', '..', 'services', service, 'dist', 'server.js');
 const running: RunningProcess[] = [];
+const SENDER_IDENTITY = {
+  MAIL_FROM: 'Recruiting <recruiting@mail.acme-corp.com>',
+  MESSAGE_ID_DOMAIN: 'mail.acme-corp.com',
+  UNSUBSCRIBE_MAILTO: 'unsubscribe@mail.acme-corp.com',
+  UNSUBSCRIBE_URL: 'https://outreach.acme-corp.com/v1/unsubscribe',
+};
 
 beforeAll(async () => {
   const admin = createKafka({ brokers: inject('kafkaBrokers').split(','), clientId: 'e2e' }).admin();
@@ -34,6 +40,8 @@ describe.each(services)('%s process', (service) => {
       // Each run gets its own group, so a previous run's members never delay the join.
       CONSUMER_GROUP: `e2e-${service}-${Date.now()}`,
       ...TEST_EMAIL_HASH_ENV,
+      // In production (the default NODE_ENV) the sender starts only with an identity of its own.
+      ...(service === 'sender' ? SENDER_IDENTITY : {}),
     });
     running.push(proc);
 
@@ -70,5 +78,22 @@ describe.each(services)('%s process', (service) => {
     running.push(proc);
     expect(await proc.exited).toBe(78);
     expect(proc.stderrLines.join('\n')).toMatch(/KAFKA_BROKERS/);
+  });
+});
+
+describe('sender process in production', () => {
+  it('refuses to start with a placeholder identity, naming the variable (#16)', async () => {
+    const proc = startProcess(entry('sender'), {
+      PATH: process.env.PATH,
+      KAFKA_BROKERS: inject('kafkaBrokers'),
+      DATABASE_URL: inject('databaseUrl'),
+      HTTP_PORT: String(await freePort()),
+      ...TEST_EMAIL_HASH_ENV,
+      ...SENDER_IDENTITY,
+      MAIL_FROM: 'Outreach <outreach@example.com>',
+    });
+    running.push(proc);
+    expect(await proc.exited).toBe(78);
+    expect(proc.stderrLines.join('\n')).toMatch(/MAIL_FROM must be set to your own domain/);
   });
 });
