@@ -48,7 +48,8 @@ export {
 export { applyKafkaAcls, deleteKafkaAcls } from './kafka/acls-admin.js';
 export { checkKafkaAccess, explainKafkaError, type KafkaAccessCheckOptions } from './kafka/access.js';
 export { StartupError, type StartupFailure } from './service/startup-error.js';
-export { readSecret } from './security/secrets.js';
+export { readPemFile, readSecret, readSecretFile } from './security/secrets.js';
+export { readBoundedBody } from './bounded-body.js';
 export { createPool, waitForPostgres, quoteIdent, redactUrl, type PoolOptions } from './pg/pool.js';
 export {
   explainPgError,

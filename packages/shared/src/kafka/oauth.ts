@@ -13,6 +13,7 @@
  * HTTP status and the OAuth `error` code.
  */
 import { readFileSync } from 'node:fs';
+import { readBoundedBody } from '../bounded-body.js';
 
 export interface OAuthBearerToken {
   readonly value: string;
@@ -207,21 +208,10 @@ export function tokenFileProvider(
 const MAX_TOKEN_RESPONSE_BYTES = 64 * 1024;
 
 async function boundedText(response: Response, maxBytes: number): Promise<string> {
-  const reader = response.body?.getReader();
-  if (!reader) return '';
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > maxBytes) {
-      await reader.cancel().catch(() => undefined);
-      throw new OAuthTokenError(`the OAuth token endpoint answered more than ${maxBytes} bytes`, false);
-    }
-    chunks.push(value);
-  }
-  return Buffer.concat(chunks).toString('utf8');
+  const body = await readBoundedBody(response, maxBytes);
+  if (body === undefined)
+    throw new OAuthTokenError(`the OAuth token endpoint answered more than ${maxBytes} bytes`, false);
+  return body.toString('utf8');
 }
 
 export function unsecuredJws(subject: string, nowMs: number, lifetimeMs = 60 * 60_000): string {

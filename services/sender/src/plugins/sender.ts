@@ -1,7 +1,7 @@
-import { readFileSync } from 'node:fs';
 import {
-  ConfigError,
   loadEmailHashKey,
+  readPemFile,
+  readSecretFile,
   registerConsumer,
   registerOutboxRelay,
   retryCap,
@@ -44,17 +44,6 @@ declare module 'fastify' {
     readonly reconciler: Reconciler;
     /** The key emailHash is made with (read once, at start). */
     readonly emailHashKey: EmailHashKey;
-  }
-}
-
-/** A mounted file's content, trimmed; unreadable is a configuration error naming the variable. */
-function readSecretFile(variable: string, path: string): string {
-  try {
-    return readFileSync(path, 'utf8').trim();
-  } catch (error) {
-    throw new ConfigError(
-      `invalid configuration: ${variable} cannot be read (${(error as NodeJS.ErrnoException).code ?? 'unreadable'})`,
-    );
   }
 }
 
@@ -135,7 +124,7 @@ export function createProvider(config: Config): MailProvider {
     port: config.SMTP_PORT,
     secure: config.SMTP_SECURE,
     requireTLS: config.SMTP_REQUIRE_TLS,
-    ...(config.SMTP_TLS_CA_FILE ? { ca: readSecretFile('SMTP_TLS_CA_FILE', config.SMTP_TLS_CA_FILE) } : {}),
+    ...(config.SMTP_TLS_CA_FILE ? { ca: readPemFile('SMTP_TLS_CA_FILE', config.SMTP_TLS_CA_FILE) } : {}),
     ...(config.SMTP_TLS_SERVERNAME ? { servername: config.SMTP_TLS_SERVERNAME } : {}),
     ...(config.SMTP_USER ? { user: config.SMTP_USER, password } : {}),
     messageIdDomain: config.MESSAGE_ID_DOMAIN,

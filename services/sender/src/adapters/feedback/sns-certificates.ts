@@ -11,7 +11,7 @@
  * A failure is an AppError UNAVAILABLE (503: SNS retries later), never cached.
  */
 import { X509Certificate } from 'node:crypto';
-import { AppError } from '@outreach/shared';
+import { AppError, readBoundedBody } from '@outreach/shared';
 import { snsCertificateUrl } from '../../domain/feedback/sns.js';
 
 export interface SnsCertificateSource {
@@ -117,26 +117,14 @@ export class SnsCertificateCache implements SnsCertificateSource {
   }
 
   private async readBounded(response: Response, signal: AbortSignal): Promise<string> {
-    if (!response.body) return '';
-    const reader = response.body.getReader();
-    const chunks: Uint8Array[] = [];
-    let total = 0;
+    let body: Buffer | undefined;
     try {
-      for (;;) {
-        const { done, value } = await reader.read();
-        if (done) break;
-        total += value.byteLength;
-        if (total > this.maxBytes) {
-          await reader.cancel().catch(() => undefined);
-          throw unavailable(`body over ${this.maxBytes} bytes`);
-        }
-        chunks.push(value);
-      }
+      body = await readBoundedBody(response, this.maxBytes);
     } catch (error) {
-      if (error instanceof AppError) throw error;
       throw unavailable(signal.aborted ? `no answer within ${this.timeoutMs} ms` : 'body failed', error);
     }
-    return Buffer.concat(chunks).toString('latin1');
+    if (body === undefined) throw unavailable(`body over ${this.maxBytes} bytes`);
+    return body.toString('latin1');
   }
 }
 
