@@ -1,0 +1,770 @@
+/**
+ * The checks the deployment tests run on rendered Kubernetes manifests (deploy.unit.test.ts). Pure
+ * functions of the objects, so the tests also feed them crafted, broken manifests and see each problem
+ * named. Each returns its problems as lines, `<Kind>/<name>/<container>: what is wrong`; [] is clean.
+ *
+ * What they check, per container, with the command it runs (its args):
+ * - credentials: no password, secret, token or key as an environment variable, whether a plain value,
+ *   from a ConfigMap or from a Secret (`*_FILE` and a mounted Secret instead); no URL with a password;
+ *   no `envFrom` of a Secret; no PEM in the environment;
+ * - mounts: every file a `*_FILE` variable the command reads names is in a Secret or ConfigMap volume the
+ *   container mounts, under a key it projects, readable by the pod's non-root user; a Secret Strimzi's
+ *   User Operator writes has the keys of its KafkaUser's authentication type;
+ * - start-up: the environment as the command reads it at start: the service's config schema (and
+ *   nothing it does not read), the Kafka security settings and the PostgreSQL settings through the real
+ *   parsers (kafkaSecurityFromEnv, resolvePgSettings, pgClientConfig) with files read from the mounts;
+ *   the Kafka principal is the container's own (its role in packages/shared/src/kafka/acls.ts), and so
+ *   is the Secret its credentials come from;
+ * - network: the NetworkPolicies selecting the pod allow egress to every port the command connects to
+ *   (KAFKA_BROKERS, DATABASE_URL, SMTP_PORT, SCHEMA_REGISTRY_URL, the AWS credentials agent);
+ * - Strimzi: only kafka.strimzi.io/v1, each resource valid against its v1 schema, and each KafkaUser's
+ *   ACLs exactly those the role table generates.
+ */
+import { BaseConfigSchema, KafkaSecurityConfigSchema, loadConfig } from '@outreach/shared';
+import {
+  isKafkaRole,
+  kafkaAcls,
+  kafkaSecurityFromEnv,
+  pgClientConfig,
+  pgSettingsFromEnv,
+  resolvePgSettings,
+  type AclBinding,
+  type KafkaRoleName,
+} from '@outreach/shared';
+import { selfSignedCertificate } from '@outreach/shared/testing';
+import type { TObject } from '@sinclair/typebox';
+import { ConfigSchema as experimentConfig } from '../../services/experiment/src/config.js';
+import { ConfigSchema as livenessConfig } from '../../services/liveness/src/config.js';
+import { ConfigSchema as plannerConfig } from '../../services/planner/src/config.js';
+import { checkConfig as checkSenderConfig, ConfigSchema as senderConfig } from '../../services/sender/src/config.js';
+import type { Config as SenderConfig } from '../../services/sender/src/config.js';
+import {
+  bindingsOfRules,
+  STRIMZI_API_VERSION,
+  STRIMZI_CLUSTER,
+  STRIMZI_USER_SECRET_KEYS,
+  type StrimziAclRule,
+  type StrimziAuthentication,
+} from '../../scripts/lib/strimzi.js';
+import { strimziSchemaErrors } from './strimzi-v1.js';
+
+// ------------------------------------------------------------------ the objects, as kubectl prints them
+
+export interface EnvVar {
+  name: string;
+  value?: string;
+  valueFrom?: {
+    secretKeyRef?: { name: string; key: string; optional?: boolean };
+    configMapKeyRef?: { name: string; key: string; optional?: boolean };
+  };
+}
+export interface VolumeMount {
+  name: string;
+  mountPath: string;
+  subPath?: string;
+  readOnly?: boolean;
+}
+interface KeyToPath {
+  key: string;
+  path: string;
+  mode?: number;
+}
+interface SecretSource {
+  secretName?: string;
+  name?: string;
+  items?: KeyToPath[];
+  optional?: boolean;
+  defaultMode?: number;
+}
+export interface Volume {
+  name: string;
+  secret?: SecretSource;
+  configMap?: { name: string; items?: KeyToPath[]; optional?: boolean; defaultMode?: number };
+  projected?: {
+    defaultMode?: number;
+    sources: Array<{
+      secret?: { name: string; items?: KeyToPath[]; optional?: boolean };
+      configMap?: { name: string; items?: KeyToPath[]; optional?: boolean };
+    }>;
+  };
+  emptyDir?: object;
+}
+export interface Container {
+  name: string;
+  image: string;
+  args?: string[];
+  ports?: Array<{ name?: string; containerPort: number }>;
+  env?: EnvVar[];
+  envFrom?: Array<{ configMapRef?: { name: string; optional?: boolean }; secretRef?: { name: string } }>;
+  volumeMounts?: VolumeMount[];
+  startupProbe?: { httpGet?: { path: string; port: string | number } };
+  livenessProbe?: { httpGet?: { path: string; port: string | number } };
+  readinessProbe?: { httpGet?: { path: string; port: string | number } };
+  lifecycle?: { preStop?: { sleep?: { seconds: number } } };
+  resources?: { requests?: Record<string, string>; limits?: Record<string, string> };
+  securityContext?: Record<string, unknown>;
+}
+export interface PodSpec {
+  containers: Container[];
+  initContainers?: Container[];
+  volumes?: Volume[];
+  serviceAccountName?: string;
+  securityContext?: { runAsNonRoot?: boolean; runAsUser?: number; fsGroup?: number } & Record<string, unknown>;
+  terminationGracePeriodSeconds?: number;
+}
+interface NetworkPolicyPort {
+  protocol?: string;
+  port?: number | string;
+  endPort?: number;
+}
+interface NetworkPolicyRule {
+  to?: Array<{ podSelector?: object; namespaceSelector?: object; ipBlock?: object }>;
+  ports?: NetworkPolicyPort[];
+}
+export interface K8sObject {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace?: string; labels?: Record<string, string> };
+  data?: Record<string, string>;
+  spec?: {
+    replicas?: number;
+    minReplicas?: number;
+    maxReplicas?: number;
+    scaleTargetRef?: { name: string };
+    template?: { metadata?: { labels?: Record<string, string>; annotations?: Record<string, string> }; spec: PodSpec };
+    selector?: { matchLabels?: Record<string, string> };
+    podSelector?: { matchLabels?: Record<string, string> };
+    policyTypes?: string[];
+    egress?: NetworkPolicyRule[];
+    topicName?: string;
+    partitions?: number;
+    config?: Record<string, string>;
+    authentication?: { type: string };
+    authorization?: { type: string; acls: StrimziAclRule[] };
+  };
+}
+
+// ------------------------------------------------------------------ pods, commands, environments
+
+export const services = {
+  planner: plannerConfig,
+  sender: senderConfig,
+  experiment: experimentConfig,
+  liveness: livenessConfig,
+} as const;
+export type Service = keyof typeof services;
+export const serviceNames = Object.keys(services) as Service[];
+const isService = (name: string | undefined): name is Service => name !== undefined && name in services;
+
+export interface Pod {
+  readonly object: K8sObject;
+  readonly spec: PodSpec;
+  readonly labels: Record<string, string>;
+}
+
+/** The pods a Deployment or Job makes. */
+export function podsOf(objects: readonly K8sObject[]): Pod[] {
+  return objects
+    .filter((o) => (o.kind === 'Deployment' || o.kind === 'Job') && o.spec?.template)
+    .map((object) => ({
+      object,
+      spec: object.spec?.template?.spec as PodSpec,
+      labels: object.spec?.template?.metadata?.labels ?? {},
+    }));
+}
+
+export const containersOf = (pod: Pod): Container[] => [...(pod.spec.initContainers ?? []), ...pod.spec.containers];
+const at = (pod: Pod, container: Container) => `${pod.object.kind}/${pod.object.metadata.name}/${container.name}`;
+
+const keysOf = (schema: TObject) => Object.keys(schema.properties);
+const topicsEnsureReads = [...keysOf(KafkaSecurityConfigSchema), 'KAFKA_BROKERS', 'TOPIC_PREFIX'].concat([
+  'TOPIC_PARTITIONS',
+  'TOPIC_REPLICATION_FACTOR',
+]);
+
+/** What a container's command reads and connects to, from its args (deploy/docker/commands.json). */
+export interface Command {
+  readonly reads: ReadonlySet<string>;
+  /** The services whose config it loads (a service, or `migrate` of some). */
+  readonly services: readonly Service[];
+  readonly migrateOnly: boolean;
+  /** Its Kafka principal, when it connects to Kafka. */
+  readonly role?: KafkaRoleName;
+  /** It parses the Kafka security settings at start (every service process does, `migrate` too). */
+  readonly kafkaSettings: boolean;
+  readonly postgres: boolean;
+  readonly registry: boolean;
+  readonly smtp: boolean;
+}
+
+export function commandOf(container: Container): Command | undefined {
+  const [command, ...rest] = container.args ?? [];
+  const serviceReads = (list: readonly Service[]) =>
+    new Set([...keysOf(BaseConfigSchema), ...list.flatMap((s) => keysOf(services[s] as TObject))]);
+  if (isService(command)) {
+    return {
+      reads: serviceReads([command]),
+      services: [command],
+      migrateOnly: false,
+      role: command,
+      kafkaSettings: true,
+      postgres: true,
+      registry: true,
+      smtp: command === 'sender',
+    };
+  }
+  if (command === 'migrate') {
+    const list = rest.length > 0 ? rest.filter(isService) : serviceNames;
+    return {
+      reads: serviceReads(list),
+      services: list,
+      migrateOnly: true,
+      kafkaSettings: true,
+      postgres: true,
+      registry: false,
+      smtp: false,
+    };
+  }
+  if (command === 'topics:ensure') {
+    return {
+      reads: new Set(topicsEnsureReads),
+      services: [],
+      migrateOnly: false,
+      role: 'topics-admin',
+      kafkaSettings: true,
+      postgres: false,
+      registry: false,
+      smtp: false,
+    };
+  }
+  if (command === 'schemas:register') {
+    return {
+      // cli/schemas-register.ts's own schema.
+      reads: new Set(['SCHEMA_REGISTRY_URL', 'SCHEMA_REGISTRY_AUTH', 'SCHEMA_REGISTRY_TIMEOUT_MS', 'TOPIC_PREFIX']),
+      services: [],
+      migrateOnly: false,
+      kafkaSettings: false,
+      postgres: false,
+      registry: true,
+      smtp: false,
+    };
+  }
+  return undefined;
+}
+
+export type EnvOrigin =
+  | { kind: 'value' }
+  | { kind: 'configMap'; name: string }
+  | { kind: 'configMapKey'; name: string; key: string }
+  | { kind: 'secret'; name: string; key: string };
+
+export interface ResolvedEnv {
+  readonly env: Record<string, string>;
+  readonly origin: Record<string, EnvOrigin>;
+  readonly problems: string[];
+}
+
+/** A value standing for a Secret's content in the environment (which the credentials check refuses). */
+function placeholderFor(name: string): string {
+  return name === 'DATABASE_URL' ? 'postgres://from-a-secret@db:5432/outreach' : 'secret';
+}
+
+/**
+ * A container's environment as the pod sees it: envFrom in order, then env (which wins). ConfigMaps
+ * the overlay lacks are looked up in `outOfBand` (the ones an operator creates, docs/operations.md).
+ */
+export function containerEnv(
+  container: Container,
+  objects: readonly K8sObject[],
+  outOfBand: Record<string, Record<string, string>> = {},
+): ResolvedEnv {
+  const env: Record<string, string> = {};
+  const origin: Record<string, EnvOrigin> = {};
+  const problems: string[] = [];
+  const configMap = (name: string) => {
+    const found = objects.find((o) => o.kind === 'ConfigMap' && o.metadata.name === name);
+    if (found) return found.data ?? {};
+    return Object.hasOwn(outOfBand, name) ? outOfBand[name] : undefined;
+  };
+  for (const source of container.envFrom ?? []) {
+    if (source.secretRef) {
+      problems.push(`envFrom Secret ${source.secretRef.name} puts every key of it in the environment`);
+      continue;
+    }
+    const name = source.configMapRef?.name ?? '';
+    const data = configMap(name);
+    if (!data) {
+      if (!source.configMapRef?.optional) problems.push(`envFrom names ConfigMap ${name}, which the overlay lacks`);
+      continue;
+    }
+    for (const [key, value] of Object.entries(data)) {
+      env[key] = value;
+      origin[key] = { kind: 'configMap', name };
+    }
+  }
+  for (const variable of container.env ?? []) {
+    const secret = variable.valueFrom?.secretKeyRef;
+    const fromConfigMap = variable.valueFrom?.configMapKeyRef;
+    if (secret) {
+      env[variable.name] = placeholderFor(variable.name);
+      origin[variable.name] = { kind: 'secret', name: secret.name, key: secret.key };
+    } else if (fromConfigMap) {
+      const value = configMap(fromConfigMap.name)?.[fromConfigMap.key];
+      if (value === undefined) {
+        if (!fromConfigMap.optional)
+          problems.push(
+            `${variable.name} names key ${fromConfigMap.key} of ConfigMap ${fromConfigMap.name}, which lacks it`,
+          );
+        continue;
+      }
+      env[variable.name] = value;
+      origin[variable.name] = { kind: 'configMapKey', name: fromConfigMap.name, key: fromConfigMap.key };
+    } else if (variable.value !== undefined) {
+      env[variable.name] = variable.value;
+      origin[variable.name] = { kind: 'value' };
+    } else {
+      problems.push(`${variable.name} has neither a value nor a reference`);
+    }
+  }
+  return { env, origin, problems };
+}
+
+// ------------------------------------------------------------------ credentials
+
+/** Variables naming a file (read by the command), rather than holding a value. */
+export const isFileVariable = (name: string) => name.endsWith('_FILE') || name === 'SCHEMA_REGISTRY_AUTH';
+
+/** A variable whose value is a credential: a password, secret, token or key (never a public key or a URL). */
+export function isCredentialVariable(name: string): boolean {
+  if (isFileVariable(name) || /PUBLIC_KEY|TOKEN_ENDPOINT/.test(name)) return false;
+  return /PASSWORD|SECRET|TOKEN|(^|_)KEY$/.test(name);
+}
+
+export interface CredentialOptions {
+  /** Variables allowed from a Secret as an environment variable, with the reason (no `_FILE` form). */
+  readonly allowFromSecret?: Readonly<Record<string, string>>;
+}
+
+/** No credential in the environment of any container: every one a mounted file. */
+export function credentialProblems(
+  objects: readonly K8sObject[],
+  outOfBand: Record<string, Record<string, string>> = {},
+  options: CredentialOptions = {},
+): string[] {
+  const problems: string[] = [];
+  for (const pod of podsOf(objects)) {
+    for (const container of containersOf(pod)) {
+      const { env, origin, problems: envProblems } = containerEnv(container, objects, outOfBand);
+      problems.push(
+        ...envProblems.filter((p) => p.startsWith('envFrom Secret')).map((p) => `${at(pod, container)}: ${p}`),
+      );
+      for (const [name, value] of Object.entries(env)) {
+        const from = origin[name];
+        const where = `${at(pod, container)}: ${name}`;
+        if (isCredentialVariable(name) && value !== '') {
+          if (from?.kind === 'secret') {
+            if (!options.allowFromSecret?.[name])
+              problems.push(
+                `${where} comes from Secret ${from.name} (key ${from.key}) as an environment variable: mount it and set ${name}_FILE`,
+              );
+          } else {
+            const source =
+              from?.kind === 'value' ? 'a plain value' : `ConfigMap ${from && 'name' in from ? from.name : '?'}`;
+            problems.push(`${where} is a credential in ${source}: mount it from a Secret and set ${name}_FILE`);
+          }
+        }
+        if (from?.kind === 'secret' && /_URL$/.test(name))
+          problems.push(
+            `${where} comes from Secret ${from.name}: a URL in a Secret is there for its password; put the URL in a ConfigMap and the password in a file`,
+          );
+        if (urlPassword(value)) problems.push(`${where} carries a password in its URL`);
+        if (value.includes('-----BEGIN ')) problems.push(`${where} holds a PEM block: mount it as a file`);
+      }
+    }
+  }
+  return problems;
+}
+
+function urlPassword(value: string): boolean {
+  if (!/^[a-z][a-z0-9+.-]*:\/\//i.test(value)) return false;
+  try {
+    return new URL(value).password !== '';
+  } catch {
+    return false;
+  }
+}
+
+// ------------------------------------------------------------------ mounted files
+
+export interface MountedFile {
+  readonly kind: 'secret' | 'configMap';
+  readonly name: string;
+  readonly key: string;
+}
+
+/** Where a file a container reads comes from: a key of a Secret or ConfigMap it mounts, or why not. */
+export function resolveFile(pod: Pod, container: Container, path: string): MountedFile | { problem: string } {
+  const mounts = (container.volumeMounts ?? [])
+    .filter((m) => path === m.mountPath || path.startsWith(`${m.mountPath.replace(/\/$/, '')}/`))
+    .sort((a, b) => b.mountPath.length - a.mountPath.length);
+  const mount = mounts[0];
+  if (!mount) return { problem: `${path} is under no volumeMount of the container` };
+  const volume = pod.spec.volumes?.find((v) => v.name === mount.name);
+  if (!volume) return { problem: `${path}: the container mounts volume ${mount.name}, which the pod lacks` };
+  const relative =
+    path === mount.mountPath ? (mount.subPath ?? '') : path.slice(mount.mountPath.replace(/\/$/, '').length + 1);
+  const fsGroup = pod.spec.securityContext?.fsGroup;
+  const readable = (mode: number, what: string): { problem: string } | undefined =>
+    (mode & 0o004) !== 0 || ((mode & 0o040) !== 0 && fsGroup !== undefined)
+      ? undefined
+      : {
+          problem: `${path} (${what}) has mode 0${mode.toString(8)}: the non-root user cannot read it without fsGroup`,
+        };
+  const pick = (
+    kind: 'secret' | 'configMap',
+    name: string,
+    items: KeyToPath[] | undefined,
+    defaultMode: number,
+  ): MountedFile | { problem: string } | undefined => {
+    const item = items ? items.find((i) => i.path === relative) : { key: relative, path: relative };
+    if (!item) return undefined;
+    if (item.key.includes('/') || item.key === '') return undefined;
+    return readable(item.mode ?? defaultMode, `${kind} ${name}`) ?? { kind, name, key: item.key };
+  };
+  if (volume.secret) {
+    const name = volume.secret.secretName ?? volume.secret.name ?? '';
+    return (
+      pick('secret', name, volume.secret.items, volume.secret.defaultMode ?? 0o644) ?? {
+        problem: `${path}: volume ${volume.name} projects no file ${relative} from Secret ${name}`,
+      }
+    );
+  }
+  if (volume.configMap) {
+    const { name } = volume.configMap;
+    return (
+      pick('configMap', name, volume.configMap.items, volume.configMap.defaultMode ?? 0o644) ?? {
+        problem: `${path}: volume ${volume.name} projects no file ${relative} from ConfigMap ${name}`,
+      }
+    );
+  }
+  if (volume.projected) {
+    const mode = volume.projected.defaultMode ?? 0o644;
+    for (const source of volume.projected.sources) {
+      const found = source.secret
+        ? pick('secret', source.secret.name, source.secret.items, mode)
+        : source.configMap
+          ? pick('configMap', source.configMap.name, source.configMap.items, mode)
+          : undefined;
+      if (found) return found;
+    }
+    return { problem: `${path}: projected volume ${volume.name} has no file ${relative}` };
+  }
+  return { problem: `${path} is on volume ${volume.name}, which is no Secret or ConfigMap` };
+}
+
+/** The KafkaUser whose Secret (named after it) a file comes from, if the overlay has one. */
+function kafkaUserOf(objects: readonly K8sObject[], file: MountedFile): K8sObject | undefined {
+  return file.kind === 'secret'
+    ? objects.find((o) => o.kind === 'KafkaUser' && o.metadata.name === file.name)
+    : undefined;
+}
+
+/** Every file a `*_FILE` variable names is mounted from a Secret or ConfigMap key the container can read. */
+export function mountProblems(
+  objects: readonly K8sObject[],
+  outOfBand: Record<string, Record<string, string>> = {},
+): string[] {
+  const problems: string[] = [];
+  for (const pod of podsOf(objects)) {
+    for (const container of containersOf(pod)) {
+      const command = commandOf(container);
+      if (!command) continue;
+      const { env } = containerEnv(container, objects, outOfBand);
+      for (const [name, path] of Object.entries(env)) {
+        if (!isFileVariable(name) || path === '' || !command.reads.has(name)) continue;
+        const file = resolveFile(pod, container, path);
+        if ('problem' in file) {
+          problems.push(`${at(pod, container)}: ${name}: ${file.problem}`);
+          continue;
+        }
+        const user = kafkaUserOf(objects, file);
+        const type = user?.spec?.authentication?.type as StrimziAuthentication | undefined;
+        if (user && type && !STRIMZI_USER_SECRET_KEYS[type]?.includes(file.key))
+          problems.push(
+            `${at(pod, container)}: ${name}: Secret ${file.name} is the User Operator's for a ${type} KafkaUser: it has no key ${file.key} (it has ${STRIMZI_USER_SECRET_KEYS[type]?.join(', ')})`,
+          );
+      }
+    }
+  }
+  return problems;
+}
+
+// ------------------------------------------------------------------ start-up, through the real parsers
+
+/** Whose credentials a Secret holds: the KafkaUser it is named after, or outreach-kafka-<principal>. */
+function credentialOwner(objects: readonly K8sObject[], file: MountedFile): string | undefined {
+  if (kafkaUserOf(objects, file)) return file.name;
+  const match = /^outreach-kafka-(.+)$/.exec(file.name);
+  return match && match[1] !== 'ca' ? match[1] : undefined;
+}
+
+const certificates = new Map<string, string>();
+/** What a mounted file would hold: a certificate (CN = whose Secret it is), a PEM key, a secret. */
+function fakeContent(objects: readonly K8sObject[], file: MountedFile): string {
+  const owner = credentialOwner(objects, file) ?? file.name;
+  if (/\.(crt|pem)$/.test(file.key)) {
+    const cached =
+      certificates.get(owner) ?? selfSignedCertificate({ commonName: owner, keyType: 'ec' }).certificatePem;
+    certificates.set(owner, cached);
+    return cached;
+  }
+  if (/\.key$/.test(file.key)) return '-----BEGIN PRIVATE KEY-----\nnot-a-key\n-----END PRIVATE KEY-----\n';
+  if (file.key === 'username') return owner;
+  return `the ${file.key} of ${file.name}`;
+}
+
+const configVerdicts = new Map<string, string>();
+/**
+ * What the service says of this environment at start ('' when it starts): its schema, and for the
+ * sender its rules between settings. Remembered, since compiling the schema is the slow part and the
+ * tests ask of the same environments again.
+ */
+function serviceConfigProblem(service: Service, env: Record<string, string>, migrateOnly: boolean): string {
+  const key = JSON.stringify([service, migrateOnly, Object.entries(env).sort()]);
+  const known = configVerdicts.get(key);
+  if (known !== undefined) return known;
+  let verdict = '';
+  try {
+    const config = loadConfig(services[service] as TObject, env);
+    if (service === 'sender' && !migrateOnly) checkSenderConfig(config as SenderConfig);
+  } catch (error) {
+    verdict = (error as Error).message;
+  }
+  configVerdicts.set(key, verdict);
+  return verdict;
+}
+
+/**
+ * Each container's environment as its command reads it at start: the service's config schema (also
+ * refusing variables it does not read), the sender's rules between settings, and the Kafka and
+ * PostgreSQL settings through the code that reads them, with every file read from the mounts. The
+ * Kafka principal must be the container's role, and its credentials that role's Secret; a KafkaUser's
+ * Secret must fit the mechanism (SCRAM password, or a tls user's certificate).
+ */
+export function startupProblems(
+  objects: readonly K8sObject[],
+  outOfBand: Record<string, Record<string, string>> = {},
+): string[] {
+  const problems: string[] = [];
+  const iamAccounts = new Map<string, Set<string>>();
+  for (const pod of podsOf(objects)) {
+    for (const container of containersOf(pod)) {
+      const where = at(pod, container);
+      const command = commandOf(container);
+      if (!command) {
+        problems.push(`${where}: runs ${container.args?.[0] ?? 'nothing'}, which is no command of the image`);
+        continue;
+      }
+      const { env, problems: envProblems } = containerEnv(container, objects, outOfBand);
+      problems.push(...envProblems.filter((p) => !p.startsWith('envFrom Secret')).map((p) => `${where}: ${p}`));
+      const read: MountedFile[] = [];
+      const readFile = (path: string): string => {
+        const file = resolveFile(pod, container, path);
+        if ('problem' in file) throw Object.assign(new Error(file.problem), { code: 'ENOENT' });
+        read.push(file);
+        return fakeContent(objects, file);
+      };
+      for (const service of command.services) {
+        const problem = serviceConfigProblem(service, env, command.migrateOnly);
+        if (problem) problems.push(`${where}: ${service}: ${problem}`);
+      }
+      const unknown = command.services.length > 0 ? Object.keys(env).filter((k) => !command.reads.has(k)) : [];
+      if (unknown.length > 0) problems.push(`${where}: sets ${unknown.join(', ')}, which it does not read (typos?)`);
+      if (command.kafkaSettings) {
+        read.length = 0;
+        try {
+          const security = kafkaSecurityFromEnv(env, readFile);
+          const role = command.migrateOnly ? undefined : command.role;
+          if (role && security.principal !== undefined && security.principal !== role)
+            problems.push(`${where}: connects to Kafka as "${security.principal}", not as its principal "${role}"`);
+          for (const file of read) {
+            const owner = credentialOwner(objects, file);
+            if (role && owner !== undefined && owner !== role)
+              problems.push(
+                `${where}: reads its Kafka credentials from Secret ${file.name}, which holds ${owner}'s, not ${role}'s`,
+              );
+            const user = kafkaUserOf(objects, file);
+            const type = user?.spec?.authentication?.type;
+            if (type === 'scram-sha-512' && env.KAFKA_SASL_MECHANISM !== 'scram-sha-512')
+              problems.push(
+                `${where}: mounts KafkaUser ${file.name}'s SCRAM Secret but KAFKA_SASL_MECHANISM is "${env.KAFKA_SASL_MECHANISM ?? ''}"`,
+              );
+            if (type === 'tls' && (env.KAFKA_SASL_MECHANISM ?? '') !== '')
+              problems.push(`${where}: KafkaUser ${file.name} is a tls user, but KAFKA_SASL_MECHANISM is set`);
+          }
+          if (role && env.KAFKA_OAUTH_PROVIDER === 'aws-msk-iam') {
+            const account = pod.spec.serviceAccountName ?? 'default';
+            iamAccounts.set(account, new Set([...(iamAccounts.get(account) ?? []), role]));
+          }
+        } catch (error) {
+          problems.push(`${where}: kafka: ${(error as Error).message}`);
+        }
+      }
+      if (command.postgres) {
+        for (const name of ['DATABASE_URL', 'DATABASE_SESSION_URL']) {
+          const url = env[name];
+          if (!url) continue;
+          try {
+            const settings = resolvePgSettings(url, pgSettingsFromEnv(env));
+            const client = pgClientConfig(url, settings, readFile);
+            if (typeof client.password === 'function') client.password();
+          } catch (error) {
+            problems.push(`${where}: postgres (${name}): ${(error as Error).message}`);
+          }
+        }
+      }
+    }
+  }
+  // With IAM the principal is the pod's ServiceAccount's role: one account per principal.
+  for (const [account, roles] of iamAccounts) {
+    if (roles.size > 1)
+      problems.push(
+        `ServiceAccount ${account} is the AWS IAM identity of ${[...roles].join(', ')}: one account per principal`,
+      );
+  }
+  return problems;
+}
+
+// ------------------------------------------------------------------ network
+
+interface Connection {
+  readonly port: number;
+  readonly what: string;
+}
+
+function urlPort(value: string, fallback: number): number | undefined {
+  try {
+    const url = new URL(value);
+    return url.port ? Number(url.port) : url.protocol === 'https:' ? 443 : url.protocol === 'http:' ? 80 : fallback;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The TCP ports a container's command connects to outside the pod network of the platform. */
+export function connectionsOf(command: Command, env: Record<string, string>): Connection[] {
+  const out: Connection[] = [];
+  if (command.kafkaSettings && command.role && !command.migrateOnly) {
+    for (const broker of (env.KAFKA_BROKERS ?? '').split(',').filter(Boolean)) {
+      out.push({ port: Number(broker.slice(broker.lastIndexOf(':') + 1)), what: `KAFKA_BROKERS ${broker}` });
+    }
+    if (env.KAFKA_OAUTH_PROVIDER === 'aws-msk-iam')
+      out.push({ port: 80, what: 'the EKS Pod Identity agent (AWS credentials for MSK IAM)' });
+  }
+  if (command.postgres) {
+    for (const name of ['DATABASE_URL', 'DATABASE_SESSION_URL']) {
+      const port = env[name] ? urlPort(env[name], 5432) : undefined;
+      if (port !== undefined) out.push({ port, what: name });
+    }
+  }
+  if (command.smtp && (env.MAIL_PROVIDER ?? 'smtp') === 'smtp')
+    out.push({ port: Number(env.SMTP_PORT ?? 1025), what: `SMTP_PORT of ${env.SMTP_HOST ?? '?'}` });
+  if (command.registry && env.SCHEMA_REGISTRY_URL) {
+    const port = urlPort(env.SCHEMA_REGISTRY_URL, 80);
+    if (port !== undefined) out.push({ port, what: 'SCHEMA_REGISTRY_URL' });
+  }
+  return out;
+}
+
+const selects = (selector: { matchLabels?: Record<string, string> } | undefined, labels: Record<string, string>) =>
+  Object.entries(selector?.matchLabels ?? {}).every(([k, v]) => labels[k] === v);
+
+/** Whether the NetworkPolicies selecting a pod let it open a TCP connection to `port` outside the namespace's pods. */
+export function egressAllowed(objects: readonly K8sObject[], labels: Record<string, string>, port: number): boolean {
+  const policies = objects.filter(
+    (o) =>
+      o.kind === 'NetworkPolicy' &&
+      (o.spec?.policyTypes ?? (o.spec?.egress ? ['Egress'] : [])).includes('Egress') &&
+      selects(o.spec?.podSelector, labels),
+  );
+  if (policies.length === 0) return true; // no policy isolates the pod's egress
+  return policies.some((policy) =>
+    (policy.spec?.egress ?? []).some((rule) => {
+      const beyondOwnPods =
+        !rule.to || rule.to.length === 0 || rule.to.some((peer) => peer.ipBlock || peer.namespaceSelector);
+      const portAllowed =
+        !rule.ports ||
+        rule.ports.length === 0 ||
+        rule.ports.some(
+          (p) =>
+            (p.protocol ?? 'TCP') === 'TCP' &&
+            (p.port === undefined || (typeof p.port === 'number' && port >= p.port && port <= (p.endPort ?? p.port))),
+        );
+      return beyondOwnPods && portAllowed;
+    }),
+  );
+}
+
+/** Every port each container connects to is allowed by the egress NetworkPolicies of its pod. */
+export function networkProblems(
+  objects: readonly K8sObject[],
+  outOfBand: Record<string, Record<string, string>> = {},
+): string[] {
+  const problems: string[] = [];
+  for (const pod of podsOf(objects)) {
+    for (const container of containersOf(pod)) {
+      const command = commandOf(container);
+      if (!command) continue;
+      const { env } = containerEnv(container, objects, outOfBand);
+      for (const { port, what } of connectionsOf(command, env)) {
+        if (!egressAllowed(objects, pod.labels, port))
+          problems.push(`${at(pod, container)}: no NetworkPolicy allows egress to port ${port} (${what})`);
+      }
+    }
+  }
+  return problems;
+}
+
+// ------------------------------------------------------------------ Strimzi
+
+const aclKey = (a: AclBinding) =>
+  `${a.operation} on ${a.resourceType.toLowerCase()} ${a.resourceName} (${a.patternType.toLowerCase()})`;
+
+/**
+ * Strimzi resources: kafka.strimzi.io/v1 only, valid against the v1 schema, on our cluster; each
+ * KafkaUser a principal of the role table whose ACLs are exactly the generated ones (no topic prefix).
+ */
+export function strimziProblems(objects: readonly K8sObject[]): string[] {
+  const problems: string[] = [];
+  for (const object of objects.filter((o) => o.apiVersion.startsWith('kafka.strimzi.io/'))) {
+    const where = `${object.kind}/${object.metadata.name}`;
+    if (object.apiVersion !== STRIMZI_API_VERSION) {
+      problems.push(`${where}: ${object.apiVersion}; Strimzi 1.0 serves only ${STRIMZI_API_VERSION}`);
+      continue;
+    }
+    problems.push(...strimziSchemaErrors(object).map((e) => `${where}: ${e}`));
+    if (object.metadata.labels?.['strimzi.io/cluster'] !== STRIMZI_CLUSTER)
+      problems.push(`${where}: strimzi.io/cluster is not ${STRIMZI_CLUSTER}`);
+    if (object.kind !== 'KafkaUser') continue;
+    const role = object.metadata.name;
+    if (!isKafkaRole(role)) {
+      problems.push(`${where}: no principal of that name in the role table (packages/shared/src/kafka/acls.ts)`);
+      continue;
+    }
+    if (object.spec?.authorization?.type !== 'simple') {
+      problems.push(`${where}: authorization is not simple: its ACLs would not be managed`);
+      continue;
+    }
+    const granted = new Set(bindingsOfRules(role, object.spec.authorization.acls ?? []).map(aclKey));
+    const generated = new Set(kafkaAcls({ roles: [role] }).map(aclKey));
+    for (const extra of [...granted].filter((k) => !generated.has(k)))
+      problems.push(`${where}: grants ${extra}, which the role table does not (npm run deploy:gen)`);
+    for (const missing of [...generated].filter((k) => !granted.has(k)))
+      problems.push(`${where}: lacks ${missing}, which the role table grants (npm run deploy:gen)`);
+    for (const rule of object.spec.authorization.acls ?? []) {
+      if ((rule as { type?: string }).type === 'deny' || (rule as { host?: string }).host !== undefined)
+        problems.push(`${where}: a rule with type or host: the generated ACLs allow from any host`);
+    }
+  }
+  return problems;
+}
