@@ -63,6 +63,9 @@ async function main(): Promise<void> {
   rmSync(work, { recursive: true, force: true });
   mkdirSync(work, { recursive: true });
   const state = await up();
+  // Public topics in the Confluent wire format when the stack runs a registry (ADR 011): the Stack
+  // registers the run's subjects and hands the services its URL.
+  if (state.schemaRegistryUrl) process.env.SCHEMA_REGISTRY_URL ??= state.schemaRegistryUrl;
   const env: BenchEnv = {
     kafkaBrokers: state.kafkaBrokers,
     databaseUrl: state.databaseUrl,

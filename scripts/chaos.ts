@@ -49,6 +49,9 @@ async function main(): Promise<number> {
     throw new Error(`unknown scenario in --only; the scenarios are ${scenarios.map((s) => s.name).join(', ')}`);
   }
   const state = await up();
+  // Public topics in the Confluent wire format when the stack runs a registry (ADR 011): the Stack
+  // registers the run's subjects and hands the services its URL.
+  if (state.schemaRegistryUrl) process.env.SCHEMA_REGISTRY_URL ??= state.schemaRegistryUrl;
   const command = `npm run chaos${configName === 'full' && !only ? '' : ` -- --config ${configName}${only ? ` --only ${only.join(',')}` : ''}`}`;
   const machine = await describeMachine(state.databaseUrl, command);
   say(`${configName} configuration: ${chosen.length} scenarios × ${config.requests} requests`);

@@ -36,6 +36,9 @@ function say(message: string): void {
 async function main(): Promise<number> {
   const started = Date.now();
   const state = await up();
+  // Public topics in the Confluent wire format when the stack runs a registry (ADR 011): the Stack
+  // registers the run's subjects and hands the services its URL.
+  if (state.schemaRegistryUrl) process.env.SCHEMA_REGISTRY_URL ??= state.schemaRegistryUrl;
   const kafka = createKafka({ brokers: state.kafkaBrokers.split(','), clientId: 'demo' });
   const sink = await new SmtpSink({
     behaviour: (to) => (to.startsWith('bounce') ? { reject: 'mailbox unavailable' } : undefined),

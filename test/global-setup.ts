@@ -27,6 +27,12 @@ declare module 'vitest' {
      * `npm run infra:up` left running; null otherwise, and the registry specs skip.
      */
     schemaRegistryUrl: string | null;
+    /**
+     * How the services under test write public topics (ADR 011): `confluent`, the services' default,
+     * whenever a registry runs; `single-object` without one (testcontainers) or when
+     * EVENT_WIRE_FORMAT=single-object is set (test/vitest.single-object.config.ts).
+     */
+    eventWireFormat: 'confluent' | 'single-object';
   }
 }
 
@@ -39,13 +45,19 @@ function chooseMode(): 'local' | 'testcontainers' {
 }
 
 /**
- * With EVENT_WIRE_FORMAT=confluent (test/vitest.confluent.config.ts), registers every public subject
- * once (prefix ''), as `npm run schemas:register` does before a deploy; each test file then binds it.
+ * Chooses the wire format of the run and provides it with the registry's URL. In the Confluent format
+ * (the default whenever a registry runs) it registers every public subject once (prefix ''), as
+ * `npm run schemas:register` does before a deploy; test/wire-format.ts then binds it in each test
+ * file, and serviceTestEnv and the Stack register their own prefixes for the processes they start.
  */
-async function registerForConfluentRun(url: string | null): Promise<void> {
-  if (process.env.EVENT_WIRE_FORMAT !== 'confluent') return;
-  if (!url) throw new Error('EVENT_WIRE_FORMAT=confluent tests need a schema registry (npm run infra:up)');
-  await registerSchemas(new SchemaRegistryClient({ url }));
+async function provideRegistry(project: TestProject, url: string | null): Promise<void> {
+  const requested = process.env.EVENT_WIRE_FORMAT;
+  if (requested === 'confluent' && !url)
+    throw new Error('EVENT_WIRE_FORMAT=confluent tests need a schema registry (npm run infra:up)');
+  const format = requested === 'single-object' || !url ? 'single-object' : 'confluent';
+  project.provide('schemaRegistryUrl', url);
+  project.provide('eventWireFormat', format);
+  if (format === 'confluent' && url) await registerSchemas(new SchemaRegistryClient({ url }));
 }
 
 export default async function setup(project: TestProject): Promise<(() => Promise<void>) | undefined> {
@@ -54,9 +66,7 @@ export default async function setup(project: TestProject): Promise<(() => Promis
     project.provide('kafkaBrokers', fromEnv.brokers);
     project.provide('databaseUrl', fromEnv.url);
     project.provide('securedInfra', runningSecured() ?? null);
-    const registryUrl = (await runningRegistryUrl()) ?? null;
-    project.provide('schemaRegistryUrl', registryUrl);
-    await registerForConfluentRun(registryUrl);
+    await provideRegistry(project, (await runningRegistryUrl()) ?? null);
     return undefined;
   }
   if (chooseMode() === 'testcontainers') {
@@ -66,14 +76,13 @@ export default async function setup(project: TestProject): Promise<(() => Promis
     project.provide('kafkaBrokers', containers.kafkaBrokers);
     project.provide('databaseUrl', containers.databaseUrl);
     project.provide('securedInfra', null);
-    project.provide('schemaRegistryUrl', null);
+    await provideRegistry(project, null);
     return containers.stop;
   }
   const state = await up({ secured: securedWanted });
   project.provide('kafkaBrokers', state.kafkaBrokers);
   project.provide('databaseUrl', state.databaseUrl);
   project.provide('securedInfra', state.secured ?? null);
-  project.provide('schemaRegistryUrl', state.schemaRegistryUrl ?? null);
-  await registerForConfluentRun(state.schemaRegistryUrl ?? null);
+  await provideRegistry(project, state.schemaRegistryUrl ?? null);
   return undefined;
 }

@@ -6,7 +6,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { createKafka, ensureTopics, type OutreachRequested } from '@outreach/shared';
-import { startProcess, waitFor, type RunningProcess } from '@outreach/shared/testing';
+import { startProcess, waitFor, wireFormatEnv, wireFormatFromEnv, type RunningProcess } from '@outreach/shared/testing';
 import pg from 'pg';
 
 export const services = ['planner', 'sender', 'experiment', 'liveness'] as const;
@@ -21,6 +21,13 @@ export interface StackOptions {
   readonly portBase: number;
   readonly token: string;
   readonly smtpPort: number;
+  /**
+   * The schema registry's Confluent-compatible URL (default: SCHEMA_REGISTRY_URL). With one, public
+   * topics are written in the Confluent wire format, the services' default (ADR 011), and the run's
+   * subjects are registered under its prefix before the first service starts; without one (or with
+   * EVENT_WIRE_FORMAT=single-object in the environment), in single-object encoding.
+   */
+  readonly schemaRegistryUrl?: string | undefined;
   /** Settings on top of the defaults below, per service. */
   readonly env?: (service: Service) => Record<string, string>;
 }
@@ -45,6 +52,8 @@ export class Stack {
   };
   /** Whatever happens to the runner (a crash, Ctrl-C), its services do not outlive it. */
   private readonly exitGuard = () => this.killAll();
+  /** The wire-format settings, once the run's subjects are registered (before the first start). */
+  private wireFormat: Promise<Record<string, string>> | undefined;
 
   constructor(private readonly options: StackOptions) {
     this.prefix = `${options.run}.`;
@@ -53,6 +62,20 @@ export class Stack {
 
   get run(): string {
     return this.options.run;
+  }
+
+  /** How the run's services write public topics: `confluent` when a registry is known. */
+  get eventWireFormat(): 'confluent' | 'single-object' {
+    return wireFormatFromEnv({ ...process.env, SCHEMA_REGISTRY_URL: this.registryUrl }).format;
+  }
+
+  private get registryUrl(): string | undefined {
+    return this.options.schemaRegistryUrl || process.env.SCHEMA_REGISTRY_URL || undefined;
+  }
+
+  private wireFormatEnv(): Promise<Record<string, string>> {
+    this.wireFormat ??= wireFormatEnv(this.prefix, this.eventWireFormat, this.registryUrl);
+    return this.wireFormat;
   }
 
   /** Creates the run's topics (every declared topic and its DLQ, under the run's prefix). */
@@ -141,9 +164,10 @@ export class Stack {
         `port ${this.port(service, instance)} is already in use (another run?); choose another port base`,
       );
     }
+    const wireFormat = await this.wireFormatEnv();
     const proc = startProcess(
       join(root, 'services', service, 'dist', 'server.js'),
-      { ...this.env(service, instance), ...startOptions.env },
+      { ...this.env(service, instance), ...wireFormat, ...startOptions.env },
       [],
       startOptions.nodeArgs ?? [],
     );

@@ -645,6 +645,20 @@ describe.skipIf(!hasKubectl)('the manifest checks, given crafted manifests', slo
       ]),
     );
   });
+
+  it('a service writing the Confluent wire format (the default) without a registry URL is named; the opt-out is not', () => {
+    const objects = copyOf('production');
+    delete configMap(objects, 'outreach-config').SCHEMA_REGISTRY_URL;
+    const problems = startupProblems(objects, outOfBand);
+    for (const service of ['planner', 'sender', 'experiment', 'liveness'])
+      expect(problems).toContainEqual(
+        expect.stringMatching(
+          new RegExp(`outreach-${service}/${service}: writes public topics in the Confluent wire format`),
+        ),
+      );
+    configMap(objects, 'outreach-config').EVENT_WIRE_FORMAT = 'single-object';
+    expect(startupProblems(objects, outOfBand).filter((p) => p.includes('Confluent wire format'))).toEqual([]);
+  });
 });
 
 describe('generated and image files', () => {

@@ -578,6 +578,14 @@ export function startupProblems(
         const problem = serviceConfigProblem(service, env, command.migrateOnly);
         if (problem) problems.push(`${where}: ${service}: ${problem}`);
       }
+      // Public topics are written in the Confluent wire format unless a deployment opts out (ADR 011):
+      // a service without the registry's URL refuses to start.
+      if (command.services.length > 0 && !command.migrateOnly) {
+        if ((env.EVENT_WIRE_FORMAT ?? 'confluent') === 'confluent' && !env.SCHEMA_REGISTRY_URL)
+          problems.push(
+            `${where}: writes public topics in the Confluent wire format (EVENT_WIRE_FORMAT's default) but sets no SCHEMA_REGISTRY_URL`,
+          );
+      }
       const unknown = command.services.length > 0 ? Object.keys(env).filter((k) => !command.reads.has(k)) : [];
       if (unknown.length > 0) problems.push(`${where}: sets ${unknown.join(', ')}, which it does not read (typos?)`);
       if (command.kafkaSettings) {

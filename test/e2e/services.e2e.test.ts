@@ -3,13 +3,23 @@
  * health routes, and a clean exit on SIGTERM.
  */
 import { join } from 'node:path';
-import { freePort, startProcess, TEST_EMAIL_HASH_ENV, waitFor, type RunningProcess } from '@outreach/shared/testing';
+import {
+  freePort,
+  startProcess,
+  TEST_EMAIL_HASH_ENV,
+  waitFor,
+  wireFormatEnv,
+  wireFormatFromEnv,
+  type RunningProcess,
+} from '@outreach/shared/testing';
 import { createKafka, ensureTopics } from '@outreach/shared';
 import { afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 
 const services = ['planner', 'sender', 'experiment', 'liveness'] as const;
 const entry = (service: string) => join(import.meta.dirname, '..', '..', 'services', service, 'dist', 'server.js');
 const running: RunningProcess[] = [];
+/** The run's wire format (ADR 011): the Confluent one, the services' default, whenever a registry runs. */
+let wireFormat: Record<string, string> = {};
 const SENDER_IDENTITY = {
   MAIL_FROM: 'Recruiting <recruiting@mail.acme-corp.com>',
   MESSAGE_ID_DOMAIN: 'mail.acme-corp.com',
@@ -22,6 +32,8 @@ beforeAll(async () => {
   await admin.connect();
   await ensureTopics(admin);
   await admin.disconnect();
+  const { format, registryUrl } = wireFormatFromEnv();
+  wireFormat = await wireFormatEnv('', format, registryUrl);
 });
 
 afterEach(async () => {
@@ -40,6 +52,7 @@ describe.each(services)('%s process', (service) => {
       // Each run gets its own group, so a previous run's members never delay the join.
       CONSUMER_GROUP: `e2e-${service}-${Date.now()}`,
       ...TEST_EMAIL_HASH_ENV,
+      ...wireFormat,
       // In production (the default NODE_ENV) the sender starts only with an identity of its own.
       ...(service === 'sender' ? SENDER_IDENTITY : {}),
     });
@@ -81,6 +94,24 @@ describe.each(services)('%s process', (service) => {
   });
 });
 
+describe('public topics in the Confluent wire format, the default (ADR 011)', () => {
+  it.each(services)('%s refuses to start without a schema registry, naming SCHEMA_REGISTRY_URL and the opt-out', async (service) => {
+    const proc = startProcess(entry(service), {
+      PATH: process.env.PATH,
+      KAFKA_BROKERS: inject('kafkaBrokers'),
+      DATABASE_URL: inject('databaseUrl'),
+      HTTP_PORT: String(await freePort()),
+      ...TEST_EMAIL_HASH_ENV,
+      ...(service === 'sender' ? SENDER_IDENTITY : {}),
+    });
+    running.push(proc);
+    expect(await proc.exited).toBe(78);
+    const stderr = proc.stderrLines.join('\n');
+    expect(stderr).toMatch(/SCHEMA_REGISTRY_URL/);
+    expect(stderr).toMatch(/EVENT_WIRE_FORMAT=single-object/);
+  });
+});
+
 describe('sender process in production', () => {
   it('refuses to start with a placeholder identity, naming the variable (#16)', async () => {
     const proc = startProcess(entry('sender'), {
@@ -89,6 +120,7 @@ describe('sender process in production', () => {
       DATABASE_URL: inject('databaseUrl'),
       HTTP_PORT: String(await freePort()),
       ...TEST_EMAIL_HASH_ENV,
+      ...wireFormat,
       ...SENDER_IDENTITY,
       MAIL_FROM: 'Outreach <outreach@example.com>',
     });

@@ -99,11 +99,12 @@ export const PostgresSecurityConfigSchema = Type.Object({
 /** The schema registry and the wire format of the public topics (ADR 011, registry/binding.ts). */
 export const SchemaRegistryConfigSchema = Type.Object({
   /**
-   * How public topics (no PII: what data teams read) are written: `confluent` (magic byte 0, the
-   * registry id, the Avro body; needs SCHEMA_REGISTRY_URL and `npm run schemas:register`) or
-   * `single-object` (C3 01 and the schema fingerprint; no registry). Both are always read.
+   * How public topics (no PII: what data teams read) are written: `confluent` (the default: magic
+   * byte 0, the registry id, the Avro body; needs SCHEMA_REGISTRY_URL and `npm run schemas:register`)
+   * or `single-object` (C3 01 and the schema fingerprint; no registry: an explicit opt-out for a
+   * deployment without one). Both are always read.
    */
-  EVENT_WIRE_FORMAT: Type.Union(literals(['confluent', 'single-object']), { default: 'single-object' }),
+  EVENT_WIRE_FORMAT: Type.Union(literals(['confluent', 'single-object']), { default: 'confluent' }),
   /** Base URL of the registry's Confluent-compatible API (Apicurio: .../apis/ccompat/v7). Empty: none. */
   SCHEMA_REGISTRY_URL: Type.String({ default: '', pattern: '^(https?://.+)?$' }),
   /** A file holding `user:password` for the registry's basic authentication (a mounted Secret). */

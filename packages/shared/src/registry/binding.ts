@@ -114,7 +114,9 @@ export async function bindSchemaRegistry(
       throw new StartupError(
         'schema-registry',
         'configuration',
-        'EVENT_WIRE_FORMAT=confluent needs SCHEMA_REGISTRY_URL (the Confluent-compatible API of the schema registry)',
+        'public topics are written in the Confluent wire format (EVENT_WIRE_FORMAT=confluent, the default), which ' +
+          'needs SCHEMA_REGISTRY_URL (the Confluent-compatible API of the schema registry; `npm run infra:env` ' +
+          'prints the local one). Without a registry, set EVENT_WIRE_FORMAT=single-object (ADR 011).',
       );
     }
     return undefined;

@@ -3,6 +3,7 @@ import { createPool, quoteIdent } from '../pg/pool.js';
 
 export { waitFor, WaitTimeoutError } from '../wait.js';
 export { uniqueName } from './names.js';
+export { wireFormatEnv, wireFormatFromEnv, type ProcessWireFormat } from './wire-format.js';
 export { readTopic, type ReadMessage } from '../kafka/read-topic.js';
 import { uniqueName } from './names.js';
 

@@ -20,6 +20,7 @@ import { quoteIdent } from '../pg/pool.js';
 import { waitFor } from '../wait.js';
 import { uniqueName } from './names.js';
 import { startProcess, type RunningProcess } from './process.js';
+import { wireFormatEnv, wireFormatFromEnv } from './wire-format.js';
 
 const root = join(import.meta.dirname, '..', '..', '..', '..');
 
@@ -96,6 +97,10 @@ export async function serviceTestEnv<P extends TProperties>(
   await ensureTopics(admin, { prefix, partitions: options.partitions ?? 3 });
   await admin.disconnect();
   await migrate({ databaseUrl: infra.databaseUrl, schema, dir: service.migrationsDir, outbox: true });
+  // The format test/wire-format.ts put this worker in; in the Confluent one, the subjects under this
+  // prefix, which a service started as a process looks up at start.
+  const { format, registryUrl } = wireFormatFromEnv();
+  const wireFormat = await wireFormatEnv(prefix, format, registryUrl);
   const producer = new EventProducer(kafka);
   const pool = new pg.Pool({
     connectionString: infra.databaseUrl,
@@ -122,6 +127,7 @@ export async function serviceTestEnv<P extends TProperties>(
     NODE_ENV: 'development',
     HTTP_HOST: '127.0.0.1',
     HTTP_PORT: '0',
+    ...wireFormat,
     ...options.env,
   };
 
