@@ -10,7 +10,7 @@
  *               at the faults (concurrency × processes hit); per kill where the sender is SIGKILLed
  *   mismatched  `sent` rows with no delivery, or deliveries recorded as failed, suppressed or not at all: 0
  *
- *   npm run chaos                       the full configuration (3,000 requests × 9 scenarios)
+ *   npm run chaos                       the full configuration (3,000 requests × 10 scenarios)
  *   npm run chaos -- --config short     a few hundred per scenario (part of `npm test`)
  *   npm run chaos -- --only kafka-restart,postgres-restart
  *   npm run chaos -- --out /tmp/chaos   the reports elsewhere (a partial run leaves the committed ones)

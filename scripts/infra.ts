@@ -710,14 +710,17 @@ function freePortNow(): Promise<number> {
 /**
  * The ports of a secured instance, chosen once and kept in `<dir>/ports.json` (a KRaft node records
  * its controller endpoint when it is formatted): the defaults when they are free, else free ones,
- * so a second checkout on the machine (CI) does not collide with the first.
+ * so a second checkout on the machine (CI) does not collide with the first. A port added later (a
+ * new listener) is chosen the same way and kept with the others, which stay as they were.
  */
 async function instancePorts<T extends Record<string, number>>(dir: string, defaults: T): Promise<T> {
   const file = join(dir, 'ports.json');
-  if (existsSync(file)) return JSON.parse(readFileSync(file, 'utf8')) as T;
-  const chosen: Record<string, number> = {};
-  const anyTaken = (await Promise.all(Object.values(defaults).map((port) => portInUse(port)))).some(Boolean);
-  for (const [name, port] of Object.entries(defaults)) chosen[name] = anyTaken ? await freePortNow() : port;
+  const kept: Record<string, number> = existsSync(file) ? JSON.parse(readFileSync(file, 'utf8')) : {};
+  const missing = Object.entries(defaults).filter(([name]) => kept[name] === undefined);
+  if (missing.length === 0) return kept as T;
+  const chosen: Record<string, number> = { ...kept };
+  const anyTaken = (await Promise.all(missing.map(([, port]) => portInUse(port)))).some(Boolean);
+  for (const [name, port] of missing) chosen[name] = anyTaken ? await freePortNow() : port;
   mkdirSync(dir, { recursive: true });
   writeFileSync(file, `${JSON.stringify(chosen, null, 2)}\n`);
   return chosen as T;
@@ -752,7 +755,7 @@ function securedKafkaInstance(
       properties: (dataDir) => securedKafkaProperties(ports, pki, passwords, dataDir),
       formatArgs: scramFormatArgs(passwords),
       probe: superUserSecurity({ caFile: pki.ca.cert, passwords }),
-      extraPorts: [ports.mtls],
+      extraPorts: [ports.mtls, ports.oauth],
       heap: SECURED_HEAP,
     },
   };
@@ -784,10 +787,12 @@ export async function startSecured(): Promise<SecuredInfra> {
     if (error instanceof PkiError) throw new InfraError(error.message);
     throw error;
   }
+  const base = Number(process.env.KAFKA_SECURED_PORT ?? KAFKA_PORT + 2);
   const ports = await instancePorts(SECURED_KAFKA_DIR, {
-    sasl: Number(process.env.KAFKA_SECURED_PORT ?? KAFKA_PORT + 2),
-    mtls: Number(process.env.KAFKA_SECURED_PORT ?? KAFKA_PORT + 2) + 1,
-    controller: Number(process.env.KAFKA_SECURED_PORT ?? KAFKA_PORT + 2) + 2,
+    sasl: base,
+    mtls: base + 1,
+    controller: base + 2,
+    oauth: base + 3,
   });
   const postgres = await securedPostgresInstance(pki);
   const credentials = join(SECURED_KAFKA_DIR, 'credentials.json');
@@ -806,12 +811,15 @@ export async function startSecured(): Promise<SecuredInfra> {
     ourKafkaPid({ dir: SECURED_KAFKA_DIR, port: 0, controllerPort: 0 }) === undefined
       ? securedPasswords(SECURED_KAFKA_DIR)
       : known;
-  const { brokers, pid } = await startKafka(securedKafkaInstance(ports, pki, passwords));
+  const instance = securedKafkaInstance(ports, pki, passwords);
+  await restartIfReconfigured(instance);
+  const { brokers, pid } = await startKafka(instance);
   await startOwnedPostgres(postgres);
   return {
     kafka: {
       brokers,
       mtlsBrokers: `${KAFKA_HOST}:${ports.mtls}`,
+      oauthBrokers: `${KAFKA_HOST}:${ports.oauth}`,
       caFile: pki.ca.cert,
       untrustedCaFile: pki.untrustedCa.cert,
       passwords,
@@ -827,6 +835,18 @@ export async function startSecured(): Promise<SecuredInfra> {
       untrustedCaFile: pki.untrustedCa.cert,
     },
   };
+}
+
+/**
+ * A running secured broker whose configuration is not what this checkout would write now (a listener
+ * added or moved) is stopped, so that `startKafka` starts it with the new one; its data and users stay.
+ */
+async function restartIfReconfigured(instance: KafkaInstance): Promise<void> {
+  const file = join(instance.dir, 'server.properties');
+  if (ourKafkaPid(instance) === undefined || !existsSync(file) || !instance.secured) return;
+  if (readFileSync(file, 'utf8') === instance.secured.properties(join(instance.dir, 'data'))) return;
+  log('kafka (secured): its configuration changed; restarting it');
+  await stopKafka(instance);
 }
 
 /** The secured stack this checkout started, if both halves still run; nothing is started. */
@@ -975,7 +995,7 @@ export async function status(): Promise<boolean> {
       const probe = superUserSecurity(secured.kafka);
       const { clusterId } = await waitForKafka([secured.kafka.brokers], 3_000, probe);
       console.log(
-        `kafka     up    ${secured.kafka.brokers} (SASL_SSL), ${secured.kafka.mtlsBrokers} (mTLS) cluster=${clusterId} pid=${secured.kafka.pid} (secured)`,
+        `kafka     up    ${secured.kafka.brokers} (SASL_SSL), ${secured.kafka.mtlsBrokers} (mTLS), ${secured.kafka.oauthBrokers} (unsecured OAUTHBEARER, test only) cluster=${clusterId} pid=${secured.kafka.pid} (secured)`,
       );
       const { version } = await waitForPostgres(secured.postgres.superuserUrl, 3_000);
       console.log(`postgres  up    127.0.0.1:${secured.postgres.port} (TLS, verify-full) version=${version} (secured)`);
@@ -999,7 +1019,7 @@ async function main(argv: string[]): Promise<number> {
       );
       if (state.secured) {
         log(
-          `ready: secured kafka ${state.secured.kafka.brokers} (SASL_SSL) and ${state.secured.kafka.mtlsBrokers} (mTLS), ` +
+          `ready: secured kafka ${state.secured.kafka.brokers} (SASL_SSL), ${state.secured.kafka.mtlsBrokers} (mTLS) and ${state.secured.kafka.oauthBrokers} (unsecured OAUTHBEARER, test only), ` +
             `TLS postgres 127.0.0.1:${state.secured.postgres.port}; CA ${state.secured.kafka.caFile}, users in ${join(SECURED_KAFKA_DIR, 'credentials.json')}`,
         );
       }

@@ -1,13 +1,15 @@
 /**
  * One scenario from a clean state: its own topics, schemas and SMTP sink (and its own broker or
- * database when the fault stops one), the planner and the sender as processes, the load, the fault,
- * then the wait until every request is settled and the verdict. It leaves nothing behind.
+ * database when the fault stops one, or its principals and ACLs on the secured broker), the services
+ * as processes, the load, the fault, then the wait until every request is settled and the verdict.
+ * It leaves nothing behind.
  */
 import { join } from 'node:path';
-import { createKafka, normalizeCandidateKey, sendIdFor, type OutreachRequested } from '@outreach/shared';
+import { createKafka, normalizeCandidateKey, quoteIdent, sendIdFor, type OutreachRequested } from '@outreach/shared';
 import { SmtpSink, waitFor } from '@outreach/shared/testing';
+import pg from 'pg';
 import { root } from '../lib/paths.js';
-import { outreachRequest, Stack } from '../lib/stack.js';
+import { outreachRequest, services, Stack, type Service } from '../lib/stack.js';
 import { judge } from './checks.js';
 import { CAMPAIGN, CONCURRENCY, say, type ChaosConfig } from './common.js';
 import { Driver } from './driver.js';
@@ -15,6 +17,7 @@ import { OwnInfra, type Infra } from './own-infra.js';
 import type { Result } from './report.js';
 import type { Scenario } from './scenario.js';
 import { startDefault } from './scenarios.js';
+import { SecuredKafka } from './secured-kafka.js';
 import { SentLog } from './sent-log.js';
 
 export interface ScenarioOptions {
@@ -26,17 +29,28 @@ export async function runScenario(scenario: Scenario, shared: Infra, options: Sc
   const { config } = options;
   const started = Date.now();
   const run = `chaos${Date.now().toString(36)}`;
-  const own = await OwnInfra.start(scenario, shared, join(root, '.infra', 'chaos', run));
-  const kafka = createKafka({ brokers: own.kafkaBrokers.split(','), clientId: `chaos-${scenario.name}` });
+  const dir = join(root, '.infra', 'chaos', run);
+  const own = await OwnInfra.start(scenario, shared, dir);
+  const secured = scenario.secured ? await SecuredKafka.open(run, dir) : undefined;
+  const kafkaBrokers = secured?.brokers ?? own.kafkaBrokers;
+  const kafka = createKafka({
+    brokers: kafkaBrokers.split(','),
+    clientId: `chaos-${scenario.name}`,
+    ...(secured && { security: secured.driverSecurity }),
+  });
   const sink = await new SmtpSink({
     behaviour: () => (scenario.sinkDelayMs ? { delayMs: scenario.sinkDelayMs } : undefined),
     ...(scenario.hostile && { hostile: scenario.hostile }),
   }).start();
   const lookupEnv = scenario.lookup ? lookupSettings(await sink.startMailpitApi()) : {};
-  const stack = chaosStack(run, own, sink.port, options.portBase, lookupEnv);
+  const stack = chaosStack(run, { kafkaBrokers, databaseUrl: own.databaseUrl }, sink.port, options.portBase, {
+    sender: lookupEnv,
+    kafka: (service) => secured?.env(service) ?? {},
+  });
+  const partitions = scenario.partitions ?? 6;
   // Right after the previous scenario deleted its topics the broker may answer the new ones'
   // metadata with UNKNOWN_TOPIC_OR_PARTITION for a moment; creating topics is idempotent: try again.
-  await waitFor(() => stack.createTopics(scenario.partitions ?? 6).then(() => true), {
+  await waitFor(() => (secured ? secured.createTopics(partitions) : stack.createTopics(partitions)).then(() => true), {
     timeoutMs: 60_000,
     intervalMs: 1_000,
     description: `the topics of ${scenario.name}`,
@@ -57,6 +71,7 @@ export async function runScenario(scenario: Scenario, shared: Infra, options: Sc
       requests.map((r) => sendIdFor(r.campaignId, normalizeCandidateKey(r.candidateId), r.step)),
     );
     await sentLog.settled(expected.size, sink, config.timeoutMs, `every request of ${scenario.name} terminal`);
+    if (secured) driver.note(await secured.drained(config.timeoutMs));
     const cut = sink.misbehaved.length;
     const verdict = judge({ expected, log: await sentLog.rows(), deliveries: sink.messages, inFlightAtFaults, cut });
     if (cut > 0) driver.note(`the SMTP server cut ${cut} connections after the final dot`);
@@ -87,10 +102,10 @@ export async function runScenario(scenario: Scenario, shared: Infra, options: Sc
     await driver.close();
     await stack.stopAll();
     await sink.stop();
-    // Scenarios leave nothing behind on the shared broker and database.
-    await stack
-      .dropData(['planner', 'sender'])
-      .catch((error: unknown) => say(`clean-up of ${run} failed: ${String(error)}`));
+    // Scenarios leave nothing behind on the shared brokers and database.
+    await (secured ? secured.close().then(() => dropSchemas(stack, own.databaseUrl)) : stack.dropData(services)).catch(
+      (error: unknown) => say(`clean-up of ${run} failed: ${String(error)}`),
+    );
     await sentLog.end();
     await own.cleanUp();
   }
@@ -111,13 +126,13 @@ function lookupSettings(mailpitApiUrl: string): Record<string, string> {
   };
 }
 
-/** The run's planner and sender: short leases and timeouts, so that faults resolve within a scenario. */
+/** The run's services: short leases and timeouts, so that faults resolve within a scenario. */
 function chaosStack(
   run: string,
   infra: Infra,
   smtpPort: number,
   portBase: number,
-  senderEnv: Record<string, string>,
+  extra: { readonly sender: Record<string, string>; readonly kafka: (service: Service) => Record<string, string> },
 ): Stack {
   return new Stack({
     run,
@@ -135,10 +150,23 @@ function chaosStack(
             PROVIDER_TIMEOUT_MS: '1500',
             RECONCILE_INTERVAL_MS: '300',
             RETRY_BACKOFF_MS: '200',
-            ...senderEnv,
+            ...extra.sender,
+            ...extra.kafka(service),
           }
-        : { EXPERIMENT_URL: 'http://127.0.0.1:9/unused' },
+        : { EXPERIMENT_URL: 'http://127.0.0.1:9/unused', ...extra.kafka(service) },
   });
+}
+
+/** The run's schemas, for a run whose topics are not on the plaintext broker `Stack.dropData` reaches. */
+async function dropSchemas(stack: Stack, databaseUrl: string): Promise<void> {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    for (const service of services)
+      await client.query(`DROP SCHEMA IF EXISTS ${quoteIdent(stack.schema(service))} CASCADE`);
+  } finally {
+    await client.end();
+  }
 }
 
 function requestsFor(count: number): OutreachRequested[] {

@@ -40,6 +40,11 @@ export interface Scenario {
   readonly ownKafka?: boolean;
   readonly ownPostgres?: boolean;
   /**
+   * On the secured broker over SASL_SSL (secured-kafka.ts): every service and the driver as its own
+   * SCRAM principal, with only the generated ACLs.
+   */
+  readonly secured?: boolean;
+  /**
    * The sender settles sends in doubt by asking the SMTP sink's Mailpit search API for their
    * Message-ID (PROVIDER_LOOKUP=mailpit, ADR 009) instead of leaving them ambiguous.
    */

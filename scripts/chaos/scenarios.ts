@@ -2,7 +2,7 @@
  * The reliability scenarios, each one fault injected into real processes: sender SIGKILLs (with and
  * without the delivery lookup that settles sends in doubt), a hostile SMTP server, rebalancing
  * senders, a broker restart, a database restart, triple-published requests, a partition increase,
- * and a sender whose clock runs 2 hours ahead.
+ * a sender whose clock runs 2 hours ahead, and a sender SIGKILL with everything on SASL_SSL (sasl-ssl.ts).
  */
 import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { topicName } from '@outreach/shared';
 import { root } from '../lib/paths.js';
 import { CONCURRENCY } from './common.js';
+import { saslSsl } from './sasl-ssl.js';
 import type { Run, Scenario } from './scenario.js';
 
 /** The load when a scenario names none: one planner, one sender, each request published once. */
@@ -193,6 +194,7 @@ export const scenarios: readonly Scenario[] = [
     },
     inject: () => Promise.resolve(0),
   },
+  saslSsl,
 ];
 
 function parseLogLine(line: string): Record<string, unknown> | undefined {

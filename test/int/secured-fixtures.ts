@@ -24,7 +24,7 @@ import {
 import { uniqueName } from '@outreach/shared/testing';
 import pg from 'pg';
 import type { SecuredInfra } from '../../scripts/infra.js';
-import { superUserSecurity } from '../../scripts/lib/secured.js';
+import { aclsInEffect, superUserSecurity } from '../../scripts/lib/secured.js';
 
 export type Mechanism = 'plain' | 'scram-sha-256' | 'scram-sha-512' | 'mtls' | 'oauth-unsecured';
 
@@ -60,6 +60,7 @@ export async function securedKafkaFixture(
   await ensureTopics(admin, { prefix: topicPrefix, partitions: 1 });
   const acls = kafkaAcls({ topicPrefix, groupPrefix, roles });
   await applyKafkaAcls(admin, acls);
+  await aclsInEffect(info, roles, { topicPrefix, groupPrefix });
 
   const file = (name: string, content: string) => {
     const path = join(dir, name);
@@ -79,7 +80,8 @@ export async function securedKafkaFixture(
         : mechanism === 'oauth-unsecured'
           ? {
               ...tls,
-              KAFKA_BROKERS: info.brokers,
+              // Its own listener: the SASL_SSL one takes no unsigned token (secured-kafka.int.test.ts).
+              KAFKA_BROKERS: info.oauthBrokers,
               KAFKA_SASL_MECHANISM: 'oauthbearer',
               KAFKA_OAUTH_PROVIDER: 'unsecured',
               KAFKA_OAUTH_SUBJECT: principal,

@@ -4,6 +4,8 @@
  *   - every mechanism that runs locally connects as its own principal, and that principal may do
  *     what its role allows and nothing more (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, mutual TLS,
  *     OAUTHBEARER with unsecured JWS, and OIDC client credentials from a local token endpoint);
+ *   - unsigned tokens are taken on a listener of their own only: on the SASL_SSL listener an unsigned
+ *     token is refused, even one naming the super user, and the token listener takes no password;
  *   - the sender's principal cannot produce to outreach.requested.v1; a publisher's can, and only there;
  *   - the start-up check stops at once, naming the cause, on a wrong password, an untrusted CA, a
  *     client certificate from an untrusted CA, a token endpoint that refuses us, and a missing ACL.
@@ -77,7 +79,11 @@ describe.skipIf(!infra)('secured Kafka', () => {
   let t: SecuredKafkaFixture;
   let tokenServer: Server | undefined;
   const brokersOf = (mechanism: Mechanism) =>
-    (mechanism === 'mtls' ? infra?.kafka.mtlsBrokers : infra?.kafka.brokers) ?? '';
+    (mechanism === 'mtls'
+      ? infra?.kafka.mtlsBrokers
+      : mechanism === 'oauth-unsecured'
+        ? infra?.kafka.oauthBrokers
+        : infra?.kafka.brokers) ?? '';
 
   beforeAll(async () => {
     t = await securedKafkaFixture(infra as NonNullable<typeof infra>, ['sender', 'publisher', 'planner']);
@@ -153,15 +159,15 @@ describe.skipIf(!infra)('secured Kafka', () => {
       KAFKA_OAUTH_CLIENT_SECRET_FILE: t.file(`oidc-${clientSecret.length}`, clientSecret),
     });
     const security = t.security('sender', 'plain', oidc(secret));
-    await check(security, infra?.kafka.brokers ?? '', 'sender');
+    await check(security, infra?.kafka.oauthBrokers ?? '', 'sender');
     expect(issued).toBeGreaterThanOrEqual(1);
     expect(
-      await produceError(security, infra?.kafka.brokers ?? '', topicName('outreachRequested', t.topicPrefix)),
+      await produceError(security, infra?.kafka.oauthBrokers ?? '', topicName('outreachRequested', t.topicPrefix)),
     ).toBe('TOPIC_AUTHORIZATION_FAILED');
 
     const refused = await check(
       t.security('sender', 'plain', oidc('not-the-secret')),
-      infra?.kafka.brokers ?? '',
+      infra?.kafka.oauthBrokers ?? '',
       'sender',
     ).catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(StartupError);
@@ -240,6 +246,48 @@ describe.skipIf(!infra)('secured Kafka', () => {
 
     it('passes for the planner, whose role also writes the ingress topic', async () => {
       await check(t.security('planner', 'scram-sha-512'), infra?.kafka.brokers ?? '', 'planner');
+    });
+
+    // The broker validates nothing in an unsigned token: whoever reaches the listener that takes one
+    // is whoever the token names. So that listener is a port of its own, and this one takes none.
+    it.each(['admin', 'sender'])(
+      'an unsigned OAUTHBEARER token naming "%s" on the SASL_SSL (PLAIN/SCRAM) listener',
+      async (subject) => {
+        const forged = t.security(subject, 'oauth-unsecured');
+        const error = await refusal(forged, infra?.kafka.brokers ?? '');
+        expect(error.failure).toBe('configuration');
+        expect(error.message).toMatch(
+          new RegExp(
+            `the listener does not offer SASL_SSL OAUTHBEARER .* as "${subject}" \\(UNSUPPORTED_SASL_MECHANISM\\)`,
+          ),
+        );
+        // Not only the check: the super user's name buys no admin request either.
+        const topic = `${t.topicPrefix}forged-${randomUUID()}`;
+        const admin = createKafka({
+          brokers: [infra?.kafka.brokers ?? ''],
+          clientId: 'forged-admin',
+          security: forged,
+          retries: 0,
+        }).admin();
+        const created = await admin
+          .connect()
+          .then(() => admin.createTopics({ topics: [{ topic, numPartitions: 1 }] }))
+          .then(
+            () => 'created',
+            (e: unknown) => (e as Error).message,
+          );
+        await admin.disconnect().catch(() => undefined);
+        expect(created).not.toBe('created');
+        expect(await t.admin.listTopics()).not.toContain(topic);
+      },
+    );
+
+    it('SCRAM and PLAIN with the right password on the unsigned-token listener (it takes OAUTHBEARER only)', async () => {
+      for (const mechanism of ['scram-sha-512', 'plain'] as const) {
+        const error = await refusal(t.security('sender', mechanism), infra?.kafka.oauthBrokers ?? '');
+        expect(error.failure, mechanism).toBe('configuration');
+        expect(error.message, mechanism).toMatch(/\(UNSUPPORTED_SASL_MECHANISM\)/);
+      }
     });
   });
 });

@@ -70,6 +70,8 @@ describe.skipIf(!infra)('a service on the secured stack', () => {
         LOG_LEVEL: 'info',
         FASTIFY_AUTOLOAD_TYPESCRIPT: '1',
         KAFKA_STARTUP_TIMEOUT_MS: '60000',
+        // The wire format is not what this file tests, and the secured stack has no registry of its own.
+        EVENT_WIRE_FORMAT: 'single-object',
         ...overrides,
       },
       [],
