@@ -10,6 +10,7 @@ import { existsSync } from 'node:fs';
 import type { TestProject } from 'vitest/node';
 import { registerSchemas, SchemaRegistryClient } from '@outreach/shared';
 import { runningRegistryUrl, runningSecured, securedWanted, up, type SecuredInfra } from '../scripts/infra.js';
+import { javaToolsPresent, prefetchJavaInterop } from '../scripts/lib/java-interop.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -60,13 +61,29 @@ async function provideRegistry(project: TestProject, url: string | null): Promis
   if (format === 'confluent' && url) await registerSchemas(new SchemaRegistryClient({ url }));
 }
 
+/**
+ * The Kafka Connect and Java publisher specs (test/int/kafka-connect, test/int/java-publisher) need
+ * jars from Maven Central: fetched here, once (about a minute the first time, nothing after), so no
+ * spec spends its time limit downloading. A failed fetch is reported; those specs then fail naming it.
+ */
+async function prefetchForJavaSpecs(project: TestProject, registryUrl: string | null): Promise<void> {
+  if (project.name !== 'int' || !registryUrl || !javaToolsPresent()) return;
+  try {
+    await prefetchJavaInterop();
+  } catch (error) {
+    process.stderr.write(`[setup] fetching the Java interop jars failed: ${(error as Error).message}\n`);
+  }
+}
+
 export default async function setup(project: TestProject): Promise<(() => Promise<void>) | undefined> {
   const fromEnv = { brokers: process.env.KAFKA_BROKERS, url: process.env.DATABASE_URL };
   if (fromEnv.brokers && fromEnv.url) {
     project.provide('kafkaBrokers', fromEnv.brokers);
     project.provide('databaseUrl', fromEnv.url);
     project.provide('securedInfra', runningSecured() ?? null);
-    await provideRegistry(project, (await runningRegistryUrl()) ?? null);
+    const registryUrl = (await runningRegistryUrl()) ?? null;
+    await provideRegistry(project, registryUrl);
+    await prefetchForJavaSpecs(project, registryUrl);
     return undefined;
   }
   if (chooseMode() === 'testcontainers') {
@@ -84,5 +101,6 @@ export default async function setup(project: TestProject): Promise<(() => Promis
   project.provide('databaseUrl', state.databaseUrl);
   project.provide('securedInfra', state.secured ?? null);
   await provideRegistry(project, state.schemaRegistryUrl ?? null);
+  await prefetchForJavaSpecs(project, state.schemaRegistryUrl ?? null);
   return undefined;
 }

@@ -6,7 +6,7 @@
  */
 import type { CompatibilityLevel, SchemaRegistryClient } from './client.js';
 import { SchemaRegistryError } from './client.js';
-import { registrySubjects, type RegistrySubject } from './subjects.js';
+import { publisherSubjects, registrySubjects, type RegistrySubject } from './subjects.js';
 
 export const SUBJECT_COMPATIBILITY: CompatibilityLevel = 'FULL_TRANSITIVE';
 
@@ -51,12 +51,13 @@ export async function registerSubject(
   return { subject: subject.subject, ids };
 }
 
-/** Registers every public topic's subjects under `prefix`. */
+/** Registers every public topic's subjects under `prefix`, then the publishers' (publisherSubjects). */
 export async function registerSchemas(
   client: SchemaRegistryClient,
   options: { prefix?: string } = {},
 ): Promise<RegisteredSubject[]> {
   const result: RegisteredSubject[] = [];
-  for (const subject of registrySubjects(options.prefix)) result.push(await registerSubject(client, subject));
+  for (const subject of [...registrySubjects(options.prefix), ...publisherSubjects(options.prefix)])
+    result.push(await registerSubject(client, subject));
   return result;
 }

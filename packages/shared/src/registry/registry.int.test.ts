@@ -21,7 +21,7 @@ import { waitFor } from '../wait.js';
 import { bindSchemaRegistry, SchemaIdResolver, unbindSchemaRegistry, type RegistryBindingConfig } from './binding.js';
 import { SchemaRegistryClient } from './client.js';
 import { registerSchemas, registerSubject, SchemaRegistrationError } from './register.js';
-import { registrySubjects, schemaText, subjectName } from './subjects.js';
+import { publisherSubjects, registrySubjects, schemaText, subjectName } from './subjects.js';
 
 const url = inject('schemaRegistryUrl');
 const client = url ? new SchemaRegistryClient({ url }) : (undefined as unknown as SchemaRegistryClient);
@@ -52,12 +52,14 @@ describe.skipIf(!url)('schema registry (ADR 011)', () => {
   it('schemas:register puts every public topic under TopicRecordNameStrategy, FULL_TRANSITIVE, history first; a rerun changes nothing', async () => {
     const p = prefix();
     const first = await registerSchemas(client, { prefix: p });
-    const expected = registrySubjects(p);
+    const expected = [...registrySubjects(p), ...publisherSubjects(p)];
     expect(first.map((r) => r.subject)).toEqual(expected.map((s) => s.subject));
-    // Only topics without PII; internal ones keep single-object encoding.
+    // Topics without PII, which the platform writes in the Confluent format; of internal ones only the
+    // topic other systems publish to (for their registry-aware serializers); never the send path's.
     expect(first.map((r) => r.subject)).toContain(`${p}outreach.send-recorded.v1-outreach.events.SendRecorded`);
+    expect(first.map((r) => r.subject)).toContain(`${p}outreach.requested.v1-outreach.events.OutreachRequested`);
     expect(first.some((r) => r.subject.includes(topics.sendRequested.name))).toBe(false);
-    expect(first.some((r) => r.subject.includes(topics.outreachRequested.name))).toBe(false);
+    expect(registrySubjects(p).some((s) => s.subject.includes(topics.outreachRequested.name))).toBe(false);
     for (const registered of first) {
       const subject = expected.find((s) => s.subject === registered.subject);
       expect(await client.compatibility(registered.subject)).toBe('FULL_TRANSITIVE');

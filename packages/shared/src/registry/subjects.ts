@@ -39,21 +39,32 @@ export function schemaText(schema: object): string {
   return JSON.stringify(schema);
 }
 
-/** Every subject of every public topic under `prefix`, with its versions in registration order. */
-export function registrySubjects(prefix = ''): RegistrySubject[] {
-  const result: RegistrySubject[] = [];
-  for (const spec of Object.values(topics) as TopicSpec[]) {
-    if (!isPublicTopic(spec)) continue;
+function subjectsOf(specs: readonly TopicSpec[], prefix: string): RegistrySubject[] {
+  return specs.flatMap((spec) => {
     const topic = `${prefix}${spec.name}`;
-    for (const eventType of spec.eventTypes) {
+    return spec.eventTypes.map((eventType) => {
       const definition = schemaDefinitions[eventType];
-      result.push({
+      return {
         subject: subjectName(topic, definition.current),
         topic,
         eventType,
         versions: [...definition.history, definition.current].map(schemaText),
-      });
-    }
-  }
-  return result;
+      };
+    });
+  });
+}
+
+/** Every subject of every public topic under `prefix`, with its versions in registration order. */
+export function registrySubjects(prefix = ''): RegistrySubject[] {
+  return subjectsOf((Object.values(topics) as TopicSpec[]).filter(isPublicTopic), prefix);
+}
+
+/**
+ * The subjects of the topics other systems publish to, which the platform itself writes in
+ * single-object encoding (internal: they carry addresses). Registered too, so that a publisher
+ * with a registry-aware serializer (Confluent's, Apicurio's: examples/java-publisher) finds its
+ * subject; the planner reads either format, learning an id it first meets from the registry.
+ */
+export function publisherSubjects(prefix = ''): RegistrySubject[] {
+  return subjectsOf([topics.outreachRequested], prefix);
 }
