@@ -23,6 +23,9 @@ RUN npm run build && npm prune --omit=dev --ignore-scripts --no-audit --no-fund
 
 FROM ${NODE_IMAGE} AS runtime
 ENV NODE_ENV=production HTTP_HOST=0.0.0.0 HTTP_PORT=8080
+# The commit `outreach_build_info` names: docker build --build-arg OUTREACH_COMMIT=$(git rev-parse HEAD) .
+ARG OUTREACH_COMMIT=unknown
+ENV OUTREACH_COMMIT=${OUTREACH_COMMIT}
 WORKDIR /app
 COPY --from=build /app/package.json ./
 COPY --from=build /app/node_modules node_modules

@@ -5,7 +5,7 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import { createKafka, ensureTopics, type OutreachRequested } from '@outreach/shared';
+import { createKafka, ensureTopics, listTopicsSettled, type OutreachRequested } from '@outreach/shared';
 import { startProcess, waitFor, wireFormatEnv, wireFormatFromEnv, type RunningProcess } from '@outreach/shared/testing';
 import pg from 'pg';
 
@@ -249,7 +249,7 @@ export async function dropRunData(
   const admin = createKafka({ brokers: infra.kafkaBrokers.split(','), clientId: 'drop-run' }).admin();
   await admin.connect();
   try {
-    const mine = (await admin.listTopics()).filter((topic) => topic.startsWith(prefix));
+    const mine = (await listTopicsSettled(admin)).filter((topic) => topic.startsWith(prefix));
     if (mine.length > 0) await admin.deleteTopics({ topics: mine });
   } finally {
     await admin.disconnect();

@@ -11,7 +11,15 @@ import { execFile, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { BaseConfigSchema, buildHttpApp, createLogger, declaredTopics, loadConfig } from '@outreach/shared';
+import {
+  BaseConfigSchema,
+  buildHttpApp,
+  createLogger,
+  declaredTopics,
+  kafkaAcls,
+  loadConfig,
+  renderStrimziKafkaUsers,
+} from '@outreach/shared';
 import type { TObject } from '@sinclair/typebox';
 import { parseAllDocuments, parse as parseYaml } from 'yaml';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -86,8 +94,6 @@ const outOfBand: Record<string, Record<string, string>> = {
     UNSUBSCRIBE_URL: 'https://outreach.acme-corp.com/v1/unsubscribe',
   },
 };
-/** The one credential still read from the environment, because its service's config has no file form. */
-const allowFromSecret = { EXPERIMENT_TOKEN: "the planner's config has no EXPERIMENT_TOKEN_FILE yet" };
 
 /** A container's environment as the pod would see it; secret references become placeholders. */
 const envOf = (container: Container, objects: readonly K8sObject[]) => containerEnv(container, objects, outOfBand).env;
@@ -124,7 +130,7 @@ const commands = JSON.parse(readFileSync(join(root, 'deploy', 'docker', 'command
 /** Every check of manifest-checks.ts over one rendered overlay. */
 function allProblems(objects: readonly K8sObject[]): string[] {
   return [
-    ...credentialProblems(objects, outOfBand, { allowFromSecret }),
+    ...credentialProblems(objects, outOfBand),
     ...mountProblems(objects, outOfBand),
     ...startupProblems(objects, outOfBand),
     ...networkProblems(objects, outOfBand),
@@ -205,7 +211,7 @@ describe.skipIf(!hasKubectl)('Kubernetes overlays (rendered with kubectl kustomi
   );
 
   it.each(overlays)('%s: no credential in any environment variable: each is a file from a Secret', (overlay) => {
-    expect(credentialProblems(objectsOf(overlay), outOfBand, { allowFromSecret })).toEqual([]);
+    expect(credentialProblems(objectsOf(overlay), outOfBand)).toEqual([]);
   });
 
   it.each(overlays)('%s: the egress NetworkPolicies allow every port the pods connect to', (overlay) => {
@@ -434,7 +440,7 @@ describe.skipIf(!hasKubectl)('the manifest checks, given crafted manifests', slo
       { name: 'MAILGUN_API_KEY', valueFrom: { secretKeyRef: { name: 'outreach-secrets', key: 'mailgun' } } },
     ];
     configMap(objects, 'outreach-experiment-config').SMTP_PASSWORD = 'in-a-configmap';
-    const problems = credentialProblems(objects, outOfBand, { allowFromSecret });
+    const problems = credentialProblems(objects, outOfBand);
     expect(problems).toEqual(
       expect.arrayContaining([
         expect.stringMatching(/outreach-sender\/sender: KAFKA_SASL_PASSWORD is a credential in a plain value/),
@@ -450,7 +456,7 @@ describe.skipIf(!hasKubectl)('the manifest checks, given crafted manifests', slo
     const planner = mainContainer(deployment(objects, 'planner'));
     planner.envFrom = [...(planner.envFrom ?? []), { secretRef: { name: 'outreach-secrets' } }];
     configMap(objects, 'outreach-sender-config').SMTP_TLS_SERVERNAME = '-----BEGIN CERTIFICATE-----';
-    const problems = credentialProblems(objects, outOfBand, { allowFromSecret });
+    const problems = credentialProblems(objects, outOfBand);
     expect(problems).toEqual(
       expect.arrayContaining([
         expect.stringMatching(/outreach-liveness\/liveness: DATABASE_URL carries a password in its URL/),
@@ -458,15 +464,26 @@ describe.skipIf(!hasKubectl)('the manifest checks, given crafted manifests', slo
         expect.stringMatching(/outreach-sender\/sender: SMTP_TLS_SERVERNAME holds a PEM block/),
       ]),
     );
-    // The one allowed exception is allowed only from a Secret, never as a value.
-    const withValue = copyOf('production');
-    const token = mainContainer(deployment(withValue, 'planner')).env?.find((e) => e.name === 'EXPERIMENT_TOKEN');
-    if (!token) throw new Error('no EXPERIMENT_TOKEN');
-    delete token.valueFrom;
-    token.value = 'plain';
-    expect(credentialProblems(withValue, outOfBand, { allowFromSecret })).toEqual([
-      expect.stringMatching(/EXPERIMENT_TOKEN is a credential in a plain value/),
-    ]);
+  });
+
+  it("the planner's token for the experiment service is a file; as an environment variable, from a Secret or a value, it is named", () => {
+    const pristineEnv = mainContainer(deployment(copyOf('production'), 'planner')).env ?? [];
+    expect(pristineEnv.map((e) => e.name)).toContain('EXPERIMENT_TOKEN_FILE');
+    expect(pristineEnv.map((e) => e.name)).not.toContain('EXPERIMENT_TOKEN');
+    // No exception is left: the token from its Secret as a variable is refused like any credential.
+    for (const variable of [
+      { name: 'EXPERIMENT_TOKEN', valueFrom: { secretKeyRef: { name: 'outreach-secrets', key: 'EXPERIMENT_TOKEN' } } },
+      { name: 'EXPERIMENT_TOKEN', value: 'plain' },
+    ]) {
+      const objects = copyOf('production');
+      const planner = mainContainer(deployment(objects, 'planner'));
+      planner.env = [...(planner.env ?? []), variable];
+      expect(credentialProblems(objects, outOfBand)).toEqual([
+        'valueFrom' in variable
+          ? 'Deployment/outreach-planner/planner: EXPERIMENT_TOKEN comes from Secret outreach-secrets (key EXPERIMENT_TOKEN) as an environment variable: mount it and set EXPERIMENT_TOKEN_FILE'
+          : 'Deployment/outreach-planner/planner: EXPERIMENT_TOKEN is a credential in a plain value: mount it from a Secret and set EXPERIMENT_TOKEN_FILE',
+      ]);
+    }
   });
 
   it('a *_FILE path no volume mounts, a key the volume does not project, an emptyDir, an unreadable mode', () => {
@@ -662,6 +679,18 @@ describe.skipIf(!hasKubectl)('the manifest checks, given crafted manifests', slo
 });
 
 describe('generated and image files', () => {
+  it('`acls:print --format strimzi` prints the KafkaUsers the components ship (v1, the same ACLs)', () => {
+    for (const authentication of ['scram-sha-512', 'tls'] as const) {
+      const printed = parseAllDocuments(
+        renderStrimziKafkaUsers(kafkaAcls({ roles: [...STRIMZI_USER_ROLES] }), {
+          cluster: STRIMZI_CLUSTER,
+          authentication,
+        }),
+      ).map((doc) => doc.toJS() as object);
+      expect(printed).toEqual(strimziKafkaUsers(authentication));
+    }
+  });
+
   it('the Strimzi topics and users files are what the declarations generate (npm run deploy:gen)', () => {
     for (const { file, content } of generatedFiles()) expect(readFileSync(file, 'utf8'), file).toBe(content);
   });

@@ -150,6 +150,11 @@ export const BaseConfigSchema = Type.Object({
   API_TOKENS_OPERATE_FILE: Type.String({ default: '' }),
   API_TOKENS_READ: Type.String({ default: '' }),
   API_TOKENS_READ_FILE: Type.String({ default: '' }),
+  /**
+   * How often secret files that may be rotated while a service runs are read again: the
+   * API_TOKENS_*_FILE files, and the planner's EXPERIMENT_TOKEN_FILE (security/reload.ts).
+   */
+  SECRET_FILE_REFRESH_MS: Type.Integer({ minimum: 100, maximum: 3_600_000, default: 30_000 }),
   /** Requests per RATE_LIMIT_WINDOW_MS per token (per client address without a valid token), per replica. */
   RATE_LIMIT_MAX: Type.Integer({ minimum: 1, maximum: 100_000_000, default: 6_000 }),
   RATE_LIMIT_WINDOW_MS: Type.Integer({ minimum: 1_000, maximum: 3_600_000, default: 60_000 }),

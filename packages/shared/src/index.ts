@@ -48,7 +48,14 @@ export {
 export { applyKafkaAcls, deleteKafkaAcls } from './kafka/acls-admin.js';
 export { checkKafkaAccess, explainKafkaError, type KafkaAccessCheckOptions } from './kafka/access.js';
 export { StartupError, type StartupFailure } from './service/startup-error.js';
-export { readPemFile, readSecret, readSecretFile } from './security/secrets.js';
+export {
+  readPemFile,
+  readSecret,
+  readSecretFile,
+  reloadingSecret,
+  type ReloadingSecretOptions,
+} from './security/secrets.js';
+export { reloadEvery, type ReloadOptions, type Reloading } from './security/reload.js';
 export { readBoundedBody } from './bounded-body.js';
 export { createPool, waitForPostgres, quoteIdent, redactUrl, type PoolOptions } from './pg/pool.js';
 export {
@@ -139,6 +146,7 @@ export {
 } from './registry/client.js';
 export {
   isPublicTopic,
+  publisherSubjects,
   registrySubjects,
   schemaText,
   subjectName,
@@ -207,6 +215,8 @@ export {
   dlqTopicOf,
   declaredTopics,
   ensureTopics,
+  listTopicsSettled,
+  whileMetadataSettles,
   DLQ_SUFFIX,
   type TopicSpec,
   type TopicId,
@@ -241,16 +251,25 @@ export {
 export { replayFromBeginning } from './kafka/replay.js';
 export { replayDeadLetters, type DlqReplayOptions, type DlqReplayResult } from './kafka/dlq-replay.js';
 export { withTransaction, type Queryable } from './pg/transaction.js';
+export { shutdownTracing, traced, tracingActive, withCause, type TracedSpan } from './telemetry/trace.js';
 export { classifyPgError, sqlState, type PgErrorKind } from './pg/errors.js';
 export { GroupCommit } from './pg/group-commit.js';
 export { migrate, sharedMigrationsDir, type MigrateOptions } from './pg/migrate.js';
 export { withScratchSchema } from './pg/scratch.js';
 export { PeriodicTask, type PeriodicTaskOptions } from './service/periodic.js';
+export { enqueueEvents, OutboxRelay, outboxChannel, type OutboxRelayOptions } from './outbox/outbox.js';
 export {
-  enqueueEvents,
-  OutboxRelay,
-  registerOutboxMetrics,
-  outboxChannel,
-  type OutboxRelayOptions,
-} from './outbox/outbox.js';
-export { createMetricsRegistry, metric, Counter, Gauge, Histogram, Registry } from './metrics.js';
+  createMetricsRegistry,
+  counter,
+  gauge,
+  histogram,
+  sharedRead,
+  METRICS,
+  Counter,
+  Gauge,
+  Histogram,
+  Registry,
+  type MetricName,
+  type MetricSpec,
+} from './metrics.js';
+export { registerOutboxMetrics } from './metrics/outbox.js';

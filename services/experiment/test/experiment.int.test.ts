@@ -62,6 +62,7 @@ function sendRecorded(fields: {
     providerMessageId: null,
     recordedAt: Date.now(),
     conversationId: null,
+    requestId: null,
   };
 }
 

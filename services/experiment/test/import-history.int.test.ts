@@ -113,6 +113,7 @@ function sendRecorded(experimentId: string, candidateKey: string, variant: strin
     providerMessageId: null,
     recordedAt: Date.now(),
     conversationId: null,
+    requestId: null,
   };
 }
 

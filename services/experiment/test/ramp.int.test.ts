@@ -7,7 +7,7 @@
 import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { migrate, quoteIdent } from '@outreach/shared';
+import { migrate, quoteIdent, sharedMigrationsDir } from '@outreach/shared';
 import { serviceTestEnv, uniqueName, type ServiceTestEnv } from '@outreach/shared/testing';
 import type { FastifyInstance } from 'fastify';
 import pg from 'pg';
@@ -186,6 +186,9 @@ describe('weights history and the report', () => {
     const schema = uniqueName('experiment_legacy');
     const firstOnly = mkdtempSync(join(tmpdir(), 'experiment-migrations-'));
     copyFileSync(join(migrationsDir, '1764400000000_experiment.sql'), join(firstOnly, '1764400000000_experiment.sql'));
+    // The outbox as it was then: shared migrations added since sort after this service's own.
+    for (const file of ['1764000000000_outbox.sql', '1764700000000_outbox_parked.sql'])
+      copyFileSync(join(sharedMigrationsDir, file), join(firstOnly, file));
     const pool = new pg.Pool({
       connectionString: t.databaseUrl,
       options: `-c search_path=${quoteIdent(schema)}`,
@@ -196,7 +199,7 @@ describe('weights history and the report', () => {
       await pool.end();
       rmSync(firstOnly, { recursive: true, force: true });
     });
-    await migrate({ databaseUrl: t.databaseUrl, schema, dir: firstOnly, outbox: true });
+    await migrate({ databaseUrl: t.databaseUrl, schema, dir: firstOnly });
     // Before weight history: one experiment never changed, one changed on day 2 (weights unknown).
     await pool.query(`
       INSERT INTO experiments (experiment_id, salt, status, created_at, updated_at) VALUES
@@ -214,6 +217,7 @@ describe('weights history and the report', () => {
     `);
     expect(await migrate({ databaseUrl: t.databaseUrl, schema, dir: migrationsDir, outbox: true })).toEqual([
       '1765300000000_weight-history-and-imports',
+      '1767200000000_outbox-trace-context',
     ]);
     const periods = await pool.query(
       `SELECT experiment_id, period, effective_from, weights FROM weight_periods ORDER BY experiment_id, period`,

@@ -105,6 +105,7 @@ const sent = (c: Conversation, step: string, campaignId = CAMPAIGN): SendRecorde
   providerMessageId: null,
   recordedAt: Date.now(),
   conversationId: c.sendsNameIt ? c.conversationId : null,
+  requestId: null,
 });
 const scheduled = (c: Conversation, stepId: string, dueAt: number): NextStepScheduled => ({
   type: 'NextStepScheduled',
@@ -208,7 +209,7 @@ function phase(p: number, k: Kind, c: Conversation, now: number): OutreachEvent[
 
 async function sweepsDone(app: FastifyInstance): Promise<number> {
   const body = (await app.inject({ url: '/metrics' })).body;
-  return Number(/^liveness_sweeps_total\{[^}]*\} (\d+)/m.exec(body)?.[1] ?? 0);
+  return Number(/^outreach_liveness_sweeps_total\{[^}]*\} (\d+)/m.exec(body)?.[1] ?? 0);
 }
 
 /** Events projected, not counting the closes the sweep publishes (they come back through the topic too). */
@@ -348,8 +349,8 @@ describe('conversations end', () => {
     ).json() as { conversations: Array<{ conversationId: string }> };
     expect(list.conversations.map((c) => c.conversationId).sort()).toEqual([...planted.keys()].sort());
     const metrics = (await app.inject({ url: '/metrics' })).body;
-    expect(metrics).toMatch(/liveness_stalled_conversations\{[^}]*reason="no_next_step"[^}]*\} 10/);
-    expect(metrics).toMatch(/liveness_stalled_conversations\{[^}]*reason="next_step_overdue"[^}]*\} 5/);
+    expect(metrics).toMatch(/outreach_liveness_stalled_conversations\{[^}]*reason="no_next_step"[^}]*\} 10/);
+    expect(metrics).toMatch(/outreach_liveness_stalled_conversations\{[^}]*reason="next_step_overdue"[^}]*\} 5/);
   });
 
   it('files a send that names no conversation under the conversation that planned its step, also when the plan comes later, and a rebuild agrees', async () => {

@@ -73,7 +73,7 @@ async function stalledRows(): Promise<Array<{ conversationId: string; reason: st
 
 async function sweepsDone(app: FastifyInstance): Promise<number> {
   const body = (await app.inject({ url: '/metrics' })).body;
-  return Number(/^liveness_sweeps_total\{[^}]*\} (\d+)/m.exec(body)?.[1] ?? 0);
+  return Number(/^outreach_liveness_sweeps_total\{[^}]*\} (\d+)/m.exec(body)?.[1] ?? 0);
 }
 
 /** Waits until the sweeper has run `n` more times: "nothing more was flagged" needs sweeps to have happened. */
@@ -107,7 +107,7 @@ describe('liveness projector', () => {
       expect.objectContaining({ type: 'ConversationStalled', conversationId: 'camp:quiet', reason: 'no_next_step' }),
     ]);
     expect((await app.inject({ url: '/metrics' })).body).toMatch(
-      /liveness_stalled_conversations\{[^}]*reason="no_next_step"[^}]*\} 1/,
+      /outreach_liveness_stalled_conversations\{[^}]*reason="no_next_step"[^}]*\} 1/,
     );
   });
 

@@ -8,7 +8,12 @@ export const ConfigSchema = Type.Object({
   DATABASE_SCHEMA: Type.String({ default: 'planner', pattern: '^[a-z_][a-z0-9_]*$' }),
   CONSUMER_GROUP: Type.String({ default: 'planner' }),
   EXPERIMENT_URL: Type.String({ default: 'http://127.0.0.1:8083', pattern: '^https?://' }),
-  /** Bearer token the experiment service lists under its publish and read scopes (API_TOKENS_PUBLISH, _READ). */
+  /**
+   * Bearer token the experiment service lists under its publish and read scopes (API_TOKENS_PUBLISH,
+   * _READ): a file holding it (a mounted Secret, read again every SECRET_FILE_REFRESH_MS, so a
+   * rotation needs no restart) or, for development, the token itself; never both.
+   */
+  EXPERIMENT_TOKEN_FILE: Type.String({ default: '' }),
   EXPERIMENT_TOKEN: Type.String({ default: '' }),
   EXPERIMENT_TIMEOUT_MS: Type.Integer({ minimum: 100, default: 5_000 }),
   SCHEDULER_INTERVAL_MS: Type.Integer({ minimum: 50, default: 500 }),

@@ -126,6 +126,7 @@ describe('conversation ids', () => {
       providerMessageId: null,
       recordedAt: Date.now(),
       conversationId: 'Thread-7',
+      requestId: 'r-ada',
     };
     await t.publish('sendRecorded', [sent]);
     await decoded(t, t.topic('conversationEvents'), (e) =>
@@ -273,7 +274,7 @@ describe('re-requests', () => {
         metrics
           .find(
             (line) =>
-              line.startsWith('planner_rerequests_total{') &&
+              line.startsWith('outreach_planner_rerequests_total{') &&
               line.includes(`state="${state}"`) &&
               line.includes(`ingress="${ingress}"`),
           )

@@ -169,7 +169,7 @@ describe.skipIf(!existsSync('/proc/self/status'))('planner under Avro bombs', ()
       expect(proc.child.signalCode).toBeNull();
       expect(proc.stdoutLines.some((l) => l.includes('consumer crashed'))).toBe(false);
       const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-      expect(metrics).not.toMatch(/^consumer_crashes_total\{[^}]*\} [1-9]/m);
+      expect(metrics).not.toMatch(/^outreach_consumer_crashes_total\{[^}]*\} [1-9]/m);
       // Unguarded, one bomb takes the process past 2 GB. Here the bombs cost nothing measurable.
       expect(peak - baseline, `RSS ${baseline} → peak ${peak}`).toBeLessThan(128 * MiB);
     },

@@ -128,6 +128,7 @@ function sentRecord(candidateKey: string, step: string, recordedAt = Date.now())
     recordedAt,
     // As a sender that does not carry it yet writes it: the liveness service files it by its step.
     conversationId: null,
+    requestId: null,
   };
 }
 
@@ -204,7 +205,8 @@ describe('planner', () => {
     );
     await planner.publish('outreachRequested', requests);
     await waitFor(
-      async () => /consumer_handler_retries_total\{[^}]*\} [1-9]/.test((await app.inject({ url: '/metrics' })).body),
+      async () =>
+        /outreach_consumer_handler_retries_total\{[^}]*\} [1-9]/.test((await app.inject({ url: '/metrics' })).body),
       {
         timeoutMs: 20_000,
         description: 'the planner retrying against the stopped experiment service',

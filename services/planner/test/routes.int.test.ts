@@ -6,6 +6,7 @@
  * The conversation-event ingress is attacked the same way (its behaviour: conversation-events.int.test.ts).
  */
 import { readFileSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { eventCodec, MAX_BODY_BYTES, type OutreachRequested } from '@outreach/shared';
 import {
@@ -13,6 +14,7 @@ import {
   freePort,
   fuzzRoutes,
   probeRouteGuards,
+  rawRequest,
   readTopic,
   ROUTE_TEST_ALL_SCOPES,
   ROUTE_TEST_ENV,
@@ -72,6 +74,7 @@ describe('planner routes', () => {
       'GET /metrics': 'public',
       'POST /v1/conversations/:conversationId/events': 'publish',
       'POST /v1/outreach-requests': 'publish',
+      'GET /v1/outreach-requests/:requestId': 'read',
       'GET /v1/steps/summary': 'read',
       'GET /v1/conversations/:conversationId/steps': 'read',
     });
@@ -192,6 +195,78 @@ describe('planner routes', () => {
     expect((await post({ ...base, requestId: 'r-longer', conversationId: `${conversationId}x` })).statusCode).toBe(400);
   });
 
+  it('GET /v1/outreach-requests/:requestId under attack: spellings of the id, traversal, limits, tokens', async () => {
+    // Ids a publisher may really use: a slash, a space, a dot-dot, non-ASCII; each is found as given.
+    const ids = ['r-status', 'ats/7731 b', '..', 'Zürich-1'];
+    for (const requestId of ids) {
+      const posted = await post({
+        ...base,
+        requestId,
+        candidateId: `cand-${requestId}`,
+        sendAt: '2099-01-01T00:00:00Z',
+      });
+      expect(posted.statusCode, posted.body).toBe(202);
+    }
+    const get = (target: string, headers: Record<string, string> = read) => app.inject({ url: target, headers });
+    await waitFor(
+      async () =>
+        (await t.query(`SELECT 1 FROM requests WHERE request_id = ANY($1) AND status = 'planned'`, [ids])).length ===
+        ids.length,
+      { timeoutMs: 30_000, description: 'the four requests planned' },
+    );
+    const found = async (target: string) => {
+      const response = await get(target);
+      return [response.statusCode, response.json().requestId ?? response.json().message];
+    };
+    // Percent-encoded: every letter, the slash and the space; upper-case escapes. Decoded once, not twice.
+    expect(await found('/v1/outreach-requests/%72%2D%73%74%61%74%75%73')).toEqual([200, 'r-status']);
+    expect(await found('/v1/outreach-requests/ats%2F7731%20b')).toEqual([200, 'ats/7731 b']);
+    expect(await found('/v1/outreach-requests/Z%C3%BCrich-1')).toEqual([200, 'Zürich-1']);
+    expect((await get('/v1/outreach-requests/r%252Dstatus')).statusCode).toBe(404);
+    // A dot-dot id is an id, found as one when the client sends it as is (a WHATWG URL client, like
+    // the inject client, removes `%2E%2E` as a dot segment first: docs/publishers.md says to avoid
+    // such ids); never a step up the path to another route.
+    if (!app.server.listening) await app.listen({ host: '127.0.0.1', port: 0 });
+    const port = (app.server.address() as AddressInfo).port;
+    const dots = await rawRequest(port, 'GET', '/v1/outreach-requests/%2E%2E', read);
+    expect([dots.status, JSON.parse(dots.body).requestId]).toEqual([200, '..']);
+    const normalized = await get('/v1/outreach-requests/%2E%2E');
+    expect(normalized.statusCode).not.toBe(200);
+    const traversal = await get('/v1/outreach-requests/%2E%2E%2Fsteps%2Fsummary');
+    expect([traversal.statusCode, traversal.json().error]).toEqual([404, 'NOT_FOUND']);
+    expect(traversal.json()).not.toHaveProperty('steps');
+    // Unknown: 404 with a reason that does not echo the id.
+    const unknown = await get('/v1/outreach-requests/no-such-request-42');
+    expect(unknown.statusCode).toBe(404);
+    expect(unknown.json().message).toMatch(/no outreach request with this requestId/);
+    expect(unknown.body).not.toContain('no-such-request-42');
+    // Ids no request can have: 400 naming the field, never the value.
+    for (const [target, reason] of [
+      ['/v1/outreach-requests/ada%40example.com', /requestId must not contain an at-sign/],
+      ['/v1/outreach-requests/ada%EF%BC%A0example.com', /requestId must not contain an at-sign/],
+      ['/v1/outreach-requests/r%0A1', /requestId contains line breaks or control characters/],
+      ['/v1/outreach-requests/%20%20', /requestId is missing or empty/],
+      [`/v1/outreach-requests/${'r'.repeat(257)}`, /requestId|256/],
+    ] as const) {
+      const response = await get(target);
+      expect([response.statusCode, response.json().message], target).toEqual([400, expect.stringMatching(reason)]);
+      expect(response.body, target).not.toContain('ada');
+    }
+    expect((await get(`/v1/outreach-requests/${'r'.repeat(5_000)}`)).statusCode).toBe(414);
+    expect((await get('/v1/outreach-requests/%E0%A4%A')).statusCode).toBe(400);
+    // Tokens: none, a made-up one, a publisher's (publish only), an operator's: never the status.
+    expect((await get('/v1/outreach-requests/r-status', {})).statusCode).toBe(401);
+    expect((await get('/v1/outreach-requests/r-status', { authorization: 'Bearer made-up' })).statusCode).toBe(401);
+    expect((await get('/v1/outreach-requests/r-status', { authorization: 'Basic cjpz' })).statusCode).toBe(401);
+    expect((await get('/v1/outreach-requests/r-status', publish)).statusCode).toBe(403);
+    const operator = { authorization: `Bearer ${ROUTE_TEST_TOKENS.operate}` };
+    expect((await get('/v1/outreach-requests/r-status', operator)).statusCode).toBe(403);
+    // Other methods on the route are not routes.
+    expect([404, 405]).toContain(
+      (await app.inject({ method: 'DELETE', url: '/v1/outreach-requests/r-status', headers: read })).statusCode,
+    );
+  });
+
   it('answers fuzzed input without a 5xx, and every 4xx with a reason', { timeout: 600_000 }, async () => {
     const examples = {
       'POST /v1/outreach-requests': [
@@ -209,6 +284,7 @@ describe('planner routes', () => {
         },
       ],
       'GET /v1/conversations/:conversationId/steps': [{ params: { conversationId: 'camp-routes:cand-1' } }],
+      'GET /v1/outreach-requests/:requestId': [{ params: { requestId: 'r-base' } }],
       'POST /v1/conversations/:conversationId/events': [
         {
           params: { conversationId: 'camp-routes:cand-1' },

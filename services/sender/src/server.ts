@@ -1,6 +1,11 @@
-import { runService } from '@outreach/shared';
-import { buildApp, migrationsDir } from './app.js';
-import { ConfigSchema } from './config.js';
+// Tracing first: its instrumentations patch pg, fastify and http as they load, so everything else is
+// imported after it, dynamically (packages/shared/src/telemetry/start.ts; off unless OTEL_* says so).
+import { startTelemetry } from '@outreach/shared/telemetry';
+
+await startTelemetry('sender');
+const { runService } = await import('@outreach/shared');
+const { buildApp, migrationsDir } = await import('./app.js');
+const { ConfigSchema } = await import('./config.js');
 
 await runService({
   name: 'sender',

@@ -86,7 +86,7 @@ it('a worker whose lease was taken over does not send', async () => {
     expect(t.sink.messages).toHaveLength(1);
     await pipeline.sendOne(workerA as NonNullable<typeof workerA>);
     expect(t.sink.messages).toHaveLength(1);
-    expect(await registry.getSingleMetricAsString('sender_fence_lost_total')).toMatch(/ 2$/m);
+    expect(await registry.getSingleMetricAsString('outreach_sender_fence_lost_total')).toMatch(/ 2$/m);
     expect(await t.query('SELECT status, attempts FROM sends')).toEqual([{ status: 'sent', attempts: 1 }]);
   } finally {
     await pipeline.close();

@@ -96,7 +96,7 @@ describe('the kill switch', () => {
       { campaignId: 'camp-own', reason: 'campaign is paused' },
     ]);
     for (const app of [a, b]) {
-      expect(await metric(app, 'sender_sending_paused')).toBe('1');
+      expect(await metric(app, 'outreach_sender_sending_paused')).toBe('1');
       expect((await app.inject({ url: '/v1/sending', headers: auth })).json()).toMatchObject({
         paused: true,
         reason: 'incident 7',
@@ -115,7 +115,7 @@ describe('the kill switch', () => {
     });
     // The campaign paused on its own stays held until its own resume.
     expect(await statuses('camp-own')).toEqual({ held: own.length });
-    expect(await metric(b, 'sender_sending_paused')).toBe('0');
+    expect(await metric(b, 'outreach_sender_sending_paused')).toBe('0');
     const ownResume = await b.inject({ method: 'POST', url: '/v1/campaigns/camp-own/resume', headers: auth });
     expect(ownResume.json()).toMatchObject({ released: own.length });
     await waitFor(async () => (await statuses('camp-own')).sent === own.length, {

@@ -74,7 +74,7 @@ async function attemptStartedAt(env: SenderTestEnv, sendId: string): Promise<Dat
 
 /** The reconciler's lookup decisions so far, by the status asked about and what the lookup established. */
 async function decisions(app: FastifyInstance, status: string, decision: string): Promise<number> {
-  const metric = await app.metrics.getSingleMetric('sender_lookup_decisions_total')?.get();
+  const metric = await app.metrics.getSingleMetric('outreach_sender_lookup_decisions_total')?.get();
   return metric?.values.find((v) => v.labels.status === status && v.labels.decision === decision)?.value ?? 0;
 }
 

@@ -209,7 +209,7 @@ describe('sender', () => {
     );
     expect(blocked).toEqual({ step: 'follow-up', reason: expect.stringMatching(/exposure_conflict: .* variant A/) });
     expect(t.sink.messages).toHaveLength(2);
-    expect((await app.inject({ url: '/metrics' })).body).toMatch(/sender_exposure_conflicts_total\{[^}]*\} 1/);
+    expect((await app.inject({ url: '/metrics' })).body).toMatch(/outreach_sender_exposure_conflicts_total\{[^}]*\} 1/);
   });
 
   it('records a permanent provider rejection as failed, and auto-pauses a campaign whose error rate crosses the threshold', async () => {
@@ -256,7 +256,7 @@ describe('sender', () => {
       timeoutMs: 20_000,
       description: 'the slow delivery to land anyway',
     });
-    expect((await app.inject({ url: '/metrics' })).body).toMatch(/sender_ambiguous_sends\{[^}]*\} 1/);
+    expect((await app.inject({ url: '/metrics' })).body).toMatch(/outreach_sender_ambiguous_sends\{[^}]*\} 1/);
     const listed = await app.inject({ url: '/v1/sends?status=ambiguous&campaignId=c', headers: auth });
     expect(listed.json()).toMatchObject({ sends: [{ sendId: request.sendId, status: 'ambiguous' }], next: null });
     expect(listed.body).not.toContain('slow@example.com');

@@ -87,8 +87,8 @@ describe('controls shared by replicas', () => {
         `${worstExcess(all, rate, burst).toFixed(2)} global, ${worstExcess(toCrowded, domainRate, domainBurst).toFixed(2)} one domain`,
     );
     // Both replicas sent: with a bucket each, the pair would have gone at twice the rate.
-    expect(await metric(a, 'sender_sends_total', { outcome: 'sent' })).toBeGreaterThan(0);
-    expect(await metric(b, 'sender_sends_total', { outcome: 'sent' })).toBeGreaterThan(0);
+    expect(await metric(a, 'outreach_sender_sends_total', { outcome: 'sent' })).toBeGreaterThan(0);
+    expect(await metric(b, 'outreach_sender_sends_total', { outcome: 'sent' })).toBeGreaterThan(0);
     expect([...deliveriesByRecipient(t.sink).values()].every((n) => n === 1)).toBe(true);
   });
 
@@ -103,10 +103,13 @@ describe('controls shared by replicas', () => {
       addresses.map((email, i) => sendRequested({ campaignId: 'slow', candidateId: `w${i}`, email })),
     );
     // One took the only token; the other passed its checks and waits for the next, 2 s away.
-    await waitFor(async () => t.sink.messages.length === 1 && (await metric(app, 'sender_rate_waiting_sends')) === 1, {
-      timeoutMs: 20_000,
-      description: 'one delivered, one waiting for a token',
-    });
+    await waitFor(
+      async () => t.sink.messages.length === 1 && (await metric(app, 'outreach_sender_rate_waiting_sends')) === 1,
+      {
+        timeoutMs: 20_000,
+        description: 'one delivered, one waiting for a token',
+      },
+    );
     const waiting = addresses.find((a) => a !== t.sink.messages[0]?.to[0]) as string;
     expect(await statusOf(waiting)).toBe('claimed');
     const put = await app.inject({
@@ -213,7 +216,7 @@ describe('controls shared by replicas', () => {
     await t.publishRequests([4, 5].map(refused));
     await waitFor(async () => (await campaign(b)).paused, { timeoutMs: 20_000, description: 'the campaign paused' });
     expect((await campaign(b)).pausedReason).toMatch(/auto-paused: provider errors on 6 of the last 6 sends/);
-    expect(await metric(b, 'sender_auto_pauses_total')).toBe(1);
+    expect(await metric(b, 'outreach_sender_auto_pauses_total')).toBe(1);
     // Its window starts empty again: a resume is not paused anew by the errors that paused it.
     await waitFor(async () => (await counted())?.attempts === null, {
       timeoutMs: 20_000,
@@ -271,8 +274,8 @@ describe('controls shared by replicas', () => {
     expect([...deliveries.values()].every((count) => count === 1)).toBe(true);
     expect(await t.query(`SELECT 1 FROM sends WHERE attempts <> 1`)).toEqual([]);
     for (const app of apps) {
-      expect(await metric(app, 'sender_lease_takeovers_total')).toBe(0);
-      expect(await metric(app, 'sender_fence_lost_total')).toBe(0);
+      expect(await metric(app, 'outreach_sender_lease_takeovers_total')).toBe(0);
+      expect(await metric(app, 'outreach_sender_fence_lost_total')).toBe(0);
     }
   });
 });

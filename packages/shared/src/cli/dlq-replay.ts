@@ -13,7 +13,7 @@ import { createKafka } from '../kafka/client.js';
 import { replayDeadLetters } from '../kafka/dlq-replay.js';
 import { kafkaSecurityFromEnv, type KafkaSecurity } from '../kafka/security.js';
 import { exitOnKafkaFailure } from './kafka-failure.js';
-import { dlqTopicOf } from '../kafka/topics.js';
+import { dlqTopicOf, listTopicsSettled } from '../kafka/topics.js';
 
 const { values } = parseArgs({
   options: {
@@ -39,7 +39,7 @@ try {
   kafka = createKafka({ brokers: brokerList(brokers), clientId: 'dlq-replay', security });
   const admin = kafka.admin();
   await admin.connect();
-  exists = (await admin.listTopics()).includes(dlqTopic);
+  exists = (await listTopicsSettled(admin)).includes(dlqTopic);
   await admin.disconnect();
 } catch (error) {
   exitOnKafkaFailure('dlq-replay', error, security);

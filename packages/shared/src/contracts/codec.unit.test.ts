@@ -64,6 +64,7 @@ describe('contracts in schemas/', () => {
         'ConversationStarted',
         'MessageReceived',
         'NextStepScheduled',
+        'OutreachRejected',
         'OutreachRequested',
         'SendRecorded',
         'SendRequested',

@@ -171,6 +171,29 @@ export interface NextStepScheduled {
   readonly dueAt: number;
 }
 
+/** The planner refused an outreach request: nothing is planned or sent for it. For the system that asked: it names the request by its requestId and says why with a code, never with an address, a name or any text the request carried. Topic: outreach.rejected.v1, keyed by requestId. */
+export interface OutreachRejected {
+  readonly type: 'OutreachRejected';
+  /** Unique id of this event; consumers deduplicate by it. */
+  readonly eventId: string;
+  /** When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters. */
+  readonly occurredAt: number;
+  /** The service (or external system) that produced the event. */
+  readonly producer: string;
+  /** Shared by every event caused, directly or not, by one original request. */
+  readonly correlationId: string;
+  /** eventId of the event that caused this one; null for an original request. */
+  readonly causationId: null | string;
+  /** The refused request's id, exactly as the caller gave it. The Kafka message key: one request's rejections stay in order on one partition. */
+  readonly requestId: string;
+  /** Why, as a code: invalid_request (a field fails the request's rules; detail names the fields), unknown_experiment (experimentId names no experiment), no_content_for_variant (no content for a variant of the experiment, nor one without a variant), no_default_content (the candidate is not enrolled in the experiment and no content is without a variant), step_already_emitted (another request already had this campaign, candidate and step sent or handed to the sender; sendId names it), step_already_cancelled (the step was cancelled by a reply or a close; sendId names it). A reader holding an older schema reads a code added later as invalid_request. */
+  readonly reason: 'invalid_request' | 'unknown_experiment' | 'no_content_for_variant' | 'no_default_content' | 'step_already_emitted' | 'step_already_cancelled';
+  /** A short explanation in the platform's words and the request's field names only (e.g. "fields: email, contents[0].subject"), never a value from the request. */
+  readonly detail: string;
+  /** For step_already_emitted and step_already_cancelled: the send that holds the step (UUIDv5 of the canonical campaignId, candidateKey and step); null otherwise. */
+  readonly sendId: null | string;
+}
+
 /** A system asks for one email step to be sent to one candidate. Topic: outreach.requested.v1. */
 export interface OutreachRequested {
   readonly type: 'OutreachRequested';
@@ -266,6 +289,8 @@ export interface SendRecorded {
   readonly recordedAt: number;
   /** The conversation this send belongs to, copied from its SendRequested. Null in events written before this field (or by a sender that does not carry it): the send then belongs to the conversation whose SequencePlanned lists its (campaignId, candidateKey, step), else to "<campaignId>:<candidateKey>". */
   readonly conversationId: null | string;
+  /** The requestId of the request this send was made for (a step a later request rescheduled: that request), copied from its SendRequested (a backfilled send: "backfill:<importId>:<line>"). Joins an outcome to its request directly. Null in events written before this field (schema v4). */
+  readonly requestId: null | string;
 }
 
 /** The planner asks the sender to send exactly this email (internal; carries PII). Topic: outreach.send-requested.v1. */
@@ -438,6 +463,7 @@ export type OutreachEvent =
   | ConversationStarted
   | MessageReceived
   | NextStepScheduled
+  | OutreachRejected
   | OutreachRequested
   | SendRecorded
   | SendRequested
@@ -451,7 +477,7 @@ export type EventType = OutreachEvent['type'];
 
 export type EventOf<T extends EventType> = Extract<OutreachEvent, { type: T }>;
 
-export const eventTypes = ["AddressSuppressed","ConversationClosed","ConversationRecovered","ConversationStalled","ConversationStarted","MessageReceived","NextStepScheduled","OutreachRequested","SendRecorded","SendRequested","SequencePlanned","StepCancelled","StepCompleted","VariantAssigned","VariantContaminated"] as const;
+export const eventTypes = ["AddressSuppressed","ConversationClosed","ConversationRecovered","ConversationStalled","ConversationStarted","MessageReceived","NextStepScheduled","OutreachRejected","OutreachRequested","SendRecorded","SendRequested","SequencePlanned","StepCancelled","StepCompleted","VariantAssigned","VariantContaminated"] as const;
 
 /** Every schema version the codec can read, by event type: the current writer and older ones. */
 export const schemaDefinitions: Record<EventType, { readonly current: object; readonly history: readonly object[] }> = {
@@ -1007,6 +1033,91 @@ export const schemaDefinitions: Record<EventType, { readonly current: object; re
     },
     "history": []
   },
+  "OutreachRejected": {
+    "current": {
+      "type": "record",
+      "name": "OutreachRejected",
+      "namespace": "outreach.events",
+      "doc": "The planner refused an outreach request: nothing is planned or sent for it. For the system that asked: it names the request by its requestId and says why with a code, never with an address, a name or any text the request carried. Topic: outreach.rejected.v1, keyed by requestId.",
+      "fields": [
+        {
+          "name": "eventId",
+          "type": {
+            "type": "string",
+            "logicalType": "uuid"
+          },
+          "doc": "Unique id of this event; consumers deduplicate by it."
+        },
+        {
+          "name": "occurredAt",
+          "type": {
+            "type": "long",
+            "logicalType": "timestamp-millis"
+          },
+          "doc": "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters."
+        },
+        {
+          "name": "producer",
+          "type": "string",
+          "doc": "The service (or external system) that produced the event."
+        },
+        {
+          "name": "correlationId",
+          "type": "string",
+          "doc": "Shared by every event caused, directly or not, by one original request."
+        },
+        {
+          "name": "causationId",
+          "type": [
+            "null",
+            "string"
+          ],
+          "default": null,
+          "doc": "eventId of the event that caused this one; null for an original request."
+        },
+        {
+          "name": "requestId",
+          "type": "string",
+          "doc": "The refused request's id, exactly as the caller gave it. The Kafka message key: one request's rejections stay in order on one partition."
+        },
+        {
+          "name": "reason",
+          "type": {
+            "type": "enum",
+            "name": "OutreachRejectionReason",
+            "symbols": [
+              "invalid_request",
+              "unknown_experiment",
+              "no_content_for_variant",
+              "no_default_content",
+              "step_already_emitted",
+              "step_already_cancelled"
+            ],
+            "default": "invalid_request"
+          },
+          "doc": "Why, as a code: invalid_request (a field fails the request's rules; detail names the fields), unknown_experiment (experimentId names no experiment), no_content_for_variant (no content for a variant of the experiment, nor one without a variant), no_default_content (the candidate is not enrolled in the experiment and no content is without a variant), step_already_emitted (another request already had this campaign, candidate and step sent or handed to the sender; sendId names it), step_already_cancelled (the step was cancelled by a reply or a close; sendId names it). A reader holding an older schema reads a code added later as invalid_request."
+        },
+        {
+          "name": "detail",
+          "type": "string",
+          "doc": "A short explanation in the platform's words and the request's field names only (e.g. \"fields: email, contents[0].subject\"), never a value from the request."
+        },
+        {
+          "name": "sendId",
+          "type": [
+            "null",
+            {
+              "type": "string",
+              "logicalType": "uuid"
+            }
+          ],
+          "default": null,
+          "doc": "For step_already_emitted and step_already_cancelled: the send that holds the step (UUIDv5 of the canonical campaignId, candidateKey and step); null otherwise."
+        }
+      ]
+    },
+    "history": []
+  },
   "OutreachRequested": {
     "current": {
       "type": "record",
@@ -1441,6 +1552,15 @@ export const schemaDefinitions: Record<EventType, { readonly current: object; re
           ],
           "default": null,
           "doc": "The conversation this send belongs to, copied from its SendRequested. Null in events written before this field (or by a sender that does not carry it): the send then belongs to the conversation whose SequencePlanned lists its (campaignId, candidateKey, step), else to \"<campaignId>:<candidateKey>\"."
+        },
+        {
+          "name": "requestId",
+          "type": [
+            "null",
+            "string"
+          ],
+          "default": null,
+          "doc": "The requestId of the request this send was made for (a step a later request rescheduled: that request), copied from its SendRequested (a backfilled send: \"backfill:<importId>:<line>\"). Joins an outcome to its request directly. Null in events written before this field (schema v4)."
         }
       ]
     },
@@ -1713,6 +1833,155 @@ export const schemaDefinitions: Record<EventType, { readonly current: object; re
               "logicalType": "timestamp-millis"
             },
             "doc": "Database time at which the outcome was recorded."
+          }
+        ]
+      },
+      {
+        "type": "record",
+        "name": "SendRecorded",
+        "namespace": "outreach.events",
+        "doc": "The terminal outcome of one SendRequested, recorded by the sender. Topic: outreach.send-recorded.v1.",
+        "fields": [
+          {
+            "name": "eventId",
+            "type": {
+              "type": "string",
+              "logicalType": "uuid"
+            },
+            "doc": "Unique id of this event; consumers deduplicate by it."
+          },
+          {
+            "name": "occurredAt",
+            "type": {
+              "type": "long",
+              "logicalType": "timestamp-millis"
+            },
+            "doc": "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters."
+          },
+          {
+            "name": "producer",
+            "type": "string",
+            "doc": "The service (or external system) that produced the event."
+          },
+          {
+            "name": "correlationId",
+            "type": "string",
+            "doc": "Shared by every event caused, directly or not, by one original request."
+          },
+          {
+            "name": "causationId",
+            "type": [
+              "null",
+              "string"
+            ],
+            "default": null,
+            "doc": "eventId of the event that caused this one; null for an original request."
+          },
+          {
+            "name": "sendId",
+            "type": {
+              "type": "string",
+              "logicalType": "uuid"
+            },
+            "doc": "The send this outcome belongs to."
+          },
+          {
+            "name": "campaignId",
+            "type": "string",
+            "doc": "Canonical campaign id: NFKC, invisible characters removed, trimmed, case-folded (schemas/README.md, Keys)."
+          },
+          {
+            "name": "candidateKey",
+            "type": "string",
+            "doc": "Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key."
+          },
+          {
+            "name": "emailHash",
+            "type": "string",
+            "doc": "Hex HMAC-SHA256, under the platform's secret key emailHashKeyId, of the canonical address (schemas/README.md, Keys): joinable while the key is the same; not recomputable from a list of addresses without the key."
+          },
+          {
+            "name": "emailHashKeyId",
+            "type": [
+              "null",
+              "string"
+            ],
+            "default": null,
+            "doc": "Id of the key emailHash was computed with; a new key gets a new id. null only on events written before keyed hashes: their emailHash is an unsalted SHA-256, which anyone can recompute from an address."
+          },
+          {
+            "name": "step",
+            "type": "string",
+            "doc": "Canonical step of the sequence (e.g. 'intro', 'follow-up-1'; folded like campaignId); distinct steps are distinct sends."
+          },
+          {
+            "name": "experimentId",
+            "type": [
+              "null",
+              "string"
+            ],
+            "doc": "A/B experiment this send belongs to, if any.",
+            "default": null
+          },
+          {
+            "name": "variant",
+            "type": [
+              "null",
+              "string"
+            ],
+            "doc": "Experiment variant assigned to the candidate, if any.",
+            "default": null
+          },
+          {
+            "name": "outcome",
+            "type": {
+              "type": "enum",
+              "name": "SendOutcome",
+              "symbols": [
+                "sent",
+                "skipped_duplicate",
+                "suppressed",
+                "failed",
+                "ambiguous",
+                "held"
+              ]
+            },
+            "doc": "Terminal outcome."
+          },
+          {
+            "name": "reason",
+            "type": [
+              "null",
+              "string"
+            ],
+            "doc": "Why, for any outcome other than sent.",
+            "default": null
+          },
+          {
+            "name": "providerMessageId",
+            "type": [
+              "null",
+              "string"
+            ],
+            "doc": "The provider's id (SMTP Message-ID) when sent.",
+            "default": null
+          },
+          {
+            "name": "recordedAt",
+            "type": {
+              "type": "long",
+              "logicalType": "timestamp-millis"
+            },
+            "doc": "Database time at which the outcome was recorded."
+          },
+          {
+            "name": "conversationId",
+            "type": [
+              "null",
+              "string"
+            ],
+            "default": null,
+            "doc": "The conversation this send belongs to, copied from its SendRequested. Null in events written before this field (or by a sender that does not carry it): the send then belongs to the conversation whose SequencePlanned lists its (campaignId, candidateKey, step), else to \"<campaignId>:<candidateKey>\"."
           }
         ]
       }

@@ -34,7 +34,7 @@ export interface KafkaRole {
 export const kafkaRoles = {
   planner: {
     description: 'the planner service (its HTTP ingress publishes requests too)',
-    produces: ['outreachRequested', 'sendRequested', 'conversationEvents'],
+    produces: ['outreachRequested', 'sendRequested', 'conversationEvents', 'outreachRejected'],
     consumes: ['outreachRequested', 'conversationEvents', 'sendRecorded'],
     groupPrefix: 'planner',
   },
@@ -57,9 +57,10 @@ export const kafkaRoles = {
     groupPrefix: 'liveness',
   },
   publisher: {
-    description: 'an upstream system that asks for outreach',
+    description: 'an upstream system that asks for outreach, and reads which of its requests were refused',
     produces: ['outreachRequested'],
-    consumes: [],
+    consumes: ['outreachRejected'],
+    groupPrefix: 'publisher',
   },
   'topics-admin': {
     description: 'topics:ensure (the topics Job)',
@@ -231,11 +232,11 @@ export function renderStrimziKafkaUsers(
           ? []
           : [`          patternType: ${first.patternType === 'PREFIXED' ? 'prefix' : 'literal'}`]),
         `        operations: [${operations.map((o) => cliOperation[o]).join(', ')}]`,
-        `        host: '*'`,
       ].join('\n'),
     );
     return [
-      'apiVersion: kafka.strimzi.io/v1beta2',
+      // Strimzi 1.0 serves only v1 (v1beta2 was removed); v1 requires `operations`, not `operation`.
+      'apiVersion: kafka.strimzi.io/v1',
       'kind: KafkaUser',
       'metadata:',
       `  name: ${role}`,

@@ -28,11 +28,17 @@ describe('the Kafka ACLs generated from the topic declaration', () => {
     expect(acls.some((a) => a.role === 'sender' && a.resourceName === 'outreach.requested.v1')).toBe(false);
   });
 
-  it('lets a publisher write outreach.requested.v1 and nothing else: no reads, no groups', () => {
+  it('lets a publisher write outreach.requested.v1 and read only its rejections (outreach.rejected.v1)', () => {
     expect(of('publisher').map((a) => `${a.resourceType} ${a.resourceName} ${a.operation}`)).toEqual([
+      'TOPIC outreach.rejected.v1 READ',
+      'TOPIC outreach.rejected.v1.dlq WRITE',
+      'TOPIC outreach.rejected.v1.dlq DESCRIBE_CONFIGS',
       'TOPIC outreach.requested.v1 WRITE',
       'TOPIC outreach.requested.v1 DESCRIBE_CONFIGS',
+      'GROUP publisher READ',
     ]);
+    // Nothing else: no internal topic (addresses, bodies), no outcome, no other role's group.
+    expect(topicsWith(of('publisher'), 'READ')).toEqual(['outreach.rejected.v1']);
   });
 
   it('gives each consumer Read on its topics, Write on their DLQs and Read on its group prefix', () => {

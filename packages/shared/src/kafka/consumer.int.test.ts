@@ -346,7 +346,7 @@ describe('ConsumerRunner', () => {
     expect(slim?.value).toBeNull();
     expect(slim?.headers['dlq-value-omitted']).toMatch(/exceed .* max\.message\.bytes 1048576/);
     expect(slim?.headers['dlq-source-offset']).toBe('15');
-    expect(await registry.getSingleMetricAsString('consumer_dlq_value_omitted_total')).toMatch(/ 1$/m);
+    expect(await registry.getSingleMetricAsString('outreach_consumer_dlq_value_omitted_total')).toMatch(/ 1$/m);
     expect(runner.stats.crashes).toBe(0);
   });
 });

@@ -23,6 +23,7 @@ import type { OutreachEvent } from '../contracts/events.generated.js';
 import { maskAddresses, type Logger } from '../logger.js';
 import { consumerMetrics } from '../metrics.js';
 import { classifyPgError, PG_CLIENT_TRANSIENT_MESSAGE } from '../pg/errors.js';
+import { startChunkTrace, tracingActive } from '../telemetry/trace.js';
 import { EventProducer, fitsAlone, HEADER, isMessageTooLarge, recordBytes, type RawRecord } from './producer.js';
 import { dlqTopicOf } from './topics.js';
 
@@ -215,6 +216,16 @@ export class ConsumerRunner {
     });
     this.dlq = new EventProducer(options.kafka, { logger: options.logger });
     this.metrics = options.metrics ? consumerMetrics(options.metrics) : undefined;
+    // Every series an alert takes increase() of exists at 0 from the start: one born at 1 by the
+    // first dead letter (or crash) shows Prometheus no increase, and the alert never fires for it.
+    for (const topic of options.topics) {
+      for (const result of ['handled', 'dead_lettered']) {
+        this.metrics?.messages.inc({ group: options.groupId, topic, result }, 0);
+      }
+      this.metrics?.exhausted.inc({ group: options.groupId, topic }, 0);
+      this.metrics?.dlqValueOmitted.inc({ group: options.groupId, topic }, 0);
+    }
+    this.metrics?.crashes.inc({ group: options.groupId }, 0);
     this.chunkSize = options.chunkSize ?? 200;
     this.initialBackoff = options.retry?.initialMs ?? 200;
     this.maxBackoff = options.retry?.maxMs ?? 10_000;
@@ -329,7 +340,7 @@ export class ConsumerRunner {
             dead.push({ message, code: decoded.error.code, reason: decoded.error.message });
           }
         }
-        const rejected = events.length > 0 ? await this.handle(events, context, this.budget) : [];
+        const rejected = events.length > 0 ? await this.handleTraced(events, context) : [];
         for (const rejection of rejected) {
           const message = chunk.find((m) => m.offset === rejection.offset);
           if (message) dead.push({ message, code: rejection.code, reason: String(rejection.reason) });
@@ -364,6 +375,27 @@ export class ConsumerRunner {
     } finally {
       this.working.delete(partitionKey);
     }
+  }
+
+  /**
+   * `handle` with tracing: one `process <topic>` span per event, a child of its headers' context, and
+   * the handler in the context of the chunk's first event (telemetry/trace.ts). Off: `handle`.
+   */
+  private async handleTraced(events: readonly ConsumedEvent[], context: BatchContext): Promise<Verdict[]> {
+    if (!tracingActive()) return this.handle(events, context, this.budget);
+    const chunk = startChunkTrace(
+      events.map((e) => ({ ...e, eventId: e.event.eventId, eventType: e.event.type })),
+      this.options.groupId,
+    );
+    let verdicts: Verdict[] = [];
+    try {
+      verdicts = await chunk.run(() => this.handle(events, context, this.budget));
+    } catch (error) {
+      chunk.end(new Map(), error);
+      throw error;
+    }
+    chunk.end(new Map(verdicts.map((v) => [v.offset, `${v.code}: ${v.reason}`])));
+    return verdicts;
   }
 
   /**

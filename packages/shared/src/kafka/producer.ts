@@ -1,9 +1,11 @@
 import { randomBytes } from 'node:crypto';
+import type { Span } from '@opentelemetry/api';
 import { Partitioners, type Admin, type ConfigResourceTypes, type IHeaders, type Kafka, type Producer } from 'kafkajs';
 import { eventCodec } from '../contracts/codec.js';
 import type { OutreachEvent } from '../contracts/events.generated.js';
 import { normalizeCandidateKey } from '../domain/keys.js';
 import type { Logger } from '../logger.js';
+import { causeContext, endSpans, startSendSpan, tracingActive } from '../telemetry/trace.js';
 
 export const HEADER = {
   eventId: 'event-id',
@@ -25,10 +27,15 @@ export interface RawRecord {
   readonly headers: IHeaders;
 }
 
-/** Events are keyed by their candidate (suppressions by their address's hash), so they stay in order on one partition. */
+/**
+ * Events are keyed by their candidate (suppressions by their address's hash, rejections by their
+ * request), so they stay in order on one partition.
+ */
 export function messageKey(event: OutreachEvent): string {
   // A suppression is about an address, not a candidate: its keyed hash orders one address's events.
   if (event.type === 'AddressSuppressed') return event.emailHash;
+  // A rejection is about a request (it names no candidate): its id orders one request's rejections.
+  if (event.type === 'OutreachRejected') return event.requestId;
   if ('candidateKey' in event) return event.candidateKey;
   if ('candidateId' in event) return normalizeCandidateKey(event.candidateId);
   throw new Error(`${(event as { type: string }).type} has no candidate to key by`);
@@ -182,18 +189,31 @@ export class EventProducer {
     return this.connected;
   }
 
+  /**
+   * With tracing on, each record gets a `send <topic>` span whose context is its traceparent: a
+   * child of `traceparent` when given, else of the event's cause being handled, else of the active
+   * context (an HTTP request's).
+   */
   async publish(events: readonly OutgoingEvent[]): Promise<void> {
     const byTopic = new Map<string, RawRecord[]>();
+    const spans: Span[] = [];
     for (const { topic, event, traceparent } of events) {
       const records = byTopic.get(topic) ?? [];
-      records.push({
-        key: messageKey(event),
-        value: eventCodec.encode(event),
-        headers: eventHeaders(event, traceparent),
-      });
+      const headers = eventHeaders(event, traceparent);
+      if (tracingActive()) {
+        const parent = causeContext(traceparent, event.causationId);
+        spans.push(startSendSpan({ topic, eventId: event.eventId, eventType: event.type, headers }, parent));
+      }
+      records.push({ key: messageKey(event), value: eventCodec.encode(event), headers });
       byTopic.set(topic, records);
     }
-    await this.publishRaw([...byTopic].map(([topic, records]) => ({ topic, records })));
+    try {
+      await this.publishRaw([...byTopic].map(([topic, records]) => ({ topic, records })));
+    } catch (error) {
+      endSpans(spans, error);
+      throw error;
+    }
+    endSpans(spans);
   }
 
   /**

@@ -96,6 +96,16 @@ export const topics = {
     description: 'addresses the sender put on its suppression list (unsubscribes, bounces, complaints, operators)',
     key: 'emailHash',
   },
+  outreachRejected: {
+    name: 'outreach.rejected.v1',
+    partitions: PARTITIONS,
+    retentionMs: 30 * DAY,
+    logAppendTime: false,
+    eventTypes: ['OutreachRejected'],
+    pii: false,
+    description: 'outreach requests the planner refused, with a reason code, for the systems that sent them',
+    key: 'requestId',
+  },
 } as const satisfies Record<string, TopicSpec>;
 
 export type TopicId = keyof typeof topics;
@@ -147,18 +157,56 @@ export interface EnsureTopicsResult {
   readonly partitionMismatch: Array<{ name: string; declared: number; actual: number }>;
 }
 
+/**
+ * What a KRaft broker answers while its metadata catches up with a create or a delete: the
+ * controller has committed the change, the broker's metadata image does not show it yet (a listing
+ * that meets a topic being deleted, a new topic without its leaders). kafkajs retries only the
+ * second, and only inside createTopics; both pass within moments, more slowly on a busy broker.
+ */
+const SETTLING = new Set(['UNKNOWN_TOPIC_OR_PARTITION', 'LEADER_NOT_AVAILABLE']);
+
+/** Retries `attempt` while Kafka's metadata settles (see SETTLING), up to `timeoutMs`; rethrows anything else. */
+export async function whileMetadataSettles<T>(attempt: () => Promise<T>, timeoutMs = 30_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      return await attempt();
+    } catch (error) {
+      if (!SETTLING.has((error as { type?: string }).type ?? '') || Date.now() >= deadline) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+}
+
+/** admin.listTopics(), retried while a topic being created or deleted elsewhere makes the listing fail. */
+export function listTopicsSettled(admin: Admin, timeoutMs?: number): Promise<string[]> {
+  return whileMetadataSettles(() => admin.listTopics(), timeoutMs);
+}
+
+/** Resolves once every partition of `names` has a leader (kafkajs' waitForLeaders gives up on a busy KRaft broker). */
+async function leadersElected(admin: Admin, names: readonly string[]): Promise<void> {
+  await whileMetadataSettles(async () => {
+    const { topics: described } = await admin.fetchTopicMetadata({ topics: [...names] });
+    const leaderless = described.filter((t) => t.partitions.length === 0 || t.partitions.some((p) => p.leader < 0));
+    if (leaderless.length > 0 || described.length < names.length)
+      throw Object.assign(new Error(`no leader yet for ${leaderless.map((t) => t.name).join(', ')}`), {
+        type: 'LEADER_NOT_AVAILABLE',
+      });
+  }, 60_000);
+}
+
 /** Idempotent: running it twice changes nothing the second time. */
 export async function ensureTopics(
   admin: Admin,
   options: { prefix?: string; partitions?: number; replicationFactor?: number } = {},
 ): Promise<EnsureTopicsResult> {
   const declared = declaredTopics(options.prefix, options.partitions, options.replicationFactor);
-  const existing = new Set(await admin.listTopics());
+  const existing = new Set(await listTopicsSettled(admin));
   const missing = declared.filter((t) => !existing.has(t.name));
   const result: EnsureTopicsResult = { created: [], reconfigured: [], unchanged: [], partitionMismatch: [] };
   if (missing.length > 0) {
     await admin.createTopics({
-      waitForLeaders: true,
+      waitForLeaders: false,
       topics: missing.map((t) => ({
         topic: t.name,
         numPartitions: t.partitions,
@@ -166,6 +214,10 @@ export async function ensureTopics(
         configEntries: Object.entries(t.config).map(([name, value]) => ({ name, value })),
       })),
     });
+    await leadersElected(
+      admin,
+      missing.map((t) => t.name),
+    );
     result.created.push(...missing.map((t) => t.name));
   }
   const present = declared.filter((t) => existing.has(t.name));

@@ -20,7 +20,8 @@ import { isolatedSchema, type IsolatedSchema } from '../testing/index.js';
 import { uniqueName } from '../testing/names.js';
 import { startProcess, type RunningProcess } from '../testing/process.js';
 import { waitFor } from '../wait.js';
-import { enqueueEvents, OutboxRelay, registerOutboxMetrics } from './outbox.js';
+import { registerOutboxMetrics } from '../metrics/outbox.js';
+import { enqueueEvents, OutboxRelay } from './outbox.js';
 
 const databaseUrl = inject('databaseUrl');
 const brokers = inject('kafkaBrokers');
@@ -173,8 +174,8 @@ describe('outbox', () => {
 
     const registry = createMetricsRegistry('outbox-test', false);
     registerOutboxMetrics(registry, pool);
-    expect(await registry.getSingleMetricAsString('outbox_unpublished_rows')).toMatch(
-      /outbox_unpublished_rows\{[^}]*\} 120/,
+    expect(await registry.getSingleMetricAsString('outreach_outbox_unpublished_rows')).toMatch(
+      /outreach_outbox_unpublished_rows\{[^}]*\} 120/,
     );
 
     const producer = new EventProducer(kafka);
@@ -202,8 +203,8 @@ describe('outbox', () => {
     );
     const messages = await readTopic(kafka, name, (m) => m.length >= 120);
     expect(checkDelivery(messages, events).duplicates).toBe(0);
-    expect(await registry.getSingleMetricAsString('outbox_unpublished_rows')).toMatch(/ 0$/m);
-    expect(await registry.getSingleMetricAsString('outbox_published_total')).toMatch(/ 120$/m);
+    expect(await registry.getSingleMetricAsString('outreach_outbox_unpublished_rows')).toMatch(/ 0$/m);
+    expect(await registry.getSingleMetricAsString('outreach_outbox_published_total')).toMatch(/ 120$/m);
   });
 
   it('loses nothing when relay processes are killed with SIGKILL mid-batch, five times, while events are enqueued', async () => {
@@ -383,9 +384,9 @@ describe('outbox', () => {
     expect(
       (await pool.query('SELECT count(*)::int AS n FROM outbox WHERE event_id = $1', [big.eventId])).rows[0].n,
     ).toBe(0);
-    expect(await registry.getSingleMetricAsString('outbox_parked_rows')).toMatch(/ 1$/m);
-    expect(await registry.getSingleMetricAsString('outbox_parked_total')).toMatch(/ 1$/m);
-    expect(await registry.getSingleMetricAsString('outbox_published_total')).toMatch(/ 80$/m);
+    expect(await registry.getSingleMetricAsString('outreach_outbox_parked_rows')).toMatch(/ 1$/m);
+    expect(await registry.getSingleMetricAsString('outreach_outbox_parked_total')).toMatch(/ 1$/m);
+    expect(await registry.getSingleMetricAsString('outreach_outbox_published_total')).toMatch(/ 80$/m);
     expect(lines.filter((l) => l.alert === 'outbox_parked').map((l) => l.eventId)).toEqual([big.eventId]);
     expect(relay.stats.batches).toBeGreaterThanOrEqual(1);
 

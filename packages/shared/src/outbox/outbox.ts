@@ -9,12 +9,13 @@
  *
  * Requests to Kafka are cut by bytes below each topic's max.message.bytes (EventProducer). A row
  * too large for its topic even alone would block every row behind it forever; it is moved to
- * `outbox_parked` (metric `outbox_parked_rows`, an `alert: outbox_parked` log line, runbook
+ * `outbox_parked` (metric `outreach_outbox_parked_rows`, an `alert: outbox_parked` log line, runbook
  * "Parked outbox records") and the relay goes on with the rest.
  * The relay is alive while its loop turns: `liveness()` reports a loop that exited or made no
  * progress for `stallAfterMs` (a hung connection), and `/health/live` turns that into a restart.
  */
-import pg, { type Pool } from 'pg';
+import { ROOT_CONTEXT, type Span } from '@opentelemetry/api';
+import pg from 'pg';
 import type { Registry } from 'prom-client';
 import { eventCodec } from '../contracts/codec.js';
 import { crc64Avro } from '../contracts/fingerprint.js';
@@ -22,16 +23,25 @@ import type { EventProducer, OutgoingEvent, RawRecord } from '../kafka/producer.
 import {
   eventHeaders,
   fitsAlone,
+  HEADER,
   isMessageTooLarge,
   messageKey,
   planRequests,
   recordBytes,
 } from '../kafka/producer.js';
 import type { Logger } from '../logger.js';
-import { Counter, Gauge, metric } from '../metrics.js';
+import { counter, gauge, type Counter, type Gauge } from '../metrics.js';
 import { pgClientConfig, type PgConnectionSettings } from '../pg/connection.js';
 import { quoteIdent } from '../pg/pool.js';
 import type { Queryable } from '../pg/transaction.js';
+import {
+  causeContext,
+  endSpans,
+  remoteContext,
+  startSendSpan,
+  traceFields,
+  tracingActive,
+} from '../telemetry/trace.js';
 
 export function outboxChannel(schema: string): string {
   return `outbox_${schema}`;
@@ -40,12 +50,17 @@ export function outboxChannel(schema: string): string {
 /**
  * Adds events to the outbox of the current schema (the caller's search_path). Returns how many
  * were new. Wakes the relay when the transaction commits.
+ * With tracing on, each row keeps the trace context of its cause (telemetry/trace.ts
+ * `causeContext`: the event it was caused by, or the request being served), so the relay's publish,
+ * later and in another session, continues that trace.
  */
 export async function enqueueEvents(client: Queryable, events: readonly OutgoingEvent[]): Promise<number> {
   if (events.length === 0) return 0;
+  const traced = tracingActive();
+  const contexts = events.map((e) => (traced ? traceFields(causeContext(e.traceparent, e.event.causationId)) : {}));
   const result = await client.query(
-    `INSERT INTO outbox (event_id, topic, key, headers, payload)
-     SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::jsonb[], $5::bytea[])
+    `INSERT INTO outbox (event_id, topic, key, headers, payload, traceparent, tracestate)
+     SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::jsonb[], $5::bytea[], $6::text[], $7::text[])
      ON CONFLICT (event_id) DO NOTHING`,
     [
       events.map((e) => e.event.eventId),
@@ -53,6 +68,8 @@ export async function enqueueEvents(client: Queryable, events: readonly Outgoing
       events.map((e) => messageKey(e.event)),
       events.map((e) => JSON.stringify(eventHeaders(e.event, e.traceparent))),
       events.map((e) => eventCodec.encode(e.event)),
+      contexts.map((c) => c.traceparent ?? null),
+      contexts.map((c) => c.tracestate ?? null),
     ],
   );
   // NOTIFY is delivered at commit, and only once per channel and transaction.
@@ -89,6 +106,9 @@ interface OutboxRow {
   key: string | null;
   headers: Record<string, string>;
   payload: Buffer;
+  /** The cause's trace context (null: tracing was off, or nothing was traced). */
+  traceparent: string | null;
+  tracestate: string | null;
 }
 
 interface Parking {
@@ -117,9 +137,9 @@ export class OutboxRelay {
   /** True while this instance holds the lock and publishes. */
   active = false;
   readonly stats = { published: 0, batches: 0, parked: 0 };
-  private readonly publishedCounter?: Counter;
-  private readonly parkedCounter?: Counter;
-  private readonly activeGauge?: Gauge;
+  private readonly publishedCounter?: Counter<never>;
+  private readonly parkedCounter?: Counter<never>;
+  private readonly activeGauge?: Gauge<never>;
 
   constructor(private readonly options: OutboxRelayOptions) {
     const fp = crc64Avro(`outbox:${options.schema}`);
@@ -132,36 +152,9 @@ export class OutboxRelay {
     this.stallAfterMs = options.stallAfterMs ?? 5 * 60_000;
     const registry = options.metrics;
     if (registry) {
-      this.publishedCounter = metric(
-        registry,
-        'outbox_published_total',
-        () =>
-          new Counter({
-            name: 'outbox_published_total',
-            help: 'Outbox rows published to Kafka',
-            registers: [registry],
-          }),
-      );
-      this.parkedCounter = metric(
-        registry,
-        'outbox_parked_total',
-        () =>
-          new Counter({
-            name: 'outbox_parked_total',
-            help: 'Outbox rows moved to outbox_parked: too large for their topic',
-            registers: [registry],
-          }),
-      );
-      this.activeGauge = metric(
-        registry,
-        'outbox_relay_active',
-        () =>
-          new Gauge({
-            name: 'outbox_relay_active',
-            help: '1 while this instance is the active relay',
-            registers: [registry],
-          }),
-      );
+      this.publishedCounter = counter(registry, 'outreach_outbox_published_total');
+      this.parkedCounter = counter(registry, 'outreach_outbox_parked_total');
+      this.activeGauge = gauge(registry, 'outreach_outbox_relay_active');
     }
   }
 
@@ -271,7 +264,8 @@ export class OutboxRelay {
   /** Publishes (or parks) the next rows in id order; returns how many rows it took off the queue. */
   private async publishBatch(client: pg.Client): Promise<number> {
     const { rows } = await client.query<OutboxRow>(
-      `SELECT id, event_id, topic, key, headers, payload FROM outbox WHERE published_at IS NULL ORDER BY id LIMIT $1`,
+      `SELECT id, event_id, topic, key, headers, payload, traceparent, tracestate
+       FROM outbox WHERE published_at IS NULL ORDER BY id LIMIT $1`,
       [this.batchSize],
     );
     if (rows.length === 0) return 0;
@@ -281,12 +275,31 @@ export class OutboxRelay {
     const rowOf = new Map<RawRecord, OutboxRow>();
     const batches: Array<{ topic: string; records: RawRecord[] }> = [];
     const parking: Parking[] = [];
+    // With tracing on, a `send <topic>` span per record, a child of the row's stored context.
+    const spans = new Map<RawRecord, Span>();
+    const finish = (records: readonly RawRecord[], error?: unknown) => {
+      for (const record of records) {
+        const span = spans.get(record);
+        if (span) endSpans([span], error);
+        spans.delete(record);
+      }
+    };
     for (const row of rows) {
-      const record: RawRecord = { key: row.key, value: row.payload, headers: row.headers };
+      let record: RawRecord = { key: row.key, value: row.payload, headers: row.headers };
       const limitBytes = limits.get(row.topic) as number;
       if (!fitsAlone(record, limitBytes)) {
         parking.push({ row, bytes: recordBytes(record), limitBytes, reason: 'larger than the topic accepts' });
         continue;
+      }
+      if (tracingActive()) {
+        const headers = { ...row.headers };
+        const parent = remoteContext(row.traceparent, row.tracestate) ?? ROOT_CONTEXT;
+        const info = { topic: row.topic, eventId: row.event_id, eventType: headers[HEADER.eventType] ?? '', headers };
+        const span = startSendSpan(info, parent, { 'outreach.outbox.schema': this.options.schema });
+        // A tracestate never costs a record its place: without room for it, the stored headers go.
+        const traced: RawRecord = { ...record, headers };
+        if (fitsAlone(traced, limitBytes)) record = traced;
+        spans.set(record, span);
       }
       rowOf.set(record, row);
       // Consecutive rows of one topic stay together, in id order.
@@ -300,36 +313,48 @@ export class OutboxRelay {
       'publishing outbox batch',
     );
     // One request at a time, each marked published once Kafka has it, so a crash re-sends little.
-    for (const request of planRequests(batches, (topic) => limits.get(topic) as number)) {
-      const records = request.flatMap((b) => b.records);
-      try {
-        await producer.publishRaw(request);
-        await this.markPublished(
-          client,
-          records.map((r) => (rowOf.get(r) as OutboxRow).id),
-        );
-      } catch (error) {
-        // The broker's limit is below the one we read (lowered since, or unreadable): one by one,
-        // so only the records it refuses alone are parked.
-        if (!isMessageTooLarge(error)) throw error;
-        for (const record of records) await this.publishAlone(client, rowOf.get(record) as OutboxRow, record);
+    try {
+      for (const request of planRequests(batches, (topic) => limits.get(topic) as number)) {
+        const records = request.flatMap((b) => b.records);
+        try {
+          await producer.publishRaw(request);
+          finish(records);
+          await this.markPublished(
+            client,
+            records.map((r) => (rowOf.get(r) as OutboxRow).id),
+          );
+        } catch (error) {
+          // The broker's limit is below the one we read (lowered since, or unreadable): one by one,
+          // so only the records it refuses alone are parked.
+          if (!isMessageTooLarge(error)) throw error;
+          for (const record of records) {
+            const parked = await this.publishAlone(client, rowOf.get(record) as OutboxRow, record);
+            finish([record], parked ? 'parked: too large for its topic' : undefined);
+          }
+        }
+        this.tick();
       }
-      this.tick();
+    } catch (error) {
+      finish([...spans.keys()], error);
+      throw error;
     }
     this.options.logger.debug({ count: rows.length, parked: parking.length }, 'published outbox batch');
     this.stats.batches++;
     return rows.length;
   }
 
-  private async publishAlone(client: pg.Client, row: OutboxRow, record: RawRecord): Promise<void> {
+  /** Publishes one record, or parks it when the broker refuses it as too large (then true). */
+  private async publishAlone(client: pg.Client, row: OutboxRow, record: RawRecord): Promise<boolean> {
     try {
       await this.options.producer.publishRaw([{ topic: row.topic, records: [record] }]);
       await this.markPublished(client, [row.id]);
+      return false;
     } catch (error) {
       if (!isMessageTooLarge(error)) throw error;
       const limitBytes = await this.options.producer.maxMessageBytes(row.topic);
       const reason = `the broker refused it: ${error instanceof Error ? error.message : String(error)}`;
       await this.park(client, [{ row, bytes: recordBytes(record), limitBytes, reason }]);
+      return true;
     }
   }
 
@@ -404,63 +429,4 @@ export class OutboxRelay {
       this.wake = done;
     });
   }
-}
-
-/**
- * Gauges of the outbox backlog, computed at scrape time: how many rows wait, and how old the
- * oldest one is (the relay's lag).
- */
-export function registerOutboxMetrics(registry: Registry, pool: Pool): void {
-  // One small query per gauge and scrape (a partial index keeps it cheap); never a cached value.
-  const read = () =>
-    pool
-      .query<{ rows: string; age: number | null; parked: string }>(
-        `SELECT count(*) AS rows, extract(epoch FROM now() - min(created_at))::float8 AS age,
-                (SELECT count(*) FROM outbox_parked) AS parked
-         FROM outbox WHERE published_at IS NULL`,
-      )
-      .then((r) => ({
-        rows: Number(r.rows[0]?.rows ?? 0),
-        age: r.rows[0]?.age ?? 0,
-        parked: Number(r.rows[0]?.parked ?? 0),
-      }));
-  metric(
-    registry,
-    'outbox_unpublished_rows',
-    () =>
-      new Gauge({
-        name: 'outbox_unpublished_rows',
-        help: 'Outbox rows not yet published to Kafka',
-        registers: [registry],
-        async collect() {
-          this.set((await read()).rows);
-        },
-      }),
-  );
-  metric(
-    registry,
-    'outbox_parked_rows',
-    () =>
-      new Gauge({
-        name: 'outbox_parked_rows',
-        help: 'Outbox records parked as too large for their topic, waiting for an operator',
-        registers: [registry],
-        async collect() {
-          this.set((await read()).parked);
-        },
-      }),
-  );
-  metric(
-    registry,
-    'outbox_oldest_unpublished_age_seconds',
-    () =>
-      new Gauge({
-        name: 'outbox_oldest_unpublished_age_seconds',
-        help: 'Age of the oldest unpublished outbox row (0 when none)',
-        registers: [registry],
-        async collect() {
-          this.set((await read()).age);
-        },
-      }),
-  );
 }

@@ -35,6 +35,7 @@ describe('migrate', () => {
       '1764000000000_outbox',
       '1764100000000_things',
       '1764700000000_outbox_parked',
+      '1767200000000_outbox-trace-context',
     ]);
     expect(await migrate({ databaseUrl, schema, dir, outbox: true })).toEqual([]);
 
@@ -57,6 +58,7 @@ describe('migrate', () => {
       '1764000000000_outbox',
       '1764100000000_things',
       '1764700000000_outbox_parked',
+      '1767200000000_outbox-trace-context',
     ]);
   });
 });

@@ -6,6 +6,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { ConfigError } from '../config.js';
+import type { Logger } from '../logger.js';
+import { reloadEvery, type Reloading } from './reload.js';
 
 export type Env = Readonly<Record<string, string | undefined>>;
 export type ReadFile = (path: string) => string;
@@ -37,6 +39,48 @@ export function readSecretFile(variable: string, path: string, readFile: ReadFil
   const value = content.replace(/\r?\n$/, '');
   if (value === '') throw new ConfigError(`invalid configuration: ${variable} (${path}) is empty`);
   return value;
+}
+
+export interface ReloadingSecretOptions {
+  /** How often the file is read again: SECRET_FILE_REFRESH_MS. */
+  readonly intervalMs: number;
+  /** Hears of a change and of a failed read, by the variable and path, never the value. */
+  readonly logger?: Pick<Logger, 'info' | 'warn'>;
+  /** Why a value cannot be used (undefined when it can), asked at start and at every read; never quotes it. */
+  readonly check?: (value: string) => string | undefined;
+  readonly readFile?: ReadFile;
+}
+
+/**
+ * The secret `<name>` as readSecret reads it (its file or, for development, the inline value; never
+ * both) and, from a file, read again every `intervalMs` (security/reload.ts): a rotated Secret takes
+ * effect without a restart. At start a bad file or value stops it (ConfigError); later, a bad read
+ * keeps the value in hand and is logged as a warning. `current()` is undefined when neither is set.
+ */
+export function reloadingSecret(
+  env: Env,
+  name: string,
+  options: ReloadingSecretOptions,
+): Reloading<string | undefined> {
+  const variable = `${name}_FILE`;
+  const path = env[variable] ?? '';
+  const where = path === '' ? name : `${variable} (${path})`;
+  const checked = (value: string | undefined): string | undefined => {
+    const problem = value === undefined ? undefined : options.check?.(value);
+    if (problem !== undefined) throw new ConfigError(`invalid configuration: ${where} ${problem}`);
+    return value;
+  };
+  const first = checked(readSecret(env, name, options.readFile));
+  if (path === '') return { current: () => first, stop: () => undefined };
+  return reloadEvery(first, () => checked(readSecretFile(variable, path, options.readFile)), {
+    intervalMs: options.intervalMs,
+    onChange: () => options.logger?.info({ variable, path }, `${variable} changed; using the new secret`),
+    onError: (error) =>
+      options.logger?.warn(
+        { variable, path, reason: error instanceof Error ? error.message : String(error) },
+        `${variable} could not be read again; keeping the previous secret`,
+      ),
+  });
 }
 
 /** A PEM file (CA, certificate, key) named by `variable`; read once, at start. */

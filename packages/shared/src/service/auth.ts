@@ -18,6 +18,7 @@ import rateLimit from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyRequest, FastifySchema, onRequestAsyncHookHandler } from 'fastify';
 import fp from 'fastify-plugin';
 import { ConfigError, type BaseConfig } from '../config.js';
+import { reloadEvery } from '../security/reload.js';
 import { AppError } from './errors.js';
 
 export const scopes = ['publish', 'operate', 'read'] as const;
@@ -198,23 +199,21 @@ export const accessControl = fp(
   async (app: FastifyInstance, options: AccessControlOptions) => {
     const key = randomBytes(32);
     const read = typeof options.tokens === 'function' ? options.tokens : () => options.tokens as ScopedTokens;
-    let current = read();
-    let verifier = new TokenVerifier(current, key);
+    const first = read();
+    let verifier = new TokenVerifier(first, key);
     if (typeof options.tokens === 'function' && options.reloadMs !== undefined) {
-      const timer = setInterval(() => {
-        try {
-          const next = read();
-          if (scopes.every((s) => next[s].join('\n') === current[s].join('\n'))) return;
-          current = next;
+      const tokens = reloadEvery(first, read, {
+        intervalMs: options.reloadMs,
+        same: (a, b) => scopes.every((s) => a[s].join('\n') === b[s].join('\n')),
+        onChange: (next) => {
           verifier = new TokenVerifier(next, key);
           app.log.info({ tokens: Object.fromEntries(scopes.map((s) => [s, next[s].length])) }, 'API tokens reloaded');
-        } catch (error) {
-          // A Secret mid-update or a file gone: the tokens in hand stay valid rather than none.
-          app.log.warn({ err: error }, 'API tokens could not be read again; keeping the previous ones');
-        }
-      }, options.reloadMs);
-      timer.unref();
-      app.addHook('onClose', async () => clearInterval(timer));
+        },
+        // A Secret mid-update or a file gone: the tokens in hand stay valid rather than none.
+        onError: (error) =>
+          app.log.warn({ err: error }, 'API tokens could not be read again; keeping the previous ones'),
+      });
+      app.addHook('onClose', async () => tokens.stop());
     }
     const routes: RegisteredRoute[] = [];
     app.decorate('registeredRoutes', routes);

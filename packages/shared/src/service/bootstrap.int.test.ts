@@ -111,8 +111,8 @@ describe('a service built from the shared bootstrap', () => {
     });
     await waitFor(async () => (await seen()) >= 60, { timeoutMs: 30_000, description: 'consumption under way' });
     const metrics = await (await fetch(`http://127.0.0.1:${first.port}/metrics`)).text();
-    expect(metrics).toMatch(/outbox_unpublished_rows/);
-    expect(metrics).toMatch(/consumer_messages_total\{[^}]*result="handled"/);
+    expect(metrics).toMatch(/outreach_outbox_unpublished_rows/);
+    expect(metrics).toMatch(/outreach_consumer_messages_total\{[^}]*result="handled"/);
 
     expect(await first.proc.stop('SIGTERM')).toBe(0);
     expect(first.proc.stdoutLines.some((l) => l.includes('"msg":"shutting down"'))).toBe(true);

@@ -15,6 +15,7 @@ import type { Logger } from '../logger.js';
 import fp from 'fastify-plugin';
 import type { Registry } from 'prom-client';
 import { createMetricsRegistry } from '../metrics.js';
+import { registerHttpMetrics } from '../metrics/http.js';
 import { accessControl, scopedTokensFrom, type ScopedTokens } from './auth.js';
 import { isTransientError } from '../kafka/consumer.js';
 import { isKafkaRole, roleAccessNeeds } from '../kafka/acls.js';
@@ -143,6 +144,8 @@ export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInst
       { name: 'health' },
     ),
   );
+  // Before any route, so every route (and the 404 handler) is counted and timed.
+  registerHttpMetrics(app);
 
   // A restart is the cure for what fails here (a consumer kafkajs gave up on, a stalled relay).
   app.get('/health/live', { logLevel: 'warn', config: { scope: 'public' } }, async (_request, reply) => {
@@ -303,10 +306,11 @@ export async function buildServiceApp(options: {
       startupTimeoutMs: config.KAFKA_STARTUP_TIMEOUT_MS,
       checkAcls: config.KAFKA_STARTUP_ACL_CHECK,
     },
-    // Read at start (an unreadable file stops it: a ConfigError, exit 78), then every 30 s: a rotated
-    // Secret takes effect without a restart, and a revoked token stops working.
+    // Read at start (an unreadable file stops it: a ConfigError, exit 78), then every
+    // SECRET_FILE_REFRESH_MS (30 s): a rotated Secret takes effect without a restart, and a revoked
+    // token stops working.
     apiTokens: () => scopedTokensFrom(config),
-    apiTokensReloadMs: 30_000,
+    apiTokensReloadMs: config.SECRET_FILE_REFRESH_MS,
     rateLimit: { max: config.RATE_LIMIT_MAX, windowMs: config.RATE_LIMIT_WINDOW_MS },
     trustProxy: config.TRUST_PROXY,
     pluginsDir: join(dir, 'plugins'),

@@ -9,6 +9,7 @@ import { migrate } from '../pg/migrate.js';
 import { openApiDocument } from './docs.js';
 import { bindSchemaRegistry } from '../registry/binding.js';
 import { StartupError } from './startup-error.js';
+import { shutdownTracing, tracingActive } from '../telemetry/trace.js';
 
 export interface ServiceDefinition<P extends TProperties> {
   readonly name: string;
@@ -122,6 +123,8 @@ export async function runService<P extends TProperties>(
     if (err) logger.error({ err }, 'fatal error, shutting down');
     else logger.info({ signal }, 'shutting down');
     await app.close();
+    // Spans still buffered go to the collector before the process ends (a no-op with tracing off).
+    await shutdownTracing();
   });
 
   try {
@@ -134,6 +137,6 @@ export async function runService<P extends TProperties>(
     }
     throw error;
   }
-  logger.info({ port: config.HTTP_PORT }, `${definition.name} started`);
+  logger.info({ port: config.HTTP_PORT, tracing: tracingActive() }, `${definition.name} started`);
   return app;
 }

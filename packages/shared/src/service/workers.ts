@@ -2,7 +2,9 @@ import type { FastifyInstance } from 'fastify';
 import type { BaseConfig } from '../config.js';
 import { ConsumerRunner, type ConsumerRunnerOptions } from '../kafka/consumer.js';
 import type { Logger } from '../logger.js';
-import { OutboxRelay, registerOutboxMetrics, type OutboxRelayOptions } from '../outbox/outbox.js';
+import { registerOutboxMetrics, registerRelayUp } from '../metrics/outbox.js';
+import { OutboxRelay, type OutboxRelayOptions } from '../outbox/outbox.js';
+import { trackConsumerLag } from './consumer-lag.js';
 import type { PeriodicTask } from './periodic.js';
 
 /** The retry cap of every consumer, from the base config (CONSUMER_RETRY_MAX_ATTEMPTS, _MS). */
@@ -26,6 +28,7 @@ export function registerConsumer(
 ): ConsumerRunner {
   // The start-up check (kafka-plugin.ts) proves this group may read its topics and write their DLQs.
   if (app.hasDecorator('kafkaNeeds')) app.kafkaNeeds.consumes(options.groupId, options.topics);
+  if (app.hasDecorator('kafka')) trackConsumerLag(app, options.groupId, options.topics);
   const runner = new ConsumerRunner({
     ...options,
     kafka: app.kafka,
@@ -76,11 +79,15 @@ export function registerOutboxRelay(
     metrics: app.metrics,
   });
   registerOutboxMetrics(app.metrics, app.pg);
+  let started = false;
+  registerRelayUp(app.metrics, () => started && relay.liveness() === undefined);
   app.liveness.set('outbox-relay', () => relay.liveness());
   app.addHook('onReady', async () => {
     relay.start();
+    started = true;
   });
   app.addHook('onClose', async () => {
+    started = false;
     await relay.stop();
   });
   return relay;

@@ -5,6 +5,7 @@ export { waitFor, WaitTimeoutError } from '../wait.js';
 export { uniqueName } from './names.js';
 export { wireFormatEnv, wireFormatFromEnv, type ProcessWireFormat } from './wire-format.js';
 export { readTopic, type ReadMessage } from '../kafka/read-topic.js';
+export { planScans, type PlanScan } from './explain.js';
 import { uniqueName } from './names.js';
 
 export interface IsolatedSchema {
@@ -44,6 +45,7 @@ export async function isolatedSchema(databaseUrl: string, prefix: string): Promi
 }
 
 export { freePort, startProcess, type RunningProcess } from './process.js';
+export { OtlpReceiver, otlpJsonSpans, type ReceivedSpan, type ReceivedSpanKind } from './otlp-receiver.js';
 export {
   SmtpSink,
   type DeliveredMessage,

@@ -13,7 +13,7 @@ import { loadEmailHashKey } from '../email-hash-key.js';
 import type { OutreachEvent } from '../contracts/events.generated.js';
 import { createKafka } from '../kafka/client.js';
 import { EventProducer } from '../kafka/producer.js';
-import { ensureTopics, topicName, type TopicId } from '../kafka/topics.js';
+import { ensureTopics, listTopicsSettled, topicName, type TopicId } from '../kafka/topics.js';
 import { createLogger, type Logger } from '../logger.js';
 import { migrate } from '../pg/migrate.js';
 import { quoteIdent } from '../pg/pool.js';
@@ -77,7 +77,7 @@ export async function deleteTopicsWithPrefix(kafka: ReturnType<typeof createKafk
   const admin = kafka.admin();
   await admin.connect();
   try {
-    const topics = (await admin.listTopics()).filter((t) => t.startsWith(prefix));
+    const topics = (await listTopicsSettled(admin)).filter((t) => t.startsWith(prefix));
     if (topics.length > 0) await admin.deleteTopics({ topics, timeout: 10_000 });
   } finally {
     await admin.disconnect();

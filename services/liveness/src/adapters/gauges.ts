@@ -1,33 +1,16 @@
-import { Gauge, metric, type Registry } from '@outreach/shared';
+import { gauge, type Registry } from '@outreach/shared';
 import type { ConversationsRepository } from './conversations-repository.js';
 
-/** Read from the database at scrape time. */
+/**
+ * Read from the database at scrape time, each through a partial index (`conversations_stalled_idx`
+ * WHERE stalled_reason IS NOT NULL, `conversations_obligation_idx` WHERE status = 'open'; test:
+ * services/liveness/test/gauges.int.test.ts).
+ */
 export function registerLivenessGauges(registry: Registry, repository: ConversationsRepository): void {
-  metric(
-    registry,
-    'liveness_stalled_conversations',
-    () =>
-      new Gauge({
-        name: 'liveness_stalled_conversations',
-        help: 'Conversations currently flagged as stalled, by reason',
-        labelNames: ['reason'],
-        registers: [registry],
-        async collect() {
-          for (const [reason, n] of Object.entries(await repository.stalledCounts())) this.set({ reason }, n);
-        },
-      }),
-  );
-  metric(
-    registry,
-    'liveness_oldest_obligation_age_seconds',
-    () =>
-      new Gauge({
-        name: 'liveness_oldest_obligation_age_seconds',
-        help: 'Age of the oldest open obligation (a next step owed), 0 when none',
-        registers: [registry],
-        async collect() {
-          this.set(await repository.oldestObligationAgeSeconds());
-        },
-      }),
+  gauge(registry, 'outreach_liveness_stalled_conversations', async (g) => {
+    for (const [reason, n] of Object.entries(await repository.stalledCounts())) g.set({ reason }, n);
+  });
+  gauge(registry, 'outreach_liveness_oldest_obligation_age_seconds', async (g) =>
+    g.set(await repository.oldestObligationAgeSeconds()),
   );
 }

@@ -1,4 +1,4 @@
-import { Counter, metric, PeriodicTask, type Logger, type Registry } from '@outreach/shared';
+import { counter, PeriodicTask, type Counter, type Logger, type Registry } from '@outreach/shared';
 import type { ConversationsRepository } from '../adapters/conversations-repository.js';
 
 /**
@@ -21,33 +21,9 @@ export class Sweeper {
     private readonly batchSize = 500,
   ) {
     this.loop = new PeriodicTask('stall sweep', () => this.sweep(), intervalMs, logger);
-    this.sweeps = metric(
-      registry,
-      'liveness_sweeps_total',
-      () => new Counter({ name: 'liveness_sweeps_total', help: 'Completed stall sweeps', registers: [registry] }),
-    );
-    this.flags = metric(
-      registry,
-      'liveness_flags_total',
-      () =>
-        new Counter({
-          name: 'liveness_flags_total',
-          help: 'Conversations flagged as stalled, by reason',
-          labelNames: ['reason'],
-          registers: [registry],
-        }),
-    );
-    this.closes = metric(
-      registry,
-      'liveness_closes_total',
-      () =>
-        new Counter({
-          name: 'liveness_closes_total',
-          help: 'Conversations closed by the sweep, by reason (sequence_completed: the sequence got no reply in its window)',
-          labelNames: ['reason'],
-          registers: [registry],
-        }),
-    );
+    this.sweeps = counter(registry, 'outreach_liveness_sweeps_total');
+    this.flags = counter(registry, 'outreach_liveness_flags_total');
+    this.closes = counter(registry, 'outreach_liveness_closes_total');
   }
 
   start(): void {

@@ -4,10 +4,10 @@
  * the consumer runner up to its cap, then dead-lettered as TRANSIENT_EXHAUSTED and replayable;
  * never sent without its variant).
  * A 401/403 means our token and theirs disagree, which a token rotation causes and fixes: it is
- * transient too (not the request's fault), with an alert, `planner_peer_auth_failures_total` and an
+ * transient too (not the request's fault), with an alert, `outreach_planner_peer_auth_failures_total` and an
  * `alert: peer_auth_failed` log line, since it will not heal by itself if the rotation is stuck.
  */
-import { Counter, metric, TransientError, type Logger, type Registry } from '@outreach/shared';
+import { counter, TransientError, type Counter, type Logger, type Registry } from '@outreach/shared';
 import type { VariantDecision } from '../domain/request.js';
 
 export type ExperimentAnswer =
@@ -24,24 +24,13 @@ export class ExperimentClient {
 
   constructor(
     private readonly baseUrl: string,
-    private readonly token: string,
+    /** Asked at every call: the token file is read again while the planner runs (experiment-token.ts). */
+    private readonly token: () => string,
     private readonly timeoutMs: number,
     private readonly observers: ExperimentClientObservers = {},
   ) {
     const registry = observers.metrics;
-    this.authFailures = registry
-      ? metric(
-          registry,
-          'planner_peer_auth_failures_total',
-          () =>
-            new Counter({
-              name: 'planner_peer_auth_failures_total',
-              help: 'Calls a peer service refused with 401/403 (a token rotation in progress, or stuck)',
-              labelNames: ['peer', 'status'] as const,
-              registers: [registry],
-            }),
-        )
-      : undefined;
+    this.authFailures = registry ? counter(registry, 'outreach_planner_peer_auth_failures_total') : undefined;
   }
 
   /** A 401/403: retried like an outage, and reported so someone finishes the rotation. */
@@ -49,7 +38,7 @@ export class ExperimentClient {
     this.authFailures?.inc({ peer: 'experiment', status: String(status) });
     this.observers.logger?.error(
       { alert: 'peer_auth_failed', peer: 'experiment', status },
-      'the experiment service refused our token; check EXPERIMENT_TOKEN against its API tokens (rotation)',
+      'the experiment service refused our token; check EXPERIMENT_TOKEN_FILE (or EXPERIMENT_TOKEN) against its API tokens (rotation)',
     );
     return new TransientError(`experiment service refused our token (${status}): ${text.slice(0, 200)}`, {
       code: 'PEER_UNAUTHORIZED',
@@ -63,7 +52,7 @@ export class ExperimentClient {
         `${this.baseUrl.replace(/\/$/, '')}/v1/experiments/${encodeURIComponent(experimentId)}/assignments`,
         {
           method: 'POST',
-          headers: { 'content-type': 'application/json', authorization: `Bearer ${this.token}` },
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${this.token()}` },
           body: JSON.stringify({ candidateIds }),
           signal: AbortSignal.timeout(this.timeoutMs),
         },
@@ -101,7 +90,7 @@ export class ExperimentClient {
     try {
       response = await fetch(`${this.baseUrl.replace(/\/$/, '')}/v1/experiments/${encodeURIComponent(experimentId)}`, {
         // The experiment service's reads need its read scope (docs/operations.md, scopes).
-        headers: { authorization: `Bearer ${this.token}` },
+        headers: { authorization: `Bearer ${this.token()}` },
         signal: AbortSignal.timeout(this.timeoutMs),
       });
     } catch (error) {

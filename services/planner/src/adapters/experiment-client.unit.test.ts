@@ -31,7 +31,7 @@ describe('ExperimentClient', () => {
     const lines: Array<Record<string, unknown>> = [];
     const logger = createLogger({ name: 'planner-test' }, { write: (line: string) => lines.push(JSON.parse(line)) });
     const metrics = createMetricsRegistry('planner-test', false);
-    const client = new ExperimentClient(baseUrl, 'old-token', 2_000, { logger, metrics });
+    const client = new ExperimentClient(baseUrl, () => 'old-token', 2_000, { logger, metrics });
 
     const assign = await client.assign('exp', ['c1']).catch((error: unknown) => error);
     expect(assign).toBeInstanceOf(TransientError);
@@ -40,14 +40,14 @@ describe('ExperimentClient', () => {
     const variants = await client.variants('exp').catch((error: unknown) => error);
     expect(isTransientError(variants)).toBe(true);
 
-    expect(await metrics.getSingleMetricAsString('planner_peer_auth_failures_total')).toMatch(
+    expect(await metrics.getSingleMetricAsString('outreach_planner_peer_auth_failures_total')).toMatch(
       new RegExp(`peer="experiment",status="${code}"[^\\n]* 2`),
     );
     expect(lines.filter((l) => l.alert === 'peer_auth_failed')).toHaveLength(2);
   });
 
   it('retries 5xx and 429, dead-letters other refusals, and reads 404 as an unknown experiment', async () => {
-    const client = new ExperimentClient(baseUrl, 't', 2_000);
+    const client = new ExperimentClient(baseUrl, () => 't', 2_000);
     for (const code of [500, 503, 429]) {
       status = code;
       expect(isTransientError(await client.assign('exp', ['c1']).catch((e: unknown) => e))).toBe(true);

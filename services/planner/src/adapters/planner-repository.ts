@@ -26,7 +26,11 @@ export function stepRefKey(ref: StepRef): string {
 export class PlannerRepository {
   constructor(
     private readonly pool: Pool,
-    private readonly topics: { readonly sendRequested: string; readonly conversationEvents: string },
+    private readonly topics: {
+      readonly sendRequested: string;
+      readonly conversationEvents: string;
+      readonly outreachRejected: string;
+    },
   ) {}
 
   /**
@@ -76,12 +80,15 @@ export class PlannerRepository {
 
   /** Enqueues events, each to its topic (idempotent: event ids derive from what they mean). */
   async enqueue(client: Queryable, events: readonly PlannerEvent[]): Promise<void> {
+    const topicOf = (event: PlannerEvent) =>
+      event.type === 'SendRequested'
+        ? this.topics.sendRequested
+        : event.type === 'OutreachRejected'
+          ? this.topics.outreachRejected
+          : this.topics.conversationEvents;
     await enqueueEvents(
       client,
-      events.map((event) => ({
-        topic: event.type === 'SendRequested' ? this.topics.sendRequested : this.topics.conversationEvents,
-        event,
-      })),
+      events.map((event) => ({ topic: topicOf(event), event })),
     );
   }
 

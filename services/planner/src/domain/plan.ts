@@ -3,12 +3,25 @@
  * and the rows to keep, decided here; the repository stores and enqueues them as they are. Pure:
  * the sticky variant and the database clock (`now`, read once per transaction) come in as values.
  */
-import { sendIdFor, uuidV5, type NextStepScheduled, type SendRequested, type SequencePlanned } from '@outreach/shared';
-import { chooseContent, type Content, type PlannedRequest, type VariantDecision } from './request.js';
+import {
+  sendIdFor,
+  uuidV5,
+  type NextStepScheduled,
+  type OutreachRejected,
+  type SendRequested,
+  type SequencePlanned,
+} from '@outreach/shared';
+import {
+  chooseContent,
+  type Content,
+  type ContentProblem,
+  type PlannedRequest,
+  type VariantDecision,
+} from './request.js';
 import { nextStepScheduled, sendRequested, type PlannedSend, type StepEvent } from './step.js';
 
-/** Every event the planner publishes. */
-export type PlannerEvent = StepEvent | SequencePlanned;
+/** Every event the planner publishes (OutreachRejected: domain/rejection.ts). */
+export type PlannerEvent = StepEvent | SequencePlanned | OutreachRejected;
 
 export interface StoredFollowUp {
   readonly step: string;
@@ -116,21 +129,28 @@ export function schedule(send: PlannedSend, dueAt: number, now: number): Schedul
 /**
  * Chooses the content of the head step and of every follow-up for the candidate's variant decision,
  * then plans the head: a SendRequested when due (no `sendAt`, or one not after `now`), else a
- * scheduled step. Refused, with a reason, when a step has no content for the decision. The caller
- * asks only for a step that is still open (step.ts `arrivalOf`).
+ * scheduled step. Refused, with a reason, when a step has no content for the decision (`code` says
+ * which, `at` where: `contents` or `followUps[i].contents`). The caller asks only for a step that is
+ * still open (step.ts `arrivalOf`).
  */
 export function decide(
   request: PlannedRequest,
   decision: VariantDecision | null,
   now: number,
-): { ok: true; plan: Plan } | { ok: false; reason: string } {
+): { ok: true; plan: Plan } | { ok: false; reason: string; code: ContentProblem; at: string } {
   const head = chooseContent(request.contents, decision);
-  if (!head.ok) return { ok: false, reason: head.reason };
+  if (!head.ok) return { ok: false, reason: head.reason, code: head.code, at: 'contents' };
   const followUps: StoredFollowUp[] = [];
   for (const [i, followUp] of request.followUps.entries()) {
     const chosen = chooseContent(followUp.contents, decision);
     // Reasons name fields, never the caller's values: they go to logs and DLQ headers.
-    if (!chosen.ok) return { ok: false, reason: `followUps[${i}]: ${chosen.reason}` };
+    if (!chosen.ok)
+      return {
+        ok: false,
+        reason: `followUps[${i}]: ${chosen.reason}`,
+        code: chosen.code,
+        at: `followUps[${i}].contents`,
+      };
     followUps.push({
       step: followUp.step,
       delayMs: followUp.delayMs,

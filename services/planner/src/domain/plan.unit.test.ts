@@ -188,7 +188,12 @@ describe('decide (a request)', () => {
 
   it('given no content for the assigned variant, then refused with a reason', () => {
     expect(given({ experimentId: 'exp', contents: arms }, { enrolled: true, variant: 'C' }).whenDecidedAt(NOW)).toEqual(
-      { ok: false, reason: 'request has no content for the assigned variant C' },
+      {
+        ok: false,
+        reason: 'request has no content for the assigned variant C',
+        code: 'no_content_for_variant',
+        at: 'contents',
+      },
     );
     expect(
       given({ experimentId: 'exp', contents: arms }, { enrolled: false, reason: 'experiment is paused' }).whenDecidedAt(
@@ -197,6 +202,8 @@ describe('decide (a request)', () => {
     ).toEqual({
       ok: false,
       reason: 'candidate is not enrolled (experiment is paused) and the request has no default content',
+      code: 'no_default_content',
+      at: 'contents',
     });
   });
 
@@ -209,7 +216,12 @@ describe('decide (a request)', () => {
       },
       { enrolled: true, variant: 'B' },
     ).whenDecidedAt(NOW);
-    expect(result).toEqual({ ok: false, reason: 'followUps[0]: request has no content for the assigned variant B' });
+    expect(result).toEqual({
+      ok: false,
+      reason: 'followUps[0]: request has no content for the assigned variant B',
+      code: 'no_content_for_variant',
+      at: 'followUps[0].contents',
+    });
   });
 });
 

@@ -14,6 +14,7 @@ import {
   type EmailHashKey,
   type OutreachRequested,
 } from '@outreach/shared';
+import { fieldsNamed } from './rejection.js';
 
 export const MAX_BODY_BYTES = 100_000;
 export const MAX_SUBJECT_CHARS = 998;
@@ -68,8 +69,10 @@ function contentProblems(contents: readonly Content[], where: string, experiment
   return problems;
 }
 
+/** A refusal names its reason (for logs and the DLQ) and the fields at fault (for OutreachRejected). */
 export type Validation =
-  { readonly ok: true; readonly request: PlannedRequest } | { readonly ok: false; readonly reason: string };
+  | { readonly ok: true; readonly request: PlannedRequest }
+  | { readonly ok: false; readonly reason: string; readonly fields: readonly string[] };
 
 export function validateRequest(event: Omit<OutreachRequested, 'type'>, hashKey: EmailHashKey): Validation {
   const problems: string[] = [];
@@ -88,7 +91,7 @@ export function validateRequest(event: Omit<OutreachRequested, 'type'>, hashKey:
     problems.push(...contentProblems(followUp.contents, `followUps[${i}]`, experiment));
   });
   if (problems.length > 0 || !keys.ok)
-    return { ok: false, reason: `invalid OutreachRequested: ${problems.join('; ')}` };
+    return { ok: false, reason: `invalid OutreachRequested: ${problems.join('; ')}`, fields: fieldsNamed(problems) };
   const { campaignId, candidateKey, step, email, emailNorm, sendId, correlationId, conversationId } = keys.keys;
   return {
     ok: true,
@@ -113,6 +116,9 @@ export function validateRequest(event: Omit<OutreachRequested, 'type'>, hashKey:
   };
 }
 
+/** Why content could not be chosen: none for the candidate's variant, or none for a candidate without one. */
+export type ContentProblem = 'no_content_for_variant' | 'no_default_content';
+
 /** The experiment's verdict for one candidate, as the planner receives it. */
 export type VariantDecision =
   { readonly enrolled: true; readonly variant: string } | { readonly enrolled: false; readonly reason: string };
@@ -124,12 +130,12 @@ export type VariantDecision =
 export function chooseContent(
   contents: readonly Content[],
   decision: VariantDecision | null,
-): { ok: true; content: Content; variant: string | null } | { ok: false; reason: string } {
+): { ok: true; content: Content; variant: string | null } | { ok: false; reason: string; code: ContentProblem } {
   if (decision === null) {
     const single = contents.find((c) => c.variant === null) ?? (contents.length === 1 ? contents[0] : undefined);
     return single
       ? { ok: true, content: single, variant: null }
-      : { ok: false, reason: 'no content without a variant' };
+      : { ok: false, reason: 'no content without a variant', code: 'no_default_content' };
   }
   if (decision.enrolled) {
     // The variant's own content, else the shared variant-less one (the step is the same for both
@@ -137,12 +143,20 @@ export function chooseContent(
     const content = contents.find((c) => c.variant === decision.variant) ?? contents.find((c) => c.variant === null);
     return content
       ? { ok: true, content, variant: decision.variant }
-      : { ok: false, reason: `request has no content for the assigned variant ${decision.variant}` };
+      : {
+          ok: false,
+          reason: `request has no content for the assigned variant ${decision.variant}`,
+          code: 'no_content_for_variant',
+        };
   }
   const fallback = contents.find((c) => c.variant === null);
   return fallback
     ? { ok: true, content: fallback, variant: null }
-    : { ok: false, reason: `candidate is not enrolled (${decision.reason}) and the request has no default content` };
+    : {
+        ok: false,
+        reason: `candidate is not enrolled (${decision.reason}) and the request has no default content`,
+        code: 'no_default_content',
+      };
 }
 
 export const UNKNOWN_EXPERIMENT = 'unknown experiment: experimentId names no experiment';
@@ -155,13 +169,14 @@ export const UNKNOWN_EXPERIMENT = 'unknown experiment: experimentId names no exp
 export function variantCoverage(
   contents: readonly Content[],
   variants: readonly string[] | null,
-): { ok: true } | { ok: false; reason: string } {
-  if (variants === null) return { ok: false, reason: UNKNOWN_EXPERIMENT };
+): { ok: true } | { ok: false; reason: string; code: 'unknown_experiment' | 'no_content_for_variant' } {
+  if (variants === null) return { ok: false, reason: UNKNOWN_EXPERIMENT, code: 'unknown_experiment' };
   const missing = variants.filter((variant) => !chooseContent(contents, { enrolled: true, variant }).ok);
   return missing.length === 0
     ? { ok: true }
     : {
         ok: false,
         reason: `no content for variant(s) ${missing.join(', ')} of the experiment (and no content without a variant)`,
+        code: 'no_content_for_variant',
       };
 }

@@ -141,6 +141,7 @@ describe('chooseContent', () => {
     expect(chooseContent(contents, { enrolled: true, variant: 'C' })).toEqual({
       ok: false,
       reason: 'request has no content for the assigned variant C',
+      code: 'no_content_for_variant',
     });
   });
   it('uses shared variant-less content for an enrolled candidate, still tagged with its variant', () => {
@@ -156,6 +157,7 @@ describe('chooseContent', () => {
     expect(chooseContent(contents, { enrolled: false, reason: 'experiment is paused' })).toMatchObject({
       ok: false,
       reason: expect.stringMatching(/not enrolled/),
+      code: 'no_default_content',
     });
   });
 });
@@ -177,11 +179,12 @@ describe('variantCoverage (the rule the HTTP ingress applies before accepting a 
     expect(variantCoverage(arms, ['A', 'B', 'C', 'D'])).toEqual({
       ok: false,
       reason: 'no content for variant(s) C, D of the experiment (and no content without a variant)',
+      code: 'no_content_for_variant',
     });
   });
 
   it('given no such experiment, then refused', () => {
-    expect(variantCoverage(arms, null)).toEqual({ ok: false, reason: UNKNOWN_EXPERIMENT });
+    expect(variantCoverage(arms, null)).toEqual({ ok: false, reason: UNKNOWN_EXPERIMENT, code: 'unknown_experiment' });
   });
 
   it('refuses exactly when some candidate enrolled in a variant would find no content (chooseContent)', () => {

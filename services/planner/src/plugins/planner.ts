@@ -7,17 +7,21 @@ import {
   retryCap,
   topicName,
   type EmailHashKey,
+  type EventBatchHandler,
   type Logger,
 } from '@outreach/shared';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { ExperimentClient } from '../adapters/experiment-client.js';
+import { experimentToken } from '../adapters/experiment-token.js';
 import { PlannerRepository } from '../adapters/planner-repository.js';
+import { RequestsRepository } from '../adapters/requests-repository.js';
 import type { Config } from '../config.js';
 import { conversationHandler } from '../workflow/conversations.js';
 import { ingressHandler } from '../workflow/ingress.js';
 import { Rerequests } from '../workflow/rerequests.js';
 import { emitDue } from '../workflow/scheduler.js';
+import { sendOutcomesProjector } from '../workflow/send-outcomes.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -28,10 +32,15 @@ declare module 'fastify' {
     readonly emailHashKey: EmailHashKey;
     /** Counts and logs requests for steps already emitted or cancelled (every ingress). */
     readonly rerequests: Rerequests;
+    /** Each request's record, planned sends and their outcomes (GET /v1/outreach-requests/:requestId). */
+    readonly requests: RequestsRepository;
   }
 }
 
-/** Wires the two consumers (requests; conversations and sends), the scheduler and the outbox relay. */
+/**
+ * Wires the two consumers (requests; conversations and sends, whose outcomes it also projects for
+ * the status route), the scheduler and the outbox relay.
+ */
 export default fp(
   async (app: FastifyInstance, { config }: { config: Config }) => {
     const log = (component: string) => app.log.child({ component }) as Logger;
@@ -41,10 +50,16 @@ export default fp(
     const repository = new PlannerRepository(app.pg, {
       sendRequested: topicName('sendRequested', config.TOPIC_PREFIX),
       conversationEvents: topicName('conversationEvents', config.TOPIC_PREFIX),
+      outreachRejected: topicName('outreachRejected', config.TOPIC_PREFIX),
     });
+    const requests = new RequestsRepository(app.pg);
+    // Read now (a bad file or both variables set stop the start: ConfigError, exit 78), then again
+    // every SECRET_FILE_REFRESH_MS: a rotated Secret reaches the next call without a restart.
+    const token = experimentToken(config, log('experiment-token'));
+    app.addHook('onClose', async () => token.stop());
     const experiments = new ExperimentClient(
       config.EXPERIMENT_URL,
-      config.EXPERIMENT_TOKEN,
+      () => token.current() ?? '',
       config.EXPERIMENT_TIMEOUT_MS,
       { logger: log('experiment-client'), metrics: app.metrics },
     );
@@ -52,6 +67,7 @@ export default fp(
     app.decorate('experimentClient', experiments);
     app.decorate('plannerConfig', config);
     app.decorate('emailHashKey', emailHashKey);
+    app.decorate('requests', requests);
     const rerequests = new Rerequests(app.metrics, log('rerequests'));
     app.decorate('rerequests', rerequests);
 
@@ -66,18 +82,32 @@ export default fp(
       handler: ingressHandler({
         pool: app.pg,
         repository,
+        requests,
         experiments,
         logger: log('ingress'),
         hashKey: emailHashKey,
         rerequests,
       }),
     });
+    // Sends' outcomes are projected first (what publishers poll), then the conversations follow them.
+    // Both are idempotent, so a chunk retried after either fails does each once in effect.
+    const projectOutcomes = sendOutcomesProjector({ pool: app.pg, requests });
+    const followConversations = conversationHandler({
+      pool: app.pg,
+      repository,
+      logger: log('conversations'),
+      rerequests,
+    });
+    const conversationsAndOutcomes: EventBatchHandler = async (events, context) => {
+      await projectOutcomes(events);
+      return followConversations(events, context);
+    };
     registerConsumer(app, {
       partitionsConsumedConcurrently: config.CONSUMER_PARTITION_CONCURRENCY,
       groupId: `${config.CONSUMER_GROUP}-conversations`,
       topics: [topicName('conversationEvents', config.TOPIC_PREFIX), topicName('sendRecorded', config.TOPIC_PREFIX)],
       retry: retryCap(config),
-      handler: conversationHandler({ pool: app.pg, repository, logger: log('conversations'), rerequests }),
+      handler: conversationsAndOutcomes,
     });
     registerPeriodicTask(
       app,

@@ -4,8 +4,13 @@
  * its database clock, read (and lock) the steps asked for, decide each request (domain/step.ts
  * `arrivalOf`, domain/plan.ts `decide`) and store what was decided. A request for a step already
  * emitted or cancelled plans nothing: a repeat of the same request quietly, any other is reported.
+ * Every refusal is told to its publisher in the same transaction: an OutreachRejected (keyed by
+ * requestId, domain/rejection.ts) and the request's record (domain/request-status.ts); invalid
+ * requests also go to the DLQ, as before. A record that cannot be decoded has no requestId to
+ * answer: the consumer runner dead-letters it and nothing else is said.
  */
 import {
+  canonicalCorrelationId,
   withTransaction,
   type ConsumedEvent,
   type EmailHashKey,
@@ -17,7 +22,18 @@ import {
 import type { Pool } from 'pg';
 import type { ExperimentClient } from '../adapters/experiment-client.js';
 import { stepRefKey, type PlannerRepository } from '../adapters/planner-repository.js';
+import type { RequestsRepository } from '../adapters/requests-repository.js';
 import { decide, type Plan } from '../domain/plan.js';
+import {
+  contentMissing,
+  invalidRequest,
+  outreachRejected,
+  stepTaken,
+  unknownExperiment,
+  type RefusedRequest,
+  type RequestRejection,
+} from '../domain/rejection.js';
+import { foldDecisions, plannedSteps, type RequestDecision } from '../domain/request-status.js';
 import { UNKNOWN_EXPERIMENT, validateRequest, type PlannedRequest, type VariantDecision } from '../domain/request.js';
 import { arrivalOf, unstoredStep } from '../domain/step.js';
 import type { Rerequest, Rerequests } from './rerequests.js';
@@ -25,6 +41,7 @@ import type { Rerequest, Rerequests } from './rerequests.js';
 export function ingressHandler(deps: {
   pool: Pool;
   repository: PlannerRepository;
+  requests: RequestsRepository;
   experiments: ExperimentClient;
   logger: Logger;
   hashKey: EmailHashKey;
@@ -32,6 +49,14 @@ export function ingressHandler(deps: {
 }): EventBatchHandler {
   return async (events: readonly ConsumedEvent[]) => {
     const rejected: Rejection[] = [];
+    // Each refusal, to tell its publisher: the request's ids (never its contents) and why.
+    const refusals: Array<{ request: RefusedRequest; rejection: RequestRejection }> = [];
+    const refuse = (request: RefusedRequest, rejection: RequestRejection) => refusals.push({ request, rejection });
+    const refusedPlan = (request: PlannedRequest): RefusedRequest => ({
+      requestId: request.requestId,
+      eventId: request.requestEventId,
+      correlationId: request.correlationId,
+    });
     const valid: Array<{ offset: string; request: PlannedRequest }> = [];
     for (const consumed of events) {
       if (consumed.event.type !== 'OutreachRequested') {
@@ -41,9 +66,20 @@ export function ingressHandler(deps: {
         });
         continue;
       }
-      const validation = validateRequest(consumed.event as OutreachRequested, deps.hashKey);
+      const event = consumed.event as OutreachRequested;
+      const validation = validateRequest(event, deps.hashKey);
       if (validation.ok) valid.push({ offset: consumed.offset, request: validation.request });
-      else rejected.push({ offset: consumed.offset, reason: validation.reason });
+      else {
+        rejected.push({ offset: consumed.offset, reason: validation.reason });
+        refuse(
+          {
+            requestId: event.requestId,
+            eventId: event.eventId,
+            correlationId: canonicalCorrelationId(event.correlationId, event.eventId),
+          },
+          invalidRequest(validation.fields),
+        );
+      }
     }
 
     // Sticky variants from the experiment service, one batch per experiment. If it cannot answer,
@@ -78,12 +114,14 @@ export function ingressHandler(deps: {
         { lock: true },
       );
       const plans: Plan[] = [];
+      const planned: PlannedRequest[] = [];
       for (const { offset, request } of valid) {
         const arrival = arrivalOf(stored.get(stepRefKey(request)) ?? unstoredStep, request.requestId);
         if (arrival.kind !== 'open') {
           if (arrival.kind === 'rerequested') {
             const { campaignId, step, requestId } = request;
             rerequests.push({ state: arrival.state, ingress: 'kafka', campaignId, step, requestId });
+            refuse(refusedPlan(request), stepTaken(arrival.state, request.sendId));
           }
           continue;
         }
@@ -92,11 +130,17 @@ export function ingressHandler(deps: {
           : null;
         if (decision === 'unknown_experiment') {
           rejected.push({ offset, reason: UNKNOWN_EXPERIMENT });
+          refuse(refusedPlan(request), unknownExperiment);
           continue;
         }
         const result = decide(request, decision ?? null, now);
-        if (result.ok) plans.push(result.plan);
-        else rejected.push({ offset, reason: `invalid OutreachRequested: ${result.reason}` });
+        if (result.ok) {
+          plans.push(result.plan);
+          planned.push(request);
+        } else {
+          rejected.push({ offset, reason: `invalid OutreachRequested: ${result.reason}` });
+          refuse(refusedPlan(request), contentMissing(result.code, result.at));
+        }
       }
       // The plan first: watchers learn which steps are coming before any of them is scheduled or sent.
       await deps.repository.enqueue(
@@ -115,6 +159,31 @@ export function ingressHandler(deps: {
         client,
         plans.flatMap((plan) => plan.send ?? []),
       );
+      // What each publisher can ask about its request (GET /v1/outreach-requests/:requestId), and
+      // the OutreachRejected of each refusal whose requestId can travel.
+      await deps.requests.plannedSends(
+        client,
+        planned.map((request) => ({
+          requestId: request.requestId,
+          campaignId: request.campaignId,
+          candidateKey: request.candidateKey,
+          headStep: request.step,
+          steps: plannedSteps(request),
+        })),
+      );
+      const told = refusals.flatMap(({ request, rejection }) => {
+        const event = outreachRejected(request, rejection, now);
+        return event ? [{ event, rejection }] : [];
+      });
+      await deps.repository.enqueue(
+        client,
+        told.map(({ event }) => event),
+      );
+      const verdicts: RequestDecision[] = [
+        ...planned.map((request) => ({ requestId: request.requestId, to: 'planned' as const })),
+        ...told.map(({ event, rejection }) => ({ requestId: event.requestId, to: 'rejected' as const, rejection })),
+      ];
+      await deps.requests.decide(client, foldDecisions(verdicts));
     });
     // After the commit: a retried chunk reports once, the time it went through.
     deps.rerequests.report(rerequests);

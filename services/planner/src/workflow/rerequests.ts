@@ -1,10 +1,10 @@
 /**
  * Re-requests made audible: a request for a step already emitted or cancelled plans nothing
  * (domain/step.ts `arrivalOf`), and before issue #18 nobody heard it, seed 003's silent drop one
- * level up. Each is counted (`planner_rerequests_total{state,ingress}`) and logged as a warning;
+ * level up. Each is counted (`outreach_planner_rerequests_total{state,ingress}`) and logged as a warning;
  * over HTTP it is also answered with a 409. A repeat of the same request is not a re-request.
  */
-import { Counter, metric, type Logger, type Registry } from '@outreach/shared';
+import { counter, type Counter, type Logger, type Registry } from '@outreach/shared';
 
 export interface Rerequest {
   readonly state: 'emitted' | 'cancelled';
@@ -22,17 +22,7 @@ export class Rerequests {
     registry: Registry,
     private readonly logger: Logger,
   ) {
-    this.counter = metric(
-      registry,
-      'planner_rerequests_total',
-      () =>
-        new Counter({
-          name: 'planner_rerequests_total',
-          help: 'Requests for a step already emitted or cancelled, which planned nothing, by the step state and ingress',
-          labelNames: ['state', 'ingress'],
-          registers: [registry],
-        }),
-    );
+    this.counter = counter(registry, 'outreach_planner_rerequests_total');
   }
 
   report(rerequests: readonly Rerequest[]): void {

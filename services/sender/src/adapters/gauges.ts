@@ -1,4 +1,4 @@
-import { Gauge, holdsAtSign, metric, type Registry } from '@outreach/shared';
+import { gauge, holdsAtSign, type Registry } from '@outreach/shared';
 import type { KillSwitch } from './incident-controls.js';
 import type { ReportsRepository } from './reports-repository.js';
 
@@ -25,51 +25,21 @@ export function campaignSeries(
   return series;
 }
 
-/** Gauges read from the database at scrape time: what an operator must act on. */
+/**
+ * Gauges read from the database at scrape time: what an operator must act on. Each count is served
+ * by a partial index (`sends_lookup_idx` WHERE status = 'ambiguous', `sends_held_idx` WHERE status =
+ * 'held'), so it costs the rows counted, not the table (test: services/sender/test/gauges.int.test.ts).
+ */
 export function registerSenderGauges(
   registry: Registry,
   repository: Pick<ReportsRepository, 'ambiguousCount' | 'heldByCampaign'>,
   sending: Pick<KillSwitch, 'get'>,
 ): void {
-  metric(
-    registry,
-    'sender_sending_paused',
-    () =>
-      new Gauge({
-        name: 'sender_sending_paused',
-        help: 'The kill switch: 1 while every send of every campaign is held (PUT /v1/sending), 0 otherwise',
-        registers: [registry],
-        async collect() {
-          this.set((await sending.get()).paused ? 1 : 0);
-        },
-      }),
-  );
-  metric(
-    registry,
-    'sender_ambiguous_sends',
-    () =>
-      new Gauge({
-        name: 'sender_ambiguous_sends',
-        help: 'Sends whose outcome is unknown and wait for an operator (POST /v1/sends/:id/resolve)',
-        registers: [registry],
-        async collect() {
-          this.set(await repository.ambiguousCount());
-        },
-      }),
-  );
-  metric(
-    registry,
-    'sender_held_sends',
-    () =>
-      new Gauge({
-        name: 'sender_held_sends',
-        help: `Sends held because their campaign or sending is paused, by campaign (the ${MAX_CAMPAIGN_LABELS} with most; the rest as ${OTHER_CAMPAIGNS})`,
-        labelNames: ['campaign'],
-        registers: [registry],
-        async collect() {
-          this.reset();
-          for (const [campaign, n] of campaignSeries(await repository.heldByCampaign())) this.set({ campaign }, n);
-        },
-      }),
-  );
+  gauge(registry, 'outreach_sender_sending_paused', async (g) => g.set((await sending.get()).paused ? 1 : 0));
+  gauge(registry, 'outreach_sender_ambiguous_sends', async (g) => g.set(await repository.ambiguousCount()));
+  gauge(registry, 'outreach_sender_held_sends', async (g) => {
+    const series = campaignSeries(await repository.heldByCampaign());
+    g.reset();
+    for (const [campaign, n] of series) g.set({ campaign }, n);
+  });
 }

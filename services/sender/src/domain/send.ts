@@ -612,6 +612,8 @@ export interface RecordedSend {
   readonly causationId: string | null;
   /** The conversation the request named (canonical), or null: old rows, backfill, none given. */
   readonly conversationId: string | null;
+  /** The request the send was made for (SendRequested.requestId; a backfilled row: `backfill:<import>:<line>`). */
+  readonly requestId: string;
 }
 
 /**
@@ -648,5 +650,7 @@ export function sendRecorded(
     providerMessageId: details.providerMessageId ?? null,
     recordedAt: details.recordedAt,
     conversationId: send.conversationId,
+    // The publisher's join key: an outcome names its request (SendRecorded v4).
+    requestId: send.requestId,
   };
 }

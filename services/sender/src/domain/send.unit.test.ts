@@ -638,6 +638,7 @@ describe('sendRecorded', () => {
     correlationId: 'corr',
     causationId: null,
     conversationId: 'conv-1',
+    requestId: 'ats-7731',
   };
   it('derives the event id from the send and the outcome, so recording twice is one event', () => {
     const a = sendRecorded(send, 'sent', { recordedAt: 1 });
@@ -649,6 +650,10 @@ describe('sendRecorded', () => {
     expect(sendRecorded(send, 'sent', { recordedAt: 1 })).toMatchObject({ emailHash: 'h', emailHashKeyId: 'k1' });
     // The conversation the request named rides on every SendRecorded (liveness files the send by it).
     expect(sendRecorded(send, 'failed', { recordedAt: 1 }).conversationId).toBe('conv-1');
+  });
+  it('names the request the send was made for, on every outcome (publishers join by it)', () => {
+    for (const outcome of ['sent', 'held', 'failed', 'ambiguous', 'suppressed', 'skipped_duplicate'] as const)
+      expect(sendRecorded(send, outcome, { recordedAt: 1 }).requestId, outcome).toBe('ats-7731');
   });
 });
 

@@ -9,7 +9,7 @@
  * pause. Counting happens after the commit: if it fails, the provider's retry finds the report seen
  * and the count is lost, which only delays a pause (logged); counting first could count twice.
  */
-import { Counter, metric, type Logger, type Registry } from '@outreach/shared';
+import { counter, type Counter, type Logger, type Registry } from '@outreach/shared';
 import type { FeedbackApplied, FeedbackEntry, FeedbackRepository } from '../adapters/feedback-repository.js';
 import type { ProviderAttempt } from '../adapters/incident-controls.js';
 import type { SendQueries } from '../adapters/send-queries.js';
@@ -33,28 +33,8 @@ export class FeedbackIntake {
 
   constructor(private readonly options: FeedbackIntakeOptions) {
     const registry = options.metrics;
-    this.reports = metric(
-      registry,
-      'sender_feedback_reports_total',
-      () =>
-        new Counter({
-          name: 'sender_feedback_reports_total',
-          help: 'Delivery feedback reports taken in, by source, kind and decision (duplicates not counted)',
-          labelNames: ['source', 'kind', 'decision'],
-          registers: [registry],
-        }),
-    );
-    this.suppressions = metric(
-      registry,
-      'sender_suppressions_added_total',
-      () =>
-        new Counter({
-          name: 'sender_suppressions_added_total',
-          help: 'Addresses put on the suppression list, by source',
-          labelNames: ['source'],
-          registers: [registry],
-        }),
-    );
+    this.reports = counter(registry, 'outreach_sender_feedback_reports_total');
+    this.suppressions = counter(registry, 'outreach_sender_suppressions_added_total');
   }
 
   async take(events: readonly DeliveryFeedback[], correlationId: string): Promise<FeedbackApplied> {

@@ -16,7 +16,7 @@
  * Several instances may sweep at once: claims are taken with SKIP LOCKED, and every transition is
  * conditional on the token and status, so each send is finished by exactly one of them.
  */
-import { Counter, metric, PeriodicTask, type Logger, type Registry } from '@outreach/shared';
+import { counter, PeriodicTask, type Counter, type Logger, type Registry } from '@outreach/shared';
 import pLimit from 'p-limit';
 import { decideAfterLookup, type DeliveryLookup } from '../adapters/providers/lookup.js';
 import type { InFlightSend, SendsRepository } from '../adapters/sends-repository.js';
@@ -72,37 +72,9 @@ export class Reconciler {
     this.batchSize = options.batchSize ?? 100;
     this.limit = pLimit(options.lookup?.concurrency ?? 1);
     this.loop = new PeriodicTask('reconciler sweep', () => this.sweep(), options.intervalMs, logger);
-    this.ambiguous = metric(
-      registry,
-      'sender_lease_expired_ambiguous_total',
-      () =>
-        new Counter({
-          name: 'sender_lease_expired_ambiguous_total',
-          help: 'Sends whose lease expired while sending, recorded as ambiguous',
-          registers: [registry],
-        }),
-    );
-    this.takeovers = metric(
-      registry,
-      'sender_lease_takeovers_total',
-      () =>
-        new Counter({
-          name: 'sender_lease_takeovers_total',
-          help: 'Expired claims taken over under a new token',
-          registers: [registry],
-        }),
-    );
-    this.lookups = metric(
-      registry,
-      'sender_lookup_decisions_total',
-      () =>
-        new Counter({
-          name: 'sender_lookup_decisions_total',
-          help: 'Sends in doubt settled by the reconciler, by status and what the lookup established (sent, not_sent, pending, unknown; none without a lookup)',
-          labelNames: ['status', 'decision'],
-          registers: [registry],
-        }),
-    );
+    this.ambiguous = counter(registry, 'outreach_sender_lease_expired_ambiguous_total');
+    this.takeovers = counter(registry, 'outreach_sender_lease_takeovers_total');
+    this.lookups = counter(registry, 'outreach_sender_lookup_decisions_total');
   }
 
   start(): void {

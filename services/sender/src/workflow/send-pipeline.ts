@@ -4,10 +4,9 @@
  * re-drives. The provider's verdict becomes an event through `outcomeOf`; the repository applies it.
  */
 import {
-  Counter,
-  Gauge,
-  Histogram,
-  metric,
+  counter,
+  gauge,
+  histogram,
   type BatchContext,
   type ConsumedEvent,
   type EmailHashKey,
@@ -17,6 +16,7 @@ import {
   type SendRequested,
   GroupCommit,
   isTransientError,
+  withCause,
 } from '@outreach/shared';
 import pLimit from 'p-limit';
 import type { MailMessage, MailProvider, SendResult } from '../adapters/providers/port.js';
@@ -60,48 +60,16 @@ export type Control = Pick<BatchContext, 'heartbeat' | 'shouldStop'>;
 export const alwaysRun: Control = { heartbeat: async () => undefined, shouldStop: () => false };
 
 function sendMetrics(registry: Registry) {
-  const counter = (name: string, help: string, labelNames: string[] = []) =>
-    metric(registry, name, () => new Counter({ name, help, labelNames, registers: [registry] }));
   return {
-    outcomes: counter('sender_sends_total', 'Terminal outcomes recorded, by outcome', ['outcome']),
-    conflicts: counter('sender_claim_conflicts_total', 'Claims that found their slot taken (duplicate or redelivery)', [
-      'kind',
-    ]),
-    takeovers: counter('sender_lease_takeovers_total', 'Expired claims taken over under a new token'),
-    lost: counter('sender_fence_lost_total', 'Fences that found the claim taken over: the send did not happen here'),
-    exposureConflicts: counter(
-      'sender_exposure_conflicts_total',
-      'ALERT: sends blocked because the candidate was already sent another variant of the experiment',
-      ['experiment'],
-    ),
-    autoPauses: counter('sender_auto_pauses_total', 'Campaigns paused automatically for their provider error rate'),
-    rateWaiting: metric(
-      registry,
-      'sender_rate_waiting_sends',
-      () =>
-        new Gauge({
-          name: 'sender_rate_waiting_sends',
-          help: 'Checked claims of this process waiting for a send-rate token (global or their recipient domain)',
-          registers: [registry],
-        }),
-    ),
-    lateVerdicts: counter(
-      'sender_late_verdicts_total',
-      'Provider verdicts that arrived after the timeout and replaced an ambiguous outcome, by result',
-      ['result'],
-    ),
-    latency: metric(
-      registry,
-      'sender_provider_latency_seconds',
-      () =>
-        new Histogram({
-          name: 'sender_provider_latency_seconds',
-          help: 'Provider call duration, by provider and result',
-          labelNames: ['provider', 'result'],
-          buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
-          registers: [registry],
-        }),
-    ),
+    outcomes: counter(registry, 'outreach_sender_sends_total'),
+    conflicts: counter(registry, 'outreach_sender_claim_conflicts_total'),
+    takeovers: counter(registry, 'outreach_sender_lease_takeovers_total'),
+    lost: counter(registry, 'outreach_sender_fence_lost_total'),
+    exposureConflicts: counter(registry, 'outreach_sender_exposure_conflicts_total'),
+    autoPauses: counter(registry, 'outreach_sender_auto_pauses_total'),
+    rateWaiting: gauge(registry, 'outreach_sender_rate_waiting_sends'),
+    lateVerdicts: counter(registry, 'outreach_sender_late_verdicts_total'),
+    latency: histogram(registry, 'outreach_sender_provider_request_duration_seconds'),
   };
 }
 
@@ -310,7 +278,8 @@ export class SendPipeline {
     const { row } = fence;
     const log = logger.child({ sendId: row.sendId, correlationId: row.correlationId, campaignId: row.campaignId });
     const started = performance.now();
-    const result = await this.callProvider(this.compose(row), row.sendId);
+    // In the trace of the SendRequested that asked for it, while that is being handled (tracing on).
+    const result = await withCause(row.causationId, () => this.callProvider(this.compose(row), row.sendId));
     this.metrics.latency.observe(
       { provider: provider.name, result: result.kind },
       (performance.now() - started) / 1000,

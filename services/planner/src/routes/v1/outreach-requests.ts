@@ -4,16 +4,30 @@ import {
   avroFromJson,
   avroToJsonSchema,
   canonicalConversationId,
+  idProblem,
   schemaDefinitions,
   topicName,
   TransientError,
   type OutreachRequested,
 } from '@outreach/shared';
 import { Type, type Static } from '@sinclair/typebox';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyRequest } from 'fastify';
 import { stepRefKey } from '../../adapters/planner-repository.js';
+import {
+  contentMissing,
+  fieldsNamed,
+  fieldsOfValidation,
+  invalidRequest,
+  pointerPath,
+  REJECTION_REASONS,
+  stepTaken,
+  unknownExperiment,
+  type RequestRejection,
+} from '../../domain/rejection.js';
+import { REQUEST_STATUSES, SEND_STATUSES, type RequestView } from '../../domain/request-status.js';
 import { validateRequest, variantCoverage } from '../../domain/request.js';
 import { arrivalOf, unstoredStep } from '../../domain/step.js';
+import { refuse, requestStatus } from '../../workflow/requests.js';
 
 /** What the ingress fills in: a caller sends the request's own fields, nothing else. */
 const ENVELOPE = ['eventId', 'occurredAt', 'producer', 'correlationId', 'causationId'] as const;
@@ -68,6 +82,66 @@ const Accepted = Type.Object({
   }),
 });
 
+const oneOf = <T extends string>(values: readonly T[], description: string) =>
+  Type.Unsafe<T>({ type: 'string', enum: [...values], description });
+const Timestamp = Type.String({ format: 'date-time' });
+
+const RequestParams = Type.Object({ requestId: Type.String({ minLength: 1, ...ID }) });
+const RequestStatusReply = Type.Object({
+  requestId: Type.String(),
+  status: oneOf(
+    REQUEST_STATUSES,
+    'accepted (taken over HTTP, not yet planned), rejected (see `rejection`), planned, cancelled (its step was ' +
+      'cancelled before any send), or, once a send has an outcome, that of its latest send in sequence order: sent, ' +
+      'skipped_duplicate, suppressed, failed, ambiguous, held, or superseded (recorded for another request for the same step)',
+  ),
+  rejection: Type.Union([
+    Type.Null(),
+    Type.Object({
+      reason: oneOf(REJECTION_REASONS, 'The OutreachRejected reason code (docs/publishers.md has the table)'),
+      detail: Type.String({ description: "In the platform's words and the request's field names; never a value" }),
+      sendId: Type.Union([Type.Null(), Type.String({ format: 'uuid' })], {
+        description: 'The send that holds the step, for step_already_emitted and step_already_cancelled',
+      }),
+    }),
+  ]),
+  updatedAt: Timestamp,
+  sends: Type.Array(
+    Type.Object({
+      sendId: Type.String({ format: 'uuid' }),
+      step: Type.String(),
+      status: oneOf(
+        SEND_STATUSES,
+        'pending (a follow-up waiting for the step before it), scheduled, requested (handed to the sender), ' +
+          'cancelled, an outcome of the sender, or superseded',
+      ),
+      at: Type.Union([Type.Null(), Timestamp], {
+        description: 'When it reached that status; the due time of a scheduled send; null while pending',
+      }),
+      reason: Type.Union([Type.Null(), Type.String()], {
+        description: "The sender's reason for an outcome other than sent",
+      }),
+    }),
+    { description: 'The sends the request planned, in sequence order: its step, then its follow-ups' },
+  ),
+});
+const NotFound = Type.Object({ error: Type.String(), message: Type.String() });
+
+const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+function statusReply(view: RequestView) {
+  return {
+    ...view,
+    updatedAt: iso(view.updatedAt),
+    sends: view.sends.map((send) => ({ ...send, at: iso(send.at) })),
+  };
+}
+
+/** The request a body names, when it names one as a string: what a refusal is addressed to. */
+function refusedBy(request: FastifyRequest) {
+  const requestId = (request.body as { requestId?: unknown } | undefined)?.requestId;
+  return typeof requestId === 'string' ? { requestId, eventId: '', correlationId: String(request.id) } : undefined;
+}
+
 /** Derived conversation ids are `<campaignId>:<candidate key>`, and a key can outgrow its id under NFC. */
 const ConversationParams = Type.Object({ conversationId: Type.String({ minLength: 1, maxLength: 2048 }) });
 
@@ -77,20 +151,62 @@ const ConversationParams = Type.Object({ conversationId: Type.String({ minLength
  * for a step already emitted or cancelled is answered 409 with the step's state (and counted): it
  * would plan nothing. The same request again (same requestId) is accepted as before, and changes
  * nothing. The check reads the step as it is now; one emitted between this read and the Kafka
- * consumer's is reported there.
+ * consumer's is reported there. Every refusal whose body names a valid requestId is also told the
+ * way the consumer tells one (an OutreachRejected, the request's record) before the 4xx, so a
+ * publisher that reads the topic hears of every refusal; a body without one (unparsable, too
+ * large, the id itself invalid) gets the 4xx alone.
+ *
+ * `GET /outreach-requests/:requestId`: what became of a request (domain/request-status.ts), for the
+ * `read` scope like every read; 400 for an id no request can have, 404 for one the planner does not know.
  */
 export default async function outreachRequestRoutes(app: FastifyInstance): Promise<void> {
+  const deps = { pool: app.pg, repository: app.planner, requests: app.requests };
+  // Requests whose refusal was told (or could not be): the error hook below leaves them alone.
+  const told = new WeakSet<FastifyRequest>();
+  /** Tells the publisher (OutreachRejected, the request's record), then answers with `error`. */
+  const refuseWith = async (request: FastifyRequest, rejection: RequestRejection, error: Error): Promise<never> => {
+    told.add(request);
+    const refused = refusedBy(request);
+    if (refused) await refuse(deps, refused, rejection);
+    throw error;
+  };
+
   app.post<{ Body: Record<string, unknown> }>(
     '/outreach-requests',
     {
       config: { scope: 'publish' },
       schema: { body: outreachRequestBody(), response: { 202: Accepted } },
+      // The handler sees a body that fails the schema, to tell its publisher before the 400.
+      attachValidation: true,
+      // A body refused before the handler (a NUL character, service/http.ts): told on the way out,
+      // best effort (the 400 is already decided; a failure here is logged).
+      onError: async (request, reply, error: FastifyError) => {
+        if (told.has(request) || (error.statusCode ?? reply.statusCode) !== 400) return;
+        const refused = refusedBy(request);
+        if (!refused) return;
+        const at = /^body(\/\S+)/.exec(error.message)?.[1] ?? '';
+        await refuse(deps, refused, invalidRequest([pointerPath(at)])).catch((failure: unknown) =>
+          request.log.warn({ err: failure }, 'a refused request could not be told to its publisher'),
+        );
+      },
     },
     async (request, reply) => {
+      const invalid = request.validationError as (FastifyError & { validation?: unknown }) | undefined;
+      if (invalid)
+        return refuseWith(
+          request,
+          invalidRequest(fieldsOfValidation((invalid.validation as Parameters<typeof fieldsOfValidation>[0]) ?? [])),
+          invalid,
+        );
       const fields = avroFromJson<RequestFields>(schemaDefinitions.OutreachRequested.current, request.body, {
         omit: ENVELOPE,
       });
-      if (!fields.ok) throw new AppError('BAD_REQUEST', fields.reason);
+      if (!fields.ok)
+        return refuseWith(
+          request,
+          invalidRequest(fieldsNamed([fields.reason])),
+          new AppError('BAD_REQUEST', fields.reason),
+        );
       const event: OutreachRequested = {
         type: 'OutreachRequested',
         eventId: randomUUID(),
@@ -101,7 +217,8 @@ export default async function outreachRequestRoutes(app: FastifyInstance): Promi
         ...fields.value,
       };
       const validation = validateRequest(event, app.emailHashKey);
-      if (!validation.ok) throw new AppError('BAD_REQUEST', validation.reason);
+      if (!validation.ok)
+        return refuseWith(request, invalidRequest(validation.fields), new AppError('BAD_REQUEST', validation.reason));
       const planned = validation.request;
       const stored = await app.planner.currentSteps([planned]);
       const arrival = arrivalOf(stored.get(stepRefKey(planned)) ?? unstoredStep, planned.requestId);
@@ -109,33 +226,66 @@ export default async function outreachRequestRoutes(app: FastifyInstance): Promi
         const { campaignId, step, requestId } = planned;
         app.rerequests.report([{ state: arrival.state, ingress: 'http', campaignId, step, requestId }]);
         // A code and the state; no caller value beyond what the caller sent.
-        throw new AppError('CONFLICT', `the step was already ${arrival.state}: nothing was planned`, {
-          reason: `step_already_${arrival.state}`,
-          state: arrival.state,
-          sendId: planned.sendId,
-        });
+        return refuseWith(
+          request,
+          stepTaken(arrival.state, planned.sendId),
+          new AppError('CONFLICT', `the step was already ${arrival.state}: nothing was planned`, {
+            reason: `step_already_${arrival.state}`,
+            state: arrival.state,
+            sendId: planned.sendId,
+          }),
+        );
       }
       let experimentChecked = false;
       if (event.experimentId) {
+        let variants: readonly string[] | null | undefined;
         try {
-          const coverage = variantCoverage(
-            event.contents,
-            (await app.experimentClient.variants(event.experimentId)) ?? null,
-          );
-          if (!coverage.ok) throw new AppError('UNPROCESSABLE', coverage.reason);
-          experimentChecked = true;
+          variants = (await app.experimentClient.variants(event.experimentId)) ?? null;
         } catch (error) {
           // The experiment service is down: accept; the request waits in Kafka until it answers.
           if (!(error instanceof TransientError)) throw error;
         }
+        if (variants !== undefined) {
+          const coverage = variantCoverage(event.contents, variants);
+          if (!coverage.ok)
+            return refuseWith(
+              request,
+              coverage.code === 'unknown_experiment' ? unknownExperiment : contentMissing(coverage.code),
+              new AppError('UNPROCESSABLE', coverage.reason),
+            );
+          experimentChecked = true;
+        }
       }
       await app.producer.publish([{ topic: topicName('outreachRequested', app.plannerConfig.TOPIC_PREFIX), event }]);
+      // After the publish: a request the consumer decided meanwhile keeps its decision.
+      await app.requests.accepted(event.requestId);
       return reply.code(202).send({
         requestId: event.requestId,
         sendId: validation.request.sendId,
         conversationId: validation.request.conversationId,
         experimentChecked,
       });
+    },
+  );
+
+  app.get<{ Params: Static<typeof RequestParams> }>(
+    '/outreach-requests/:requestId',
+    {
+      config: { scope: 'read' },
+      schema: { params: RequestParams, response: { 200: RequestStatusReply, 404: NotFound } },
+    },
+    async (request) => {
+      const { requestId } = request.params;
+      // The rules every ingress applies to a request id: one that breaks them names no request.
+      const problem = idProblem('requestId', requestId.trim());
+      if (problem) throw new AppError('BAD_REQUEST', problem);
+      const view = await requestStatus(deps, requestId);
+      if (view === undefined)
+        throw new AppError(
+          'NOT_FOUND',
+          'no outreach request with this requestId: never sent, or not yet read by the planner (a request sent to Kafka is known once the planner has read it)',
+        );
+      return statusReply(view);
     },
   );
 

@@ -23,6 +23,7 @@
 import { Readable } from 'node:stream';
 import MailComposer from 'nodemailer/lib/mail-composer';
 import SMTPConnection from 'nodemailer/lib/smtp-connection';
+import { traced } from '@outreach/shared';
 import type { MailMessage, MailProvider, SendResult } from './port.js';
 
 export interface SmtpProviderOptions {
@@ -78,15 +79,29 @@ export class SmtpProvider implements MailProvider {
 
   constructor(private readonly options: SmtpProviderOptions) {}
 
+  /**
+   * One SMTP conversation, in an `smtp send` span of the caller's trace (tracing on): the server, the
+   * sendId and the verdict (its kind and code), never an address.
+   */
   async send(message: MailMessage, idempotencyKey: string): Promise<SendResult> {
     if (this.closed) return { kind: 'not_sent', reason: 'smtp provider is shutting down' };
-    const call = this.deliver(message, idempotencyKey);
-    this.calls.add(call);
-    try {
-      return await call;
-    } finally {
-      this.calls.delete(call);
-    }
+    const attributes = {
+      'server.address': this.options.host,
+      'server.port': this.options.port,
+      'outreach.send_id': idempotencyKey,
+    };
+    return traced('smtp send', { kind: 'client', attributes }, async (span) => {
+      const call = this.deliver(message, idempotencyKey);
+      this.calls.add(call);
+      try {
+        const result = await call;
+        span.setAttribute('outreach.send.result', result.kind);
+        if (result.kind !== 'sent') span.fail(result.reason);
+        return result;
+      } finally {
+        this.calls.delete(call);
+      }
+    });
   }
 
   /**

@@ -1,0 +1,223 @@
+/**
+ * The SQL of request statuses: the planner's record of each request, the sends each plan may lead
+ * to, and the sends' outcomes projected from SendRecorded. It stores what the domain decided
+ * (domain/request-status.ts); a record moves only along REQUEST_TRANSITIONS, which the upsert's
+ * condition is generated from, so concurrent ingresses (HTTP and the consumer) keep to it.
+ */
+import { TransientError, type Queryable } from '@outreach/shared';
+import type { Pool } from 'pg';
+import type { RejectionReason } from '../domain/rejection.js';
+import {
+  RECORD_STATUSES,
+  REQUEST_TRANSITIONS,
+  type Outcome,
+  type PlannedStep,
+  type RecordStatus,
+  type RequestDecision,
+  type RequestRecord,
+  type SendOutcome,
+  type StoredSend,
+} from '../domain/request-status.js';
+
+/** `ON CONFLICT` for an upsert to `to`: from the statuses REQUEST_TRANSITIONS allows (never from input). */
+export function requestUpsertConflict(to: RecordStatus): string {
+  const from = REQUEST_TRANSITIONS[to].filter((status): status is RecordStatus => status !== 'none');
+  if (from.some((status) => !RECORD_STATUSES.includes(status))) throw new Error(`unknown statuses ${from.join(', ')}`);
+  return from.length === 0
+    ? 'ON CONFLICT (request_id) DO NOTHING'
+    : `ON CONFLICT (request_id) DO UPDATE SET status = excluded.status, reason = excluded.reason,
+         detail = excluded.detail, send_id = excluded.send_id, updated_at = now()
+       WHERE requests.status IN (${from.map((status) => `'${status}'`).join(', ')})`;
+}
+
+export interface PlannedSends {
+  readonly requestId: string;
+  readonly campaignId: string;
+  readonly candidateKey: string;
+  readonly headStep: string;
+  readonly steps: readonly PlannedStep[];
+}
+
+export class RequestsRepository {
+  constructor(private readonly pool: Pool) {}
+
+  /** The HTTP ingress took the request (202): recorded unless the consumer decided it already. */
+  async accepted(requestId: string): Promise<void> {
+    await this.pool.query(
+      `INSERT INTO requests (request_id, status) VALUES ($1, 'accepted') ${requestUpsertConflict('accepted')}`,
+      [requestId],
+    );
+  }
+
+  /**
+   * Records decisions (one per request id: domain `foldDecisions`), each only where its transition
+   * is allowed from the stored record; in the caller's transaction.
+   */
+  async decide(client: Queryable, decisions: readonly RequestDecision[]): Promise<void> {
+    for (const to of ['planned', 'rejected'] as const) {
+      const mine = decisions.filter((d) => d.to === to);
+      if (mine.length === 0) continue;
+      const rejection = (d: RequestDecision) => (d.to === 'rejected' ? d.rejection : null);
+      await client.query(
+        `INSERT INTO requests (request_id, status, reason, detail, send_id)
+         SELECT r.request_id, $2, r.reason, r.detail, r.send_id
+         FROM unnest($1::text[], $3::text[], $4::text[], $5::uuid[]) AS r(request_id, reason, detail, send_id)
+         ${requestUpsertConflict(to)}`,
+        [
+          mine.map((d) => d.requestId),
+          to,
+          mine.map((d) => rejection(d)?.reason ?? null),
+          mine.map((d) => rejection(d)?.detail ?? null),
+          mine.map((d) => rejection(d)?.sendId ?? null),
+        ],
+      );
+    }
+  }
+
+  /** The sends plans may lead to (kept once per request and position: a redelivery adds nothing). */
+  async plannedSends(client: Queryable, plans: readonly PlannedSends[]): Promise<void> {
+    const rows = plans.flatMap((plan) => plan.steps.map((step) => ({ plan, step })));
+    if (rows.length === 0) return;
+    await client.query(
+      `INSERT INTO request_sends (request_id, ord, send_id, campaign_id, candidate_key, step, head_step)
+       SELECT * FROM unnest($1::text[], $2::int[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[])
+       ON CONFLICT DO NOTHING`,
+      [
+        rows.map((r) => r.plan.requestId),
+        rows.map((r) => r.step.ord),
+        rows.map((r) => r.step.sendId),
+        rows.map((r) => r.plan.campaignId),
+        rows.map((r) => r.plan.candidateKey),
+        rows.map((r) => r.step.step),
+        rows.map((r) => r.plan.headStep),
+      ],
+    );
+  }
+
+  /** The stored outcomes of these sends, locked until the caller's transaction ends. */
+  async outcomes(client: Queryable, sendIds: readonly string[]): Promise<Map<string, SendOutcome>> {
+    const { rows } = await client.query<Omit<SendOutcome, 'recordedAt'> & { recordedAt: Date }>(
+      `SELECT send_id::text AS "sendId", outcome, reason, recorded_at AS "recordedAt", request_id AS "requestId",
+              event_id::text AS "eventId"
+       FROM send_outcomes WHERE send_id = ANY($1::uuid[]) ORDER BY send_id FOR UPDATE`,
+      [[...new Set(sendIds)]],
+    );
+    return new Map(rows.map((row) => [row.sendId, { ...row, recordedAt: row.recordedAt.getTime() }]));
+  }
+
+  /**
+   * Stores the outcomes the domain chose (latestOutcomes), each over the record it was chosen
+   * against: `stored` is what `outcomes` read. A send recorded meanwhile by another consumer (a
+   * rebalance) fails the condition, and the chunk is retried on what is stored then.
+   */
+  async storeOutcomes(
+    client: Queryable,
+    outcomes: readonly SendOutcome[],
+    stored: ReadonlyMap<string, SendOutcome>,
+  ): Promise<void> {
+    if (outcomes.length === 0) return;
+    const { rowCount } = await client.query(
+      `INSERT INTO send_outcomes (send_id, request_id, outcome, reason, recorded_at, event_id)
+       SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::uuid[])
+       ON CONFLICT (send_id) DO UPDATE SET request_id = excluded.request_id, outcome = excluded.outcome,
+         reason = excluded.reason, recorded_at = excluded.recorded_at, event_id = excluded.event_id, updated_at = now()
+       WHERE send_outcomes.event_id = (
+         SELECT e.expected FROM unnest($1::uuid[], $7::uuid[]) AS e(send_id, expected) WHERE e.send_id = excluded.send_id)`,
+      [
+        outcomes.map((o) => o.sendId),
+        outcomes.map((o) => o.requestId),
+        outcomes.map((o) => o.outcome),
+        outcomes.map((o) => o.reason),
+        outcomes.map((o) => new Date(o.recordedAt)),
+        outcomes.map((o) => o.eventId),
+        outcomes.map((o) => stored.get(o.sendId)?.eventId ?? null),
+      ],
+    );
+    if ((rowCount ?? 0) !== outcomes.length)
+      throw new TransientError('a send outcome changed while it was being recorded: retrying on the stored one');
+  }
+
+  /** The request's record, or undefined when the planner has none. */
+  async record(requestId: string): Promise<RequestRecord | undefined> {
+    const { rows } = await this.pool.query<{
+      requestId: string;
+      status: RecordStatus;
+      reason: RejectionReason | null;
+      detail: string | null;
+      sendId: string | null;
+      updatedAt: Date;
+    }>(
+      `SELECT request_id AS "requestId", status, reason, detail, send_id::text AS "sendId", updated_at AS "updatedAt"
+       FROM requests WHERE request_id = $1`,
+      [requestId],
+    );
+    const row = rows[0];
+    return row && { ...row, updatedAt: row.updatedAt.getTime() };
+  }
+
+  /** What the planner knows of each send the request planned: its outcome, its step's row, its sequence. */
+  async sends(requestId: string): Promise<StoredSend[]> {
+    const { rows } = await this.pool.query<{
+      ord: number;
+      sendId: string;
+      step: string;
+      plannedAt: Date;
+      outcome: Outcome | null;
+      outcomeReason: string | null;
+      recordedAt: Date | null;
+      outcomeRequestId: string | null;
+      outcomeEventId: string | null;
+      stepStatus: 'scheduled' | 'emitted' | 'cancelled' | null;
+      dueAt: Date | null;
+      emittedAt: Date | null;
+      stepUpdatedAt: Date | null;
+      stepRequestId: string | null;
+      sequenceStopped: boolean;
+    }>(
+      `SELECT r.ord, r.send_id::text AS "sendId", r.step, r.planned_at AS "plannedAt",
+              o.outcome, o.reason AS "outcomeReason", o.recorded_at AS "recordedAt",
+              o.request_id AS "outcomeRequestId", o.event_id::text AS "outcomeEventId",
+              s.status AS "stepStatus", s.due_at AS "dueAt", s.emitted_at AS "emittedAt",
+              s.updated_at AS "stepUpdatedAt", s.send ->> 'requestId' AS "stepRequestId",
+              coalesce(q.status = 'stopped', false) AS "sequenceStopped"
+       FROM request_sends r
+       LEFT JOIN send_outcomes o ON o.send_id = r.send_id
+       LEFT JOIN scheduled_steps s
+         ON (s.campaign_id, s.candidate_key, s.step) = (r.campaign_id, r.candidate_key, r.step)
+       LEFT JOIN sequences q
+         ON (q.campaign_id, q.candidate_key, q.head_step) = (r.campaign_id, r.candidate_key, r.head_step)
+       WHERE r.request_id = $1
+       ORDER BY r.ord`,
+      [requestId],
+    );
+    const ms = (date: Date | null) => (date === null ? null : date.getTime());
+    return rows.map((row) => ({
+      ord: row.ord,
+      sendId: row.sendId,
+      step: row.step,
+      plannedAt: row.plannedAt.getTime(),
+      outcome:
+        row.outcome === null
+          ? null
+          : {
+              sendId: row.sendId,
+              outcome: row.outcome,
+              reason: row.outcomeReason,
+              recordedAt: (row.recordedAt as Date).getTime(),
+              requestId: row.outcomeRequestId,
+              eventId: row.outcomeEventId as string,
+            },
+      scheduled:
+        row.stepStatus === null
+          ? null
+          : {
+              status: row.stepStatus,
+              dueAt: (row.dueAt as Date).getTime(),
+              emittedAt: ms(row.emittedAt),
+              updatedAt: (row.stepUpdatedAt as Date).getTime(),
+              requestId: row.stepRequestId,
+            },
+      sequenceStopped: row.sequenceStopped,
+    }));
+  }
+}

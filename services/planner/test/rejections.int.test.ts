@@ -1,0 +1,394 @@
+/**
+ * Rejection feedback (issue #21), against the real broker, database and the real experiment service
+ * (as a process): every refused request, over Kafka or HTTP, for each reason code, yields exactly one
+ * OutreachRejected on outreach.rejected.v1, keyed by its requestId, whose bytes (key, value,
+ * headers) hold no address, no name and no text of the request, and its status reads `rejected`
+ * with the reason. A request whose id cannot travel (it holds an address), an undecodable record, a
+ * body without a requestId: dead-lettered or answered, and nothing published.
+ */
+import { randomUUID } from 'node:crypto';
+import { join } from 'node:path';
+import {
+  dlqTopicOf,
+  eventCodec,
+  sendIdFor,
+  type ConversationClosed,
+  type OutreachRejected,
+  type OutreachRequested,
+} from '@outreach/shared';
+import {
+  freePort,
+  readTopic,
+  serviceTestEnv,
+  waitFor,
+  type ReadMessage,
+  type ServiceTestEnv,
+} from '@outreach/shared/testing';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { buildApp, migrationsDir } from '../src/app.js';
+import { ConfigSchema } from '../src/config.js';
+
+const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
+const auth = { authorization: 'Bearer test-token' };
+const CAMPAIGN = 'camp-rej';
+let planner: ServiceTestEnv;
+let experiment: ServiceTestEnv;
+let app: FastifyInstance;
+
+beforeAll(async () => {
+  // Another service: run as a process from its folder, never imported (the lint boundary).
+  experiment = await serviceTestEnv(
+    {
+      name: 'experiment',
+      migrationsDir: join(import.meta.dirname, '../../experiment/migrations'),
+      entry: join(import.meta.dirname, '../../experiment/src/server.ts'),
+    },
+    infra,
+  );
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  experiment.startProcess({ HTTP_PORT: String(port) });
+  await waitFor(async () => (await fetch(`${url}/health/ready`).catch(() => undefined))?.ok === true, {
+    timeoutMs: 60_000,
+    description: 'the experiment service',
+  });
+  for (const [experimentId, status] of [
+    ['exp', 'active'],
+    ['paused-exp', 'paused'],
+  ]) {
+    const created = await fetch(`${url}/v1/experiments`, {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        experimentId,
+        status,
+        variants: [
+          { name: 'A', weight: 1 },
+          { name: 'B', weight: 1 },
+        ],
+      }),
+    });
+    expect(created.status).toBe(201);
+  }
+  planner = await serviceTestEnv(
+    {
+      name: 'planner',
+      configSchema: ConfigSchema,
+      buildApp,
+      migrationsDir,
+      entry: join(import.meta.dirname, '../src/server.ts'),
+    },
+    infra,
+    { env: { EXPERIMENT_URL: url, EXPERIMENT_TOKEN: 'test-token', SCHEDULER_INTERVAL_MS: '100' } },
+  );
+  app = await planner.startApp();
+
+  // Two steps another request already had: one emitted by the scheduler, one cancelled (the
+  // conversation closed while it waited). Both are scheduled a day ahead; the first is then made due
+  // (its row's due time moved to now), so the test does not race the consumer against a clock.
+  await planner.publish('outreachRequested', [
+    request({ requestId: 'first-taken', candidateId: 'taken', sendAt: Date.now() + 86_400_000 }),
+    request({ requestId: 'first-closed', candidateId: 'closed', sendAt: Date.now() + 86_400_000 }),
+  ]);
+  const stepStatus = async (candidateKey: string) =>
+    (
+      await planner.query<{ status: string }>(
+        'SELECT status FROM scheduled_steps WHERE campaign_id = $1 AND candidate_key = $2',
+        [CAMPAIGN, candidateKey],
+      )
+    )[0]?.status;
+  await waitFor(
+    async () => (await stepStatus('taken')) === 'scheduled' && (await stepStatus('closed')) === 'scheduled',
+    {
+      timeoutMs: 30_000,
+      description: 'both steps scheduled',
+    },
+  );
+  await planner.query(`UPDATE scheduled_steps SET due_at = now() WHERE campaign_id = $1 AND candidate_key = 'taken'`, [
+    CAMPAIGN,
+  ]);
+  await waitFor(async () => (await stepStatus('taken')) === 'emitted', {
+    timeoutMs: 30_000,
+    description: 'the scheduler emitted the step',
+  });
+  const close: ConversationClosed = {
+    type: 'ConversationClosed',
+    eventId: randomUUID(),
+    occurredAt: Date.now(),
+    producer: 'agent',
+    correlationId: 'c',
+    causationId: null,
+    conversationId: `${CAMPAIGN}:closed`,
+    campaignId: CAMPAIGN,
+    candidateKey: 'closed',
+    reason: 'hired elsewhere',
+  };
+  await planner.publish('conversationEvents', [close]);
+  await waitFor(async () => (await stepStatus('closed')) === 'cancelled', {
+    timeoutMs: 30_000,
+    description: 'the step cancelled by the close',
+  });
+}, 240_000);
+afterAll(async () => {
+  await planner?.cleanup();
+  await experiment?.cleanup();
+});
+
+/** Every value a person could be recognized by; none may reach outreach.rejected.v1. */
+const PII = ['pii-marker.example', 'Lovelace', 'Ada', 'secret-subject', 'secret-body', 'cand-secret'];
+
+function request(fields: Partial<OutreachRequested> & { requestId: string; candidateId: string }): OutreachRequested {
+  return {
+    type: 'OutreachRequested',
+    eventId: randomUUID(),
+    occurredAt: Date.now(),
+    producer: 'ats',
+    correlationId: randomUUID(),
+    causationId: null,
+    campaignId: CAMPAIGN,
+    email: `ada.lovelace.${fields.candidateId}@pii-marker.example`,
+    step: 'intro',
+    experimentId: null,
+    contents: [{ variant: null, subject: 'Dear Ada Lovelace secret-subject', body: 'secret-body' }],
+    sendAt: null,
+    conversationId: null,
+    followUps: [],
+    ...fields,
+  };
+}
+
+/** Every byte a reader of the topic sees: key, value, header names and values. */
+const bytesOf = (m: ReadMessage) =>
+  [m.key ?? '', m.value?.toString('latin1') ?? '', ...Object.entries(m.headers).flat()].join('\n');
+
+/** The whole topic, to its end as it is now (so a duplicate cannot hide after the ones awaited). */
+async function wholeTopic(topic: string): Promise<ReadMessage[]> {
+  const admin = planner.kafka.admin();
+  await admin.connect();
+  const ends = await admin.fetchTopicOffsets(topic).finally(() => admin.disconnect());
+  return readTopic(planner.kafka, topic, (messages) =>
+    ends.every(
+      ({ partition, high, low }) =>
+        high === low || messages.some((m) => m.partition === partition && BigInt(m.offset) === BigInt(high) - 1n),
+    ),
+  );
+}
+
+/** Waits until the planner read everything on the requests topic and published its outbox. */
+async function settled() {
+  const admin = planner.kafka.admin();
+  await admin.connect();
+  try {
+    const topic = planner.topic('outreachRequested');
+    await waitFor(
+      async () => {
+        const ends = await admin.fetchTopicOffsets(topic);
+        const [committed] = await admin.fetchOffsets({
+          groupId: planner.env.CONSUMER_GROUP as string,
+          topics: [topic],
+        });
+        return ends.every(
+          ({ partition, high }) =>
+            committed?.partitions.find((p) => p.partition === partition)?.offset === high || high === '0',
+        );
+      },
+      { timeoutMs: 60_000, description: 'the planner caught up with the requests topic' },
+    );
+  } finally {
+    await admin.disconnect();
+  }
+  await waitFor(async () => (await planner.query('SELECT 1 FROM outbox WHERE published_at IS NULL')).length === 0, {
+    timeoutMs: 30_000,
+    description: "the planner's outbox published",
+  });
+}
+
+async function rejections(prefix: string): Promise<{ messages: ReadMessage[]; events: OutreachRejected[] }> {
+  const messages = (await wholeTopic(planner.topic('outreachRejected'))).filter((m) => m.key?.startsWith(prefix));
+  return { messages, events: messages.map((m) => eventCodec.decode(m.value as Buffer) as OutreachRejected) };
+}
+
+const statusOf = async (requestId: string) =>
+  (await app.inject({ url: `/v1/outreach-requests/${encodeURIComponent(requestId)}`, headers: auth })).json() as {
+    status: string;
+    rejection: { reason: string; detail: string; sendId: string | null } | null;
+  };
+
+describe('OutreachRejected', () => {
+  it('over Kafka: one per refused request and reason code, keyed by its requestId, without PII; then status rejected', async () => {
+    const refused = {
+      'k-invalid': request({ requestId: 'k-invalid', candidateId: 'cand-secret-1', campaignId: ' ' }),
+      'k-unknown': request({
+        requestId: 'k-unknown',
+        candidateId: 'cand-secret-2',
+        experimentId: 'nope',
+        contents: [{ variant: 'A', subject: 'secret-subject', body: 'secret-body' }],
+      }),
+      'k-no-variant': request({
+        requestId: 'k-no-variant',
+        candidateId: 'cand-secret-3',
+        experimentId: 'exp',
+        contents: [{ variant: 'Z', subject: 'secret-subject', body: 'secret-body' }],
+      }),
+      'k-no-default': request({
+        requestId: 'k-no-default',
+        candidateId: 'cand-secret-4',
+        experimentId: 'paused-exp',
+        contents: [{ variant: 'A', subject: 'secret-subject', body: 'secret-body' }],
+      }),
+      'k-emitted': request({ requestId: 'k-emitted', candidateId: 'taken' }),
+      'k-cancelled': request({ requestId: 'k-cancelled', candidateId: 'closed' }),
+    };
+    const expected: Record<string, [string, string, string | null]> = {
+      'k-invalid': ['invalid_request', 'fields: campaignId', null],
+      'k-unknown': ['unknown_experiment', 'experimentId names no experiment', null],
+      'k-no-variant': [
+        'no_content_for_variant',
+        'contents: no content for a variant of the experiment, and none without a variant',
+        null,
+      ],
+      'k-no-default': [
+        'no_default_content',
+        'contents: the candidate is not enrolled in the experiment, and no content is without a variant',
+        null,
+      ],
+      'k-emitted': [
+        'step_already_emitted',
+        'the step was already emitted for another request: nothing was planned',
+        sendIdFor(CAMPAIGN, 'taken', 'intro'),
+      ],
+      'k-cancelled': [
+        'step_already_cancelled',
+        'the step was already cancelled (a reply or a close): nothing was planned',
+        sendIdFor(CAMPAIGN, 'closed', 'intro'),
+      ],
+    };
+    const all = Object.values(refused);
+    // Each delivered twice (a redelivery) and sent again under a new event id (a publisher's retry).
+    await planner.publish('outreachRequested', [...all, ...all, ...all.map((r) => ({ ...r, eventId: randomUUID() }))]);
+    // An id that is an address has nothing safe to key a rejection by; bytes that do not decode have no id.
+    const unsafe = request({ requestId: 'ada.lovelace@pii-marker.example', candidateId: 'cand-secret-5', email: 'x' });
+    await planner.publish('outreachRequested', [unsafe]);
+    const producer = planner.kafka.producer();
+    await producer.connect();
+    await producer.send({
+      topic: planner.topic('outreachRequested'),
+      messages: [{ key: 'k-garbage', value: Buffer.from('not avro at all: ada.lovelace@pii-marker.example') }],
+    });
+    await producer.disconnect();
+    await settled();
+
+    const { messages, events } = await rejections('k-');
+    expect(events.map((e) => e.requestId).sort()).toEqual(Object.keys(refused).sort());
+    for (const event of events) {
+      expect([event.reason, event.detail, event.sendId], event.requestId).toEqual(expected[event.requestId]);
+      expect(event).toMatchObject({
+        producer: 'planner',
+        causationId: refused[event.requestId as keyof typeof refused].eventId,
+      });
+    }
+    for (const message of messages) {
+      expect(message.key).toBe((eventCodec.decode(message.value as Buffer) as OutreachRejected).requestId);
+      expect(message.headers['event-type']).toBe('OutreachRejected');
+    }
+    const everything = (await wholeTopic(planner.topic('outreachRejected'))).map(bytesOf).join('\n');
+    expect(PII.filter((marker) => everything.includes(marker))).toEqual([]);
+    expect(everything).not.toContain('k-garbage');
+
+    // Both without a key to answer on are in the DLQ with the rest.
+    const dead = await wholeTopic(dlqTopicOf(planner.topic('outreachRequested')));
+    expect(dead.map((m) => m.key)).toEqual(expect.arrayContaining(['k-garbage', unsafe.candidateId]));
+
+    for (const [requestId, [reason, detail, sendId]] of Object.entries(expected))
+      expect(await statusOf(requestId), requestId).toEqual(
+        expect.objectContaining({ status: 'rejected', rejection: { reason, detail, sendId } }),
+      );
+    // The first requests of the two steps keep theirs.
+    expect((await statusOf('first-taken')).status).toBe('planned');
+    expect((await statusOf('first-closed')).status).toBe('cancelled');
+  });
+
+  it('over HTTP: each 4xx with a requestId is told once, whatever the retries; a body without one is answered only', async () => {
+    const base = {
+      campaignId: CAMPAIGN,
+      email: 'ada.lovelace@pii-marker.example',
+      step: 'intro',
+      contents: [{ subject: 'Dear Ada Lovelace secret-subject', body: 'secret-body' }],
+    };
+    const post = (payload: unknown) =>
+      app.inject({ method: 'POST', url: '/v1/outreach-requests', headers: auth, payload: payload as object });
+    const cases: Array<[string, Record<string, unknown>, number, string, string]> = [
+      ['h-address', { candidateId: 'cand-secret-6', email: 'Ada Lovelace' }, 400, 'invalid_request', 'fields: email'],
+      ['h-schema', { candidateId: 'cand-secret-7', contents: undefined }, 400, 'invalid_request', 'fields: contents'],
+      [
+        'h-nul',
+        { candidateId: 'cand-secret-8', contents: [{ subject: 'Ada\u0000Lovelace', body: 'b' }] },
+        400,
+        'invalid_request',
+        'fields: contents[0].subject',
+      ],
+      [
+        'h-unknown',
+        { candidateId: 'cand-secret-9', experimentId: 'nope', contents: [{ variant: 'A', subject: 's', body: 'b' }] },
+        422,
+        'unknown_experiment',
+        'experimentId names no experiment',
+      ],
+      [
+        'h-no-variant',
+        { candidateId: 'cand-secret-10', experimentId: 'exp', contents: [{ variant: 'A', subject: 's', body: 'b' }] },
+        422,
+        'no_content_for_variant',
+        'contents: no content for a variant of the experiment, and none without a variant',
+      ],
+      [
+        'h-emitted',
+        { candidateId: 'taken' },
+        409,
+        'step_already_emitted',
+        'the step was already emitted for another request: nothing was planned',
+      ],
+      [
+        'h-cancelled',
+        { candidateId: 'closed' },
+        409,
+        'step_already_cancelled',
+        'the step was already cancelled (a reply or a close): nothing was planned',
+      ],
+    ];
+    for (const [requestId, fields, code] of cases) {
+      for (let attempt = 0; attempt < 2; attempt++) {
+        const response = await post({ ...base, requestId, ...fields });
+        expect(response.statusCode, `${requestId}: ${response.body}`).toBe(code);
+        expect(response.json().message).toEqual(expect.any(String));
+      }
+    }
+    // Nothing to answer on: no requestId, one that is not a string, one that is an address.
+    expect((await post({ ...base, candidateId: 'cand-secret-11' })).statusCode).toBe(400);
+    expect((await post({ ...base, candidateId: 'cand-secret-12', requestId: { id: 'x' } })).statusCode).toBe(400);
+    expect(
+      (await post({ ...base, candidateId: 'cand-secret-13', requestId: 'ada@pii-marker.example' })).statusCode,
+    ).toBe(400);
+    await settled();
+
+    const { messages, events } = await rejections('h-');
+    expect(events.map((e) => e.requestId).sort()).toEqual(cases.map(([id]) => id).sort());
+    for (const [requestId, , , reason, detail] of cases) {
+      expect(
+        events.find((e) => e.requestId === requestId),
+        requestId,
+      ).toMatchObject({
+        reason,
+        detail,
+        producer: 'planner',
+        // Over HTTP the refused request was never an event: nothing caused this one.
+        causationId: null,
+      });
+      expect(await statusOf(requestId), requestId).toMatchObject({ status: 'rejected', rejection: { reason, detail } });
+    }
+    const bytes = messages.map(bytesOf).join('\n');
+    expect(PII.filter((marker) => bytes.includes(marker))).toEqual([]);
+    expect((await planner.query('SELECT 1 FROM requests WHERE request_id LIKE $1', ['%pii-marker%'])).length).toBe(0);
+  });
+});
