@@ -890,9 +890,10 @@ export const registryWanted = process.env.INFRA_REGISTRY !== 'off';
 
 /** Starts (or reuses) the local registry over the plain stack's PostgreSQL; ports chosen once, like the secured stack's. */
 async function registryUp(databaseUrl: string): Promise<NonNullable<InfraState['registry']> & { url: string }> {
+  // Not 8081..8084: the demo's services listen there (DEMO_PORT_BASE 8080 + 1..4), as in compose.
   const ports = await instancePorts(REGISTRY_DIR, {
-    port: Number(process.env.REGISTRY_PORT ?? 8081),
-    managementPort: Number(process.env.REGISTRY_MANAGEMENT_PORT ?? 9081),
+    port: Number(process.env.REGISTRY_PORT ?? 8085),
+    managementPort: Number(process.env.REGISTRY_MANAGEMENT_PORT ?? 9085),
   });
   try {
     return await startRegistry(

@@ -40,7 +40,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * {@code failed <requestId> <reason>} per request it did not; exits 1 if any failed.
  *
  * <p>Environment: KAFKA_BROKERS (127.0.0.1:9092), REGISTRY_URL (Apicurio's v2 API,
- * http://127.0.0.1:8081/apis/registry/v2), TOPIC (outreach.requested.v1), PRODUCER_NAME
+ * http://127.0.0.1:8085/apis/registry/v2), TOPIC (outreach.requested.v1), PRODUCER_NAME
  * (java-publisher), REGISTRY_USER and REGISTRY_PASSWORD (basic auth, when the registry asks).
  */
 public final class Publisher {
@@ -101,7 +101,7 @@ public final class Publisher {
     props.put(ProducerConfig.CLIENT_ID_CONFIG, env("PRODUCER_NAME", "java-publisher"));
     props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
     props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, AvroKafkaSerializer.class.getName());
-    props.put(SerdeConfig.REGISTRY_URL, env("REGISTRY_URL", "http://127.0.0.1:8081/apis/registry/v2"));
+    props.put(SerdeConfig.REGISTRY_URL, env("REGISTRY_URL", "http://127.0.0.1:8085/apis/registry/v2"));
     // Confluent wire format: magic byte 0 and a 4-byte id in the value, no id headers.
     props.put(SerdeConfig.ENABLE_CONFLUENT_ID_HANDLER, true);
     props.put(SerdeConfig.ENABLE_HEADERS, false);
