@@ -9,9 +9,12 @@
  *
  *   DEMO_CANDIDATES (default 2000)  DEMO_EXIT=1 (stop after the report; exit 1 on a violation)
  *   DEMO_PORT_BASE (default 8080: services on +1..+4)
+ * With Debian's `prometheus` on PATH, a Prometheus scrapes the four services every 2 s and evaluates
+ * deploy/prometheus/rules.yml (scripts/lib/prometheus.ts); its URL is printed, and it stops with the demo.
  * Each run uses its own topic prefix and database schemas, so runs never see each other's data.
  */
 import { randomUUID } from 'node:crypto';
+import { join } from 'node:path';
 import {
   createKafka,
   EventProducer,
@@ -21,8 +24,9 @@ import {
   type OutreachRequested,
 } from '@outreach/shared';
 import { SmtpSink, waitFor } from '@outreach/shared/testing';
-import { up } from './infra.js';
-import { ingressBody, outreachRequest, Stack, type Service } from './lib/stack.js';
+import { infraDir, up } from './infra.js';
+import { Prometheus, prometheusAvailable } from './lib/prometheus.js';
+import { ingressBody, outreachRequest, services, Stack, type Service } from './lib/stack.js';
 
 const candidates = Number(process.env.DEMO_CANDIDATES ?? 2_000);
 const portBase = Number(process.env.DEMO_PORT_BASE ?? 8080);
@@ -62,7 +66,9 @@ async function main(): Promise<number> {
     `kafka ${state.kafkaBrokers} (${state.kafka.source}), postgres ${state.postgres.source}, SMTP sink on ${sink.port}, run ${run}`,
   );
   const url = (service: Service, path: string) => stack.url(service, path);
+  let prometheus: Prometheus | undefined;
   const stopAll = async () => {
+    await prometheus?.stop();
     await stack.stopAll();
     await sink.stop();
   };
@@ -71,6 +77,15 @@ async function main(): Promise<number> {
     for (const service of ['experiment', 'sender', 'liveness', 'planner'] as const) {
       await stack.start(service);
       say(`${service.padEnd(10)} ready  ${url(service, '/health/ready')}`);
+    }
+    if (prometheusAvailable()) {
+      prometheus = await Prometheus.start({
+        dir: join(infraDir, 'prometheus', run),
+        targets: services.map((service) => ({ service, address: `127.0.0.1:${stack.port(service)}` })),
+      });
+      say(`prometheus ready  ${prometheus.url} (alerts: ${prometheus.url}/alerts; rules: deploy/prometheus/rules.yml)`);
+    } else {
+      say('prometheus not found: `apt-get install prometheus` and the demo starts one that scrapes the services');
     }
 
     // Set-up through the services' own APIs.
@@ -302,7 +317,7 @@ async function main(): Promise<number> {
       return violations.length > 0 ? 1 : 0;
     }
     say(
-      `the stack keeps running: sender ${url('sender', '/v1/campaigns/backend-engineers')}, experiment ${url('experiment', '/v1/experiments/subject-line/report')}, liveness ${url('liveness', '/v1/conversations/stalled')} (with \`Authorization: Bearer demo-token\`), metrics at /metrics. Ctrl-C stops the services; \`npm run infra:down\` stops Kafka.`,
+      `the stack keeps running: sender ${url('sender', '/v1/campaigns/backend-engineers')}, experiment ${url('experiment', '/v1/experiments/subject-line/report')}, liveness ${url('liveness', '/v1/conversations/stalled')} (with \`Authorization: Bearer demo-token\`), metrics at /metrics${prometheus ? `, Prometheus at ${prometheus.url}` : ''}. Ctrl-C stops the services; \`npm run infra:down\` stops Kafka.`,
     );
     await new Promise<void>((resolve) => {
       process.once('SIGINT', resolve);

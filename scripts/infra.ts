@@ -64,7 +64,11 @@ const SECURED_PG_DIR = join(INFRA_DIR, 'postgres-tls');
 const PKI_DIR = join(INFRA_DIR, 'pki');
 const REGISTRY_DIR = join(INFRA_DIR, 'registry');
 /** The database (on the plain stack's PostgreSQL) and schema that hold the local registry's tables. */
-const REGISTRY_DATABASE = 'outreach_registry';
+/**
+ * The registry's own database, one per checkout (a hash of its path): two checkouts on one machine
+ * (a developer's and a CI clone) each get their own subjects, as they get their own broker.
+ */
+const REGISTRY_DATABASE = `outreach_registry_${createHash('sha256').update(resolve(INFRA_DIR)).digest('hex').slice(0, 12)}`;
 const REGISTRY_DB_SCHEMA = 'apicurio';
 const STATE_FILE = join(INFRA_DIR, 'state.json');
 const POM = join(ROOT, 'infra', 'kafka', 'pom.xml');

@@ -178,8 +178,11 @@ export async function registryReady(managementPort: number): Promise<boolean> {
 /** Whether `url` answers the ccompat API (GET /subjects is a JSON array). */
 export async function ccompatAnswers(url: string): Promise<boolean> {
   try {
-    const response = await fetch(`${url}/subjects`, { signal: AbortSignal.timeout(2_000) });
-    return response.ok && Array.isArray(await response.json());
+    // The global compatibility setting: a constant-size answer (listing /subjects grows with every
+    // registered subject and took seconds on a busy registry).
+    const response = await fetch(`${url}/config`, { signal: AbortSignal.timeout(5_000) });
+    const body = response.ok ? ((await response.json()) as { compatibilityLevel?: unknown }) : undefined;
+    return typeof body?.compatibilityLevel === 'string';
   } catch {
     return false;
   }

@@ -6,7 +6,14 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { createKafka, ensureTopics, listTopicsSettled, type OutreachRequested } from '@outreach/shared';
-import { startProcess, waitFor, wireFormatEnv, wireFormatFromEnv, type RunningProcess } from '@outreach/shared/testing';
+import {
+  dropWireFormatSubjects,
+  startProcess,
+  waitFor,
+  wireFormatEnv,
+  wireFormatFromEnv,
+  type RunningProcess,
+} from '@outreach/shared/testing';
 import pg from 'pg';
 
 export const services = ['planner', 'sender', 'experiment', 'liveness'] as const;
@@ -96,6 +103,7 @@ export class Stack {
       this.prefix,
       schemaOf.map((service) => this.schema(service)),
     );
+    if (this.wireFormat) await dropWireFormatSubjects(this.prefix, this.registryUrl);
   }
 
   port(service: Service, instance = 0): number {

@@ -69,14 +69,24 @@ const step = fc.constantFrom(...STEPS);
 type GeneratedInput =
   | Exclude<ConversationInput, { type: 'NextStepScheduled' } | { type: 'SendRecorded' }>
   | { type: 'NextStepScheduled'; stepId: string; dueIn: number }
-  | { type: 'SendRecorded'; step: string; named: boolean };
+  | { type: 'SendRecorded'; step: string; named: boolean; outcome: 'sent' | 'suppressed' | 'failed' };
 const input: fc.Arbitrary<GeneratedInput> = fc.oneof(
   fc.constant({ type: 'ConversationStarted' as const }),
   fc.constant({ type: 'MessageReceived' as const }),
   fc.record({ type: fc.constant('NextStepScheduled' as const), stepId: step, dueIn: offset(-6 * HOUR, 6 * HOUR) }),
   fc.record({ type: fc.constant('StepCompleted' as const), stepId: step }),
-  fc.record({ type: fc.constant('SendRecorded' as const), step, named: fc.boolean() }),
-  fc.record({ type: fc.constant('SendRecorded' as const), step, named: fc.boolean() }),
+  fc.record({
+    type: fc.constant('SendRecorded' as const),
+    step,
+    named: fc.boolean(),
+    outcome: fc.constant('sent' as const),
+  }),
+  fc.record({
+    type: fc.constant('SendRecorded' as const),
+    step,
+    named: fc.boolean(),
+    outcome: fc.constantFrom('sent' as const, 'suppressed' as const, 'failed' as const),
+  }),
   fc.record({ type: fc.constant('StepCancelled' as const), stepId: step }),
   fc.record({
     type: fc.constant('ConversationClosed' as const),
@@ -208,16 +218,17 @@ it(
           switch (i.type) {
             case 'NextStepScheduled':
               return { ...fields, conversationId, input: { type: i.type, stepId: i.stepId, dueAt: base + i.dueIn } };
-            case 'SendRecorded':
+            case 'SendRecorded': {
               // A send that names no conversation is given the default one and filed by its step.
+              const input = {
+                type: i.type,
+                step: i.step,
+                ...(i.outcome === 'sent' ? {} : { outcome: i.outcome }),
+              };
               return i.named
-                ? { ...fields, conversationId, input: { type: i.type, step: i.step } }
-                : {
-                    ...fields,
-                    conversationId: `${e.campaign}:${candidateKey}`,
-                    routeStep: i.step,
-                    input: { type: i.type, step: i.step },
-                  };
+                ? { ...fields, conversationId, input }
+                : { ...fields, conversationId: `${e.campaign}:${candidateKey}`, routeStep: i.step, input };
+            }
             default:
               return { ...fields, conversationId, input: i };
           }

@@ -117,6 +117,20 @@ export class SchemaRegistryClient {
     }
   }
 
+  /**
+   * Deletes `subject` for good (soft delete, then permanent, as the Confluent API requires); a
+   * subject that does not exist is no error. For tests and runs that clean up after themselves.
+   */
+  async deleteSubject(subject: string): Promise<void> {
+    for (const query of ['', '?permanent=true']) {
+      try {
+        await this.request('DELETE', `/subjects/${enc(subject)}${query}`);
+      } catch (error) {
+        if (!(error instanceof SchemaRegistryError && error.status === 404)) throw error;
+      }
+    }
+  }
+
   private async request<T>(method: string, path: string, body?: unknown): Promise<T> {
     const target = `${this.url}${path}`;
     let response: Response;

@@ -3,7 +3,7 @@ import { createPool, quoteIdent } from '../pg/pool.js';
 
 export { waitFor, WaitTimeoutError } from '../wait.js';
 export { uniqueName } from './names.js';
-export { wireFormatEnv, wireFormatFromEnv, type ProcessWireFormat } from './wire-format.js';
+export { dropWireFormatSubjects, wireFormatEnv, wireFormatFromEnv, type ProcessWireFormat } from './wire-format.js';
 export { readTopic, type ReadMessage } from '../kafka/read-topic.js';
 export { planScans, type PlanScan } from './explain.js';
 import { uniqueName } from './names.js';

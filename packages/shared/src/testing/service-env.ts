@@ -20,7 +20,7 @@ import { quoteIdent } from '../pg/pool.js';
 import { waitFor } from '../wait.js';
 import { uniqueName } from './names.js';
 import { startProcess, type RunningProcess } from './process.js';
-import { wireFormatEnv, wireFormatFromEnv } from './wire-format.js';
+import { dropWireFormatSubjects, wireFormatEnv, wireFormatFromEnv } from './wire-format.js';
 
 const root = join(import.meta.dirname, '..', '..', '..', '..');
 
@@ -191,6 +191,7 @@ export async function serviceTestEnv<P extends TProperties>(
       // Each test's topics are its own (a unique prefix): deleting them keeps the broker's open
       // files bounded however many tests a run holds (see file.delete.delay.ms in scripts/infra.ts).
       await deleteTopicsWithPrefix(kafka, prefix).catch(() => undefined);
+      if (format === 'confluent') await dropWireFormatSubjects(prefix, registryUrl).catch(() => undefined);
       await pool.query(`DROP SCHEMA IF EXISTS ${quoteIdent(schema)} CASCADE`).catch(() => undefined);
       await pool.end();
     },

@@ -5,6 +5,7 @@
  * refuses to start without them, as in production). In the single-object format nothing is needed.
  */
 import { registerSchemas } from '../registry/register.js';
+import { publisherSubjects, registrySubjects } from '../registry/subjects.js';
 import { SchemaRegistryClient } from '../registry/client.js';
 
 export type ProcessWireFormat = 'confluent' | 'single-object';
@@ -38,4 +39,15 @@ export function wireFormatFromEnv(env: NodeJS.ProcessEnv = process.env): {
   const format =
     requested === 'single-object' || (requested !== 'confluent' && !registryUrl) ? 'single-object' : 'confluent';
   return { format, registryUrl };
+}
+
+/**
+ * Deletes the subjects `wireFormatEnv` registered under `prefix`, so a registry shared by many test
+ * runs does not grow with each (its ids stay: a registry id names content, which other runs share).
+ */
+export async function dropWireFormatSubjects(prefix: string, registryUrl: string | undefined): Promise<void> {
+  if (!registryUrl) return;
+  const client = new SchemaRegistryClient({ url: registryUrl });
+  for (const { subject } of [...registrySubjects(prefix), ...publisherSubjects(prefix)])
+    await client.deleteSubject(subject);
 }

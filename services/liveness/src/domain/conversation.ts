@@ -15,19 +15,27 @@
  *   completed) with no other step pending, nothing more is owed and the conversation awaits the
  *   candidate's reply until the reply window ends, when the sweep closes it (`sequence_completed`).
  *   A reply before that is an inbound obligation like any other.
- * - ConversationClosed ends all of it; a later event reopens the conversation (a cancellation or a
- *   plan does not). The sweep's own `sequence_completed` close applies only while the reply is
+ * - A send that ended without going out for good (SendRecorded `suppressed` or `failed`) ends the
+ *   sequence too: the planner plans nothing after it. Its step is no longer pending and, unless
+ *   another step is or the candidate is owed an answer, the reply is awaited as after the last step
+ *   (the candidate who unsubscribed mid-sequence is not a stall for ever).
+ * - ConversationClosed ends all of it; a later event reopens the conversation (a cancellation, a
+ *   plan or a send that did not go out does not). The sweep's own `sequence_completed` close applies only while the reply is
  *   still awaited: one that arrives after the conversation moved on (a reply, a new step) is stale.
  */
 
 export type ObligationKind = 'inbound' | 'outbound';
+
+/** A send's terminal outcome that did not go out and ends its sequence (the planner does not go on after it). */
+export type UndeliveredOutcome = 'suppressed' | 'failed';
 
 export type ConversationInput =
   | { readonly type: 'ConversationStarted' }
   | { readonly type: 'MessageReceived' }
   | { readonly type: 'NextStepScheduled'; readonly stepId: string; readonly dueAt: number }
   | { readonly type: 'StepCompleted'; readonly stepId: string }
-  | { readonly type: 'SendRecorded'; readonly step: string }
+  /** `outcome` absent: sent (the only outcome kept before the others were). */
+  | { readonly type: 'SendRecorded'; readonly step: string; readonly outcome?: UndeliveredOutcome }
   | { readonly type: 'StepCancelled'; readonly stepId: string }
   /** `reason` is absent in events stored before it was kept: an unconditional close. */
   | { readonly type: 'ConversationClosed'; readonly reason?: string | null }
@@ -137,6 +145,24 @@ function stepTaken(
   };
 }
 
+/**
+ * A step whose send ended without going out (suppressed, failed) at `at`: nothing follows it, so it
+ * is no longer pending, and unless another step is pending or an inbound message waits for an answer,
+ * nothing more is owed: the candidate's reply is awaited, as after the last step. A closed
+ * conversation stays closed: nothing happened in it.
+ */
+function stepUndelivered(
+  state: ConversationState,
+  seen: Pick<ConversationState, 'lastEventAt' | 'lastEventType'>,
+  at: number,
+  step: string,
+): ConversationState {
+  if (state.status === 'closed') return { ...state, ...seen };
+  const pending = executes(state, step);
+  if (pending.pendingStepId !== null || state.obligationKind === 'inbound') return { ...state, ...seen, ...pending };
+  return { ...state, ...seen, ...pending, obligationSince: null, obligationKind: null, awaitingReplySince: at };
+}
+
 export function evolve(state: ConversationState, { at, input }: TimedInput): ConversationState {
   const seen = { lastEventAt: at, lastEventType: input.type };
   switch (input.type) {
@@ -164,7 +190,9 @@ export function evolve(state: ConversationState, { at, input }: TimedInput): Con
     case 'StepCompleted':
       return stepTaken(state, seen, at, input.stepId);
     case 'SendRecorded':
-      return stepTaken(state, seen, at, input.step);
+      return input.outcome === undefined
+        ? stepTaken(state, seen, at, input.step)
+        : stepUndelivered(state, seen, at, input.step);
     case 'NextStepScheduled':
       return {
         ...state,

@@ -297,6 +297,59 @@ describe('conversations end: the last planned step, then the reply window', () =
     expect(reopened.state).toMatchObject({ status: 'open', awaitingReplySince: 1_000 });
   });
 
+  it('given a follow-up suppressed (the candidate unsubscribed) or failed, then the sequence is over: no overdue step, the reply is awaited, then it closes', () => {
+    for (const outcome of ['suppressed', 'failed'] as const) {
+      const c = given(
+        at(0, planned('intro', 'nudge')),
+        at(1_000, sent('intro')),
+        at(1_100, { type: 'NextStepScheduled', stepId: 'nudge', dueAt: 5_000 }),
+        at(5_000, { type: 'SendRecorded', step: 'nudge', outcome }),
+      );
+      expect(c.state, outcome).toMatchObject({
+        status: 'open',
+        pendingStepId: null,
+        dueAt: null,
+        obligationSince: null,
+        awaitingReplySince: 5_000,
+      });
+      // Unchanged, the nudge would be overdue at 5_000 + overdue grace, for ever.
+      expect(c.stallAt(Number.MAX_SAFE_INTEGER), outcome).toBeNull();
+      expect(c.verdictAt(5_000 + REPLY), outcome).toEqual({
+        outcome: 'close',
+        reason: 'sequence_completed',
+        since: 5_000,
+      });
+    }
+  });
+
+  it('given a send that did not go out, then an answer owed, another pending step or a close stay as they were', () => {
+    const failed = (step: string): ConversationInput => ({ type: 'SendRecorded', step, outcome: 'failed' });
+    const replied = given(
+      at(0, planned('intro', 'nudge')),
+      at(1_000, sent('intro')),
+      at(2_000, { type: 'MessageReceived' }),
+      at(3_000, failed('nudge')),
+    );
+    expect(replied.state).toMatchObject({
+      obligationKind: 'inbound',
+      obligationSince: 2_000,
+      awaitingReplySince: null,
+    });
+    expect(replied.stallAt(62_000)).toEqual({ reason: 'no_next_step', since: 2_000 });
+    const call = given(
+      at(0, planned('intro', 'nudge')),
+      at(1_100, { type: 'NextStepScheduled', stepId: 'agent-call', dueAt: 9_000 }),
+      at(3_000, failed('nudge')),
+    );
+    expect(call.state).toMatchObject({ pendingStepId: 'agent-call', dueAt: 9_000, awaitingReplySince: null });
+    const closed = given(
+      at(0, planned('intro')),
+      at(500, { type: 'ConversationClosed', reason: 'hired' }),
+      at(1_000, failed('intro')),
+    );
+    expect(closed.state).toMatchObject({ status: 'closed', closedReason: 'hired', awaitingReplySince: null });
+  });
+
   it('a re-fold heals a flagged conversation whose last step has since been sent', () => {
     const events = [at(0, planned('intro')), at(0, { type: 'MessageReceived' })];
     expect(refold(events, graces, 70_000, true).healed).toBe(false);

@@ -61,16 +61,21 @@ export function toProjected(consumed: ConsumedEvent): ProjectedEvent | undefined
     case 'StepCompleted':
       return inConversation(event, { type: 'StepCompleted', stepId: event.stepId });
     case 'SendRecorded': {
-      // Only a send that went out is a step taken; held, suppressed or failed sends are not.
-      if (event.outcome !== 'sent') return undefined;
+      // A send that went out is a step taken. One suppressed or failed ends the sequence (the planner
+      // goes on only after a sent step); held and ambiguous sends are not over yet, and a skipped
+      // duplicate is another send's.
+      if (event.outcome !== 'sent' && event.outcome !== 'suppressed' && event.outcome !== 'failed') return undefined;
       const campaignId = canonicalCampaignId(event.campaignId);
       const step = canonicalStep(event.step);
       const send = {
         ...base,
         campaignId,
         candidateKey: event.candidateKey,
-        input: { type: 'SendRecorded', step },
-      } as const;
+        input:
+          event.outcome === 'sent'
+            ? ({ type: 'SendRecorded', step } as const)
+            : ({ type: 'SendRecorded', step, outcome: event.outcome } as const),
+      };
       const named = event.conversationId === null ? '' : canonicalConversationId(event.conversationId);
       return named === ''
         ? { ...send, conversationId: defaultConversationId(campaignId, event.candidateKey), routeStep: step }
