@@ -239,12 +239,32 @@ export interface RawSendKeys {
 }
 
 const MAX_ID_CHARS = 256;
+/**
+ * Ids are also bounded in UTF-8 bytes: they are btree keys (the planner's (campaign, candidate, step)
+ * primary keys, request ids), and PostgreSQL refuses an index row over ~2.7 kB at insert. 256
+ * characters of a 3-byte script would be 768 bytes each; three such ids in one composite key come
+ * close to that limit, so the byte bound keeps every composite key of three ids under 1.6 kB.
+ */
+export const MAX_ID_BYTES = 512;
+/** A conversation id given by a caller (indexed alone, and as a prefix of nothing): in UTF-8 bytes. */
+export const MAX_CONVERSATION_ID_BYTES = 1024;
+/**
+ * The experiment service's rule for experiment ids and variant names (1-64 characters; it answers
+ * 400 to a longer one): an ingress that calls it refuses a longer id up front rather than failing later.
+ */
+export const MAX_EXPERIMENT_ID_CHARS = 64;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** The UTF-8 size of a string (a lone surrogate counts as the 3 bytes of its replacement). */
+export function utf8Bytes(value: string): number {
+  return Buffer.byteLength(value, 'utf8');
+}
 
 function shapeProblem(name: string, canonical: string): string | undefined {
   if (canonical === '') return `${name} is missing or empty`;
   if (hasControlCharacters(canonical)) return `${name} contains line breaks or control characters`;
   if (canonical.length > MAX_ID_CHARS) return `${name} is longer than ${MAX_ID_CHARS} characters`;
+  if (utf8Bytes(canonical) > MAX_ID_BYTES) return `${name} is longer than ${MAX_ID_BYTES} bytes in UTF-8`;
   return undefined;
 }
 
@@ -257,6 +277,24 @@ const AT_SIGN_PROBLEM = 'must not contain an at-sign (ids travel on topics free 
  */
 export function idProblem(name: string, canonical: string): string | undefined {
   return shapeProblem(name, canonical) ?? (holdsAtSign(canonical) ? `${name} ${AT_SIGN_PROBLEM}` : undefined);
+}
+
+// Any control character (C0, DEL and C1), and a surrogate not in a pair (u-mode matches only lone ones).
+const EXACT_CONTROL = /\p{Cc}/u;
+const LONE_SURROGATE = /\p{Cs}/u;
+
+/**
+ * What is wrong with an id that is stored and travels exactly as given (a requestId is the Kafka key
+ * of OutreachRejected and the status route's key; an experiment id goes to the experiment service):
+ * idProblem's rules, applied to that exact string and never to a trimmed copy, plus no leading or
+ * trailing whitespace (Unicode spaces included), no control character of any kind, no lone surrogate.
+ */
+export function exactIdProblem(name: string, value: string): string | undefined {
+  if (EXACT_CONTROL.test(value)) return `${name} contains line breaks or control characters`;
+  if (LONE_SURROGATE.test(value)) return `${name} is not well-formed Unicode (a lone surrogate)`;
+  if (value.trim() === '') return `${name} is missing or empty`;
+  if (value.trim() !== value) return `${name} has leading or trailing whitespace`;
+  return idProblem(name, value);
 }
 
 /**
@@ -273,12 +311,12 @@ export function canonicalSendKeys(
   const step = canonicalStep(raw.step);
   const address = canonicalAddress(raw.email);
   const optional = (name: string, value: string | null | undefined) =>
-    value === null || value === undefined ? undefined : idProblem(name, value.trim());
+    value === null || value === undefined ? undefined : exactIdProblem(name, value);
   const givenConversationId = raw.conversationId ?? null;
   const conversationId = givenConversationId === null ? null : canonicalConversationId(givenConversationId);
   const problems = [
     UUID.test(raw.eventId) ? undefined : 'eventId is not a UUID',
-    idProblem('requestId', raw.requestId.trim()),
+    exactIdProblem('requestId', raw.requestId),
     idProblem('campaignId', campaignId),
     // An address as candidate id is fine: candidateKeyFor pseudonymizes it.
     shapeProblem('candidateId', candidate),

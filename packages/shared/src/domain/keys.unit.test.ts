@@ -10,6 +10,7 @@ import {
   canonicalStep,
   candidateKeyFor,
   emailHash,
+  exactIdProblem,
   idProblem,
   normalizeCandidateKey,
   normalizeEmail,
@@ -246,6 +247,25 @@ describe('canonicalSendKeys', () => {
       const derived = canonicalSendKeys(raw({ candidateId: 'bob@leak.example', candidateKey: claimed }), hashKey);
       expect(derived.ok && derived.keys.candidateKey).toBe(addressCandidateKey('bob@leak.example', hashKey));
     }
+  });
+});
+
+describe('exactIdProblem (ids stored and published as given)', () => {
+  it.each([
+    ['req ', 'requestId has leading or trailing whitespace'],
+    ['\u3000req', 'requestId has leading or trailing whitespace'],
+    [`req${'\u2003'.repeat(3000)}`, 'requestId has leading or trailing whitespace'],
+    ['req\n', 'requestId contains line breaks or control characters'],
+    ['re\u0085q', 'requestId contains line breaks or control characters'],
+    ['re\ud800q', 'requestId is not well-formed Unicode (a lone surrogate)'],
+    ['\u4e00'.repeat(171), 'requestId is longer than 512 bytes in UTF-8'],
+  ])('refuses %j as it is, never a trimmed copy', (value, problem) => {
+    expect(exactIdProblem('requestId', value)).toBe(problem);
+  });
+
+  it('takes an id within every bound, a paired surrogate included', () => {
+    expect(exactIdProblem('requestId', `ats-${'\u4e00'.repeat(169)}`)).toBeUndefined();
+    expect(exactIdProblem('requestId', 'ats-\u{1F600}-7')).toBeUndefined();
   });
 });
 

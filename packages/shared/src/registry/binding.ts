@@ -32,39 +32,77 @@ export interface RegistryBinding {
   readonly resolver: SchemaIdResolver;
 }
 
-/** Learns ids seen in flight: one bounded fetch per id, failures remembered for a while. */
+/** What bounds the resolver's memory and its registry traffic (a publisher chooses the ids it writes). */
+export interface SchemaIdResolverLimits {
+  /** Failed ids remembered at most (oldest forgotten first; expired ones pruned on every insert). */
+  readonly maxFailed?: number;
+  /** Distinct unknown ids looked up per batch; the others stay unknown (UNKNOWN_SCHEMA_ID, replayable). */
+  readonly maxLookupsPerBatch?: number;
+}
+
+export const SCHEMA_ID_RESOLVER_LIMITS = { maxFailed: 1_000, maxLookupsPerBatch: 8 } as const;
+
+/**
+ * Learns ids seen in flight: one bounded fetch per id, failures remembered for a while. Both are
+ * bounded: a publisher writing records under many made-up ids gets at most `maxLookupsPerBatch`
+ * registry calls per batch (the rest go to the DLQ as UNKNOWN_SCHEMA_ID, as after a failed lookup),
+ * and the failures remembered never exceed `maxFailed`.
+ */
 export class SchemaIdResolver {
   private readonly failedUntil = new Map<number, number>();
   private readonly pending = new Map<number, Promise<void>>();
+  private readonly maxFailed: number;
+  private readonly maxLookupsPerBatch: number;
 
   constructor(
     readonly client: SchemaRegistryClient,
     private readonly codec: EventCodec,
     private readonly negativeTtlMs = 30_000,
-  ) {}
+    limits: SchemaIdResolverLimits = {},
+  ) {
+    this.maxFailed = Math.max(1, limits.maxFailed ?? SCHEMA_ID_RESOLVER_LIMITS.maxFailed);
+    this.maxLookupsPerBatch = Math.max(1, limits.maxLookupsPerBatch ?? SCHEMA_ID_RESOLVER_LIMITS.maxLookupsPerBatch);
+  }
+
+  /** How many failed ids are remembered (for tests and diagnostics). */
+  get failedCount(): number {
+    return this.failedUntil.size;
+  }
 
   /** Learns what it can of `ids`; never throws (what stays unknown is dead-lettered by the decoder). */
   async learn(ids: readonly number[]): Promise<void> {
     const now = Date.now();
+    const wanted = [...new Set(ids)]
+      .filter((id) => !this.codec.knowsSchemaId(id) && (this.failedUntil.get(id) ?? 0) <= now)
+      .slice(0, this.maxLookupsPerBatch);
     await Promise.all(
-      ids
-        .filter((id) => !this.codec.knowsSchemaId(id) && (this.failedUntil.get(id) ?? 0) <= now)
-        .map((id) => {
-          const running = this.pending.get(id);
-          if (running) return running;
-          const attempt = this.client
-            .schemaById(id)
-            .then((schema) => {
-              this.codec.learnSchema(id, schema);
-            })
-            .catch(() => {
-              this.failedUntil.set(id, Date.now() + this.negativeTtlMs);
-            })
-            .finally(() => this.pending.delete(id));
-          this.pending.set(id, attempt);
-          return attempt;
-        }),
+      wanted.map((id) => {
+        const running = this.pending.get(id);
+        if (running) return running;
+        const attempt = this.client
+          .schemaById(id)
+          .then((schema) => {
+            this.codec.learnSchema(id, schema);
+          })
+          .catch(() => this.remember(id))
+          .finally(() => this.pending.delete(id));
+        this.pending.set(id, attempt);
+        return attempt;
+      }),
     );
+  }
+
+  /** Remembers a failed id: expired entries go first, then the oldest while the map is full. */
+  private remember(id: number): void {
+    const now = Date.now();
+    for (const [known, until] of this.failedUntil) if (until <= now) this.failedUntil.delete(known);
+    this.failedUntil.delete(id);
+    while (this.failedUntil.size >= this.maxFailed) {
+      const oldest = this.failedUntil.keys().next();
+      if (oldest.done) break;
+      this.failedUntil.delete(oldest.value);
+    }
+    this.failedUntil.set(id, now + this.negativeTtlMs);
   }
 }
 

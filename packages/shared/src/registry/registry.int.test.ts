@@ -124,6 +124,41 @@ describe.skipIf(!url)('schema registry (ADR 011)', () => {
     expect(codec.tryDecode(bytes)).toMatchObject({ ok: false, error: { code: 'UNKNOWN_SCHEMA_ID' } });
   });
 
+  it('made-up ids cost a bounded number of lookups per batch and a bounded memory of failures (all UNKNOWN_SCHEMA_ID)', async () => {
+    const codec = new EventCodec(schemaDefinitions);
+    const lookups: number[] = [];
+    // The real registry, counting its calls.
+    const counting = new (class extends SchemaRegistryClient {
+      override schemaById(id: number): Promise<string> {
+        lookups.push(id);
+        return super.schemaById(id);
+      }
+    })({ url: url as string });
+    const resolver = new SchemaIdResolver(counting, codec, 60_000, { maxFailed: 5, maxLookupsPerBatch: 3 });
+    const record = (id: number) => {
+      const header = Buffer.alloc(5);
+      header.writeUInt32BE(id, 1);
+      return Buffer.concat([header, Buffer.alloc(8)]);
+    };
+    // One batch of 20 distinct unknown ids (and a repeat): 3 looked up, every record stays unknown.
+    const batch = Array.from({ length: 20 }, (_, i) => record(0x7f000000 + i));
+    await resolver.learn(codec.unknownSchemaIds([...batch, record(0x7f000000)]));
+    expect(lookups).toHaveLength(3);
+    for (const bytes of batch)
+      expect(codec.tryDecode(bytes)).toMatchObject({ ok: false, error: { code: 'UNKNOWN_SCHEMA_ID' } });
+    // Batch after batch of new ids: the failures remembered stay at the cap.
+    for (let round = 1; round <= 5; round++)
+      await resolver.learn(
+        codec.unknownSchemaIds(Array.from({ length: 20 }, (_, i) => record(0x7f100000 + round * 100 + i))),
+      );
+    expect(lookups).toHaveLength(18);
+    expect(resolver.failedCount).toBe(5);
+    // A remembered failure is not looked up again while it lasts.
+    const lastLooked = lookups.at(-1) as number;
+    await resolver.learn([lastLooked]);
+    expect(lookups).toHaveLength(18);
+  });
+
   it('refuses to start in confluent format when a subject lacks this build’s schema, naming it and the command', async () => {
     const p = prefix();
     const attempt = bindSchemaRegistry(bindingConfig({ TOPIC_PREFIX: p }), new EventCodec(schemaDefinitions));

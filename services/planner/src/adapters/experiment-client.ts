@@ -12,6 +12,8 @@ import type { VariantDecision } from '../domain/request.js';
 
 export type ExperimentAnswer =
   | { readonly kind: 'unknown_experiment' }
+  /** A 400: the service refused the ids it was given (the experiment id, a candidate id), not our call. */
+  | { readonly kind: 'refused' }
   | { readonly kind: 'decisions'; readonly byCandidate: ReadonlyMap<string, VariantDecision> };
 
 export interface ExperimentClientObservers {
@@ -61,6 +63,10 @@ export class ExperimentClient {
       throw new TransientError(`experiment service unreachable: ${(error as Error).message}`);
     }
     if (response.status === 404) return { kind: 'unknown_experiment' };
+    if (response.status === 400) {
+      await response.body?.cancel().catch(() => undefined);
+      return { kind: 'refused' };
+    }
     if (!response.ok) {
       const text = await response.text().catch(() => '');
       if (response.status === 401 || response.status === 403) throw this.refused(response.status, text);

@@ -1,7 +1,7 @@
 /**
  * The experiment client against a real local HTTP server answering each status: which answers the
- * consumer retries (and so, past the cap, dead-letters as TRANSIENT_EXHAUSTED), which are the
- * batch's fault, and that a refused token is retried and reported, not dead-lettered.
+ * consumer retries (and so, past the cap, dead-letters as TRANSIENT_EXHAUSTED), which refuse the
+ * request (400) and which are the batch's fault, and that a refused token is retried and reported, not dead-lettered.
  */
 import { createServer, type Server } from 'node:http';
 import { createLogger, createMetricsRegistry, isTransientError, TransientError } from '@outreach/shared';
@@ -46,13 +46,16 @@ describe('ExperimentClient', () => {
     expect(lines.filter((l) => l.alert === 'peer_auth_failed')).toHaveLength(2);
   });
 
-  it('retries 5xx and 429, dead-letters other refusals, and reads 404 as an unknown experiment', async () => {
+  it('retries 5xx and 429, reads 400 as refused ids, dead-letters other refusals, and 404 as an unknown experiment', async () => {
     const client = new ExperimentClient(baseUrl, () => 't', 2_000);
     for (const code of [500, 503, 429]) {
       status = code;
       expect(isTransientError(await client.assign('exp', ['c1']).catch((e: unknown) => e))).toBe(true);
     }
+    // The ids it was given are refused (the ingress tells the publisher): an answer, not a failure.
     status = 400;
+    expect(await client.assign('exp', ['c1'])).toEqual({ kind: 'refused' });
+    status = 422;
     const refused = await client.assign('exp', ['c1']).catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(Error);
     expect(isTransientError(refused)).toBe(false);

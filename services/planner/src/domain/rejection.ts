@@ -7,7 +7,7 @@
  * loses that word rather than leaking it.
  * Pure: the database clock (`now`) comes in as a value.
  */
-import { idProblem, schemaDefinitions, uuidV5, type OutreachRejected } from '@outreach/shared';
+import { exactIdProblem, schemaDefinitions, uuidV5, type OutreachRejected } from '@outreach/shared';
 
 export type RejectionReason = OutreachRejected['reason'];
 
@@ -150,6 +150,23 @@ export function contentMissing(
   };
 }
 
+/** The experiment service refused the ids it was given for the request (a 400): not plannable as sent. */
+export const experimentRefused: RequestRejection = {
+  reason: 'invalid_request',
+  detail: 'the experiment service refused the experimentId or candidateId',
+  sendId: null,
+};
+
+/**
+ * The planner failed on the request for good (no retry would help; the record is dead-lettered):
+ * told in words of the platform only, since the failure's own text may quote a value.
+ */
+export const requestUnprocessable: RequestRejection = {
+  reason: 'invalid_request',
+  detail: 'the planner could not process the request; it was dead-lettered for an operator',
+  sendId: null,
+};
+
 export const unknownExperiment: RequestRejection = {
   reason: 'unknown_experiment',
   detail: 'experimentId names no experiment',
@@ -170,9 +187,13 @@ export function stepTaken(state: 'emitted' | 'cancelled', sendId: string): Reque
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-/** Whether a rejection can be addressed to this request id: one that is no valid id (empty, overlong, an address) cannot. */
+/**
+ * Whether a rejection can be addressed to this request id: one that is no valid id (empty, overlong
+ * in characters or bytes, an address, whitespace at its ends, control characters) cannot. The exact
+ * id is checked, as it would be the event's key: never a trimmed copy.
+ */
 export function addressable(requestId: string): boolean {
-  return idProblem('requestId', requestId.trim()) === undefined;
+  return exactIdProblem('requestId', requestId) === undefined;
 }
 
 /**

@@ -7,10 +7,14 @@
  * Pure: the experiment's answer and the emailHash key come in as values.
  */
 import {
+  canonicalConversationId,
   canonicalSendKeys,
   canonicalStep,
   hasControlCharacters,
   idProblem,
+  MAX_CONVERSATION_ID_BYTES,
+  MAX_EXPERIMENT_ID_CHARS,
+  utf8Bytes,
   type EmailHashKey,
   type OutreachRequested,
 } from '@outreach/shared';
@@ -57,6 +61,8 @@ function contentProblems(contents: readonly Content[], where: string, experiment
   if (!experiment && contents.some((c) => c.variant !== null))
     problems.push(`${where}: contents name variants but the request has no experimentId`);
   contents.forEach((content, i) => {
+    if (content.variant !== null && content.variant.length > MAX_EXPERIMENT_ID_CHARS)
+      problems.push(`${where}: contents[${i}].variant is longer than ${MAX_EXPERIMENT_ID_CHARS} characters`);
     if (content.subject.trim() === '') problems.push(`${where}: contents[${i}].subject is empty`);
     if (hasControlCharacters(content.subject))
       problems.push(`${where}: contents[${i}].subject contains line breaks or control characters (header injection)`);
@@ -79,6 +85,15 @@ export function validateRequest(event: Omit<OutreachRequested, 'type'>, hashKey:
   const keys = canonicalSendKeys(event, hashKey);
   if (!keys.ok) problems.push(...keys.problems);
   const experiment = event.experimentId !== null;
+  // The experiment service's own bound (it answers 400 to a longer id): refused here, with a reason.
+  if (event.experimentId !== null && event.experimentId.length > MAX_EXPERIMENT_ID_CHARS)
+    problems.push(`experimentId is longer than ${MAX_EXPERIMENT_ID_CHARS} characters`);
+  // A btree key (the planner's conversation indexes): bounded in bytes, in the form that is stored.
+  if (
+    event.conversationId !== null &&
+    utf8Bytes(canonicalConversationId(event.conversationId)) > MAX_CONVERSATION_ID_BYTES
+  )
+    problems.push(`conversationId is longer than ${MAX_CONVERSATION_ID_BYTES} bytes in UTF-8`);
   problems.push(...contentProblems(event.contents, 'request', experiment));
   // Distinct after canonicalization: `Follow-Up` and `follow-up` would be one send slot.
   const steps = [event.step, ...event.followUps.map((f) => f.step)].map(canonicalStep);

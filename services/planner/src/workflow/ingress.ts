@@ -11,6 +11,7 @@
  */
 import {
   canonicalCorrelationId,
+  isTransientError,
   withTransaction,
   type ConsumedEvent,
   type EmailHashKey,
@@ -25,9 +26,12 @@ import { stepRefKey, type PlannerRepository } from '../adapters/planner-reposito
 import type { RequestsRepository } from '../adapters/requests-repository.js';
 import { decide, type Plan } from '../domain/plan.js';
 import {
+  addressable,
   contentMissing,
+  experimentRefused,
   invalidRequest,
   outreachRejected,
+  requestUnprocessable,
   stepTaken,
   unknownExperiment,
   type RefusedRequest,
@@ -36,9 +40,10 @@ import {
 import { foldDecisions, plannedSteps, type RequestDecision } from '../domain/request-status.js';
 import { UNKNOWN_EXPERIMENT, validateRequest, type PlannedRequest, type VariantDecision } from '../domain/request.js';
 import { arrivalOf, unstoredStep } from '../domain/step.js';
+import { refuse as refuseAlone } from './requests.js';
 import type { Rerequest, Rerequests } from './rerequests.js';
 
-export function ingressHandler(deps: {
+interface IngressDeps {
   pool: Pool;
   repository: PlannerRepository;
   requests: RequestsRepository;
@@ -46,7 +51,45 @@ export function ingressHandler(deps: {
   logger: Logger;
   hashKey: EmailHashKey;
   rerequests: Rerequests;
-}): EventBatchHandler {
+}
+
+/**
+ * The handler, with a safety net: when it fails for good on one request alone (the consumer runner
+ * has narrowed a failing chunk to it, and is about to dead-letter it as REJECTED), its publisher is
+ * told as for any refusal (an OutreachRejected with a generic detail, the request's record), and the
+ * record is dead-lettered as before. A transient failure is left to the runner's retries, and one
+ * whose requestId cannot travel (or whose telling fails too) is only dead-lettered.
+ */
+export function ingressHandler(deps: IngressDeps): EventBatchHandler {
+  const handle = planRequests(deps);
+  return async (events, context) => {
+    try {
+      return await handle(events, context);
+    } catch (error) {
+      const [only] = events;
+      if (events.length !== 1 || !only || isTransientError(error) || only.event.type !== 'OutreachRequested')
+        throw error;
+      const event = only.event as OutreachRequested;
+      if (!addressable(event.requestId)) throw error;
+      const correlationId = canonicalCorrelationId(event.correlationId, event.eventId);
+      try {
+        await refuseAlone(
+          deps,
+          { requestId: event.requestId, eventId: event.eventId, correlationId },
+          requestUnprocessable,
+        );
+      } catch (telling) {
+        deps.logger.warn({ err: telling, offset: only.offset }, 'a failed request could not be told to its publisher');
+        throw error;
+      }
+      const message = error instanceof Error ? error.message : String(error);
+      deps.logger.error({ err: error, offset: only.offset }, 'request failed; told its publisher, dead-lettering it');
+      return { rejected: [{ offset: only.offset, reason: `handler failed: ${message}` }] };
+    }
+  };
+}
+
+function planRequests(deps: IngressDeps): EventBatchHandler {
   return async (events: readonly ConsumedEvent[]) => {
     const rejected: Rejection[] = [];
     // Each refusal, to tell its publisher: the request's ids (never its contents) and why.
@@ -84,7 +127,7 @@ export function ingressHandler(deps: {
 
     // Sticky variants from the experiment service, one batch per experiment. If it cannot answer,
     // this throws a TransientError: the whole chunk waits and is retried, nothing is dropped.
-    const decisions = new Map<string, VariantDecision | 'unknown_experiment'>();
+    const decisions = new Map<string, VariantDecision | 'unknown_experiment' | 'refused'>();
     const byExperiment = new Map<string, Set<string>>();
     for (const { request } of valid) {
       if (request.experimentId)
@@ -95,12 +138,16 @@ export function ingressHandler(deps: {
     }
     for (const [experimentId, candidates] of byExperiment) {
       const answer = await deps.experiments.assign(experimentId, [...candidates]);
+      // A 400 names no culprit: with several candidates, fail the chunk so the runner retries its
+      // requests one by one, and each alone gets its own answer (a batch too large passes that way too).
+      if (answer.kind === 'refused' && candidates.size > 1)
+        throw new Error(`the experiment service refused a batch of ${candidates.size} candidates (400)`);
       for (const candidateKey of candidates) {
         decisions.set(
           `${experimentId}\u0000${candidateKey}`,
-          answer.kind === 'unknown_experiment'
-            ? 'unknown_experiment'
-            : (answer.byCandidate.get(candidateKey) ?? { enrolled: false, reason: 'no answer' }),
+          answer.kind === 'decisions'
+            ? (answer.byCandidate.get(candidateKey) ?? { enrolled: false, reason: 'no answer' })
+            : answer.kind,
         );
       }
     }
@@ -131,6 +178,11 @@ export function ingressHandler(deps: {
         if (decision === 'unknown_experiment') {
           rejected.push({ offset, reason: UNKNOWN_EXPERIMENT });
           refuse(refusedPlan(request), unknownExperiment);
+          continue;
+        }
+        if (decision === 'refused') {
+          rejected.push({ offset, reason: 'the experiment service refused the experimentId or candidateId (400)' });
+          refuse(refusedPlan(request), experimentRefused);
           continue;
         }
         const result = decide(request, decision ?? null, now);

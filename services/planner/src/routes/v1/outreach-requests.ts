@@ -4,7 +4,8 @@ import {
   avroFromJson,
   avroToJsonSchema,
   canonicalConversationId,
-  idProblem,
+  exactIdProblem,
+  MAX_EXPERIMENT_ID_CHARS,
   schemaDefinitions,
   topicName,
   TransientError,
@@ -43,8 +44,8 @@ const ID = { maxLength: 256 };
 /** A follow-up at most a year and a day after the step before it. */
 const MAX_DELAY_MS = 366 * 24 * 60 * 60 * 1000;
 const CONTENTS = { minItems: 1, maxItems: 20 };
-// The experiment service's own limit on its ids.
-const EXPERIMENT_ID = { maxLength: 64 };
+// The experiment service's own limit on its ids (the domain checks it again, for the Kafka path).
+const EXPERIMENT_ID = { maxLength: MAX_EXPERIMENT_ID_CHARS };
 
 /**
  * The body: OutreachRequested.avsc without the envelope (one contract: a field added to the schema
@@ -277,7 +278,7 @@ export default async function outreachRequestRoutes(app: FastifyInstance): Promi
     async (request) => {
       const { requestId } = request.params;
       // The rules every ingress applies to a request id: one that breaks them names no request.
-      const problem = idProblem('requestId', requestId.trim());
+      const problem = exactIdProblem('requestId', requestId);
       if (problem) throw new AppError('BAD_REQUEST', problem);
       const view = await requestStatus(deps, requestId);
       if (view === undefined)

@@ -1,0 +1,396 @@
+/**
+ * ATTACK (issue #21): requests the planner refused without telling their publisher, now each
+ * refused up front and told: ids too large for a btree key (counted in UTF-8 bytes, at both
+ * ingresses), an experimentId the experiment service would refuse, a failure of the handler itself
+ * (the safety net); and a requestId that breaks the id rules once its ends are counted (whitespace,
+ * control characters) never travels, is never stored, and reads 400 on the status route.
+ * Below: the original header of rejections.int.test.ts, whose harness this file reuses.
+ *
+ * Rejection feedback (issue #21), against the real broker, database and the real experiment service
+ * (as a process): every refused request, over Kafka or HTTP, for each reason code, yields exactly one
+ * OutreachRejected on outreach.rejected.v1, keyed by its requestId, whose bytes (key, value,
+ * headers) hold no address, no name and no text of the request, and its status reads `rejected`
+ * with the reason. A request whose id cannot travel (it holds an address), an undecodable record, a
+ * body without a requestId: dead-lettered or answered, and nothing published.
+ */
+import { randomUUID } from 'node:crypto';
+import { join } from 'node:path';
+import {
+  dlqTopicOf,
+  eventCodec,
+  type ConversationClosed,
+  type OutreachRejected,
+  type OutreachRequested,
+} from '@outreach/shared';
+import {
+  freePort,
+  readTopic,
+  serviceTestEnv,
+  waitFor,
+  type ReadMessage,
+  type ServiceTestEnv,
+} from '@outreach/shared/testing';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { buildApp, migrationsDir } from '../src/app.js';
+import { ConfigSchema } from '../src/config.js';
+
+const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
+const auth = { authorization: 'Bearer test-token' };
+const CAMPAIGN = 'camp-rej';
+let planner: ServiceTestEnv;
+let experiment: ServiceTestEnv;
+let app: FastifyInstance;
+
+beforeAll(async () => {
+  // Another service: run as a process from its folder, never imported (the lint boundary).
+  experiment = await serviceTestEnv(
+    {
+      name: 'experiment',
+      migrationsDir: join(import.meta.dirname, '../../experiment/migrations'),
+      entry: join(import.meta.dirname, '../../experiment/src/server.ts'),
+    },
+    infra,
+  );
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  experiment.startProcess({ HTTP_PORT: String(port) });
+  await waitFor(async () => (await fetch(`${url}/health/ready`).catch(() => undefined))?.ok === true, {
+    timeoutMs: 60_000,
+    description: 'the experiment service',
+  });
+  for (const [experimentId, status] of [
+    ['exp', 'active'],
+    ['paused-exp', 'paused'],
+  ]) {
+    const created = await fetch(`${url}/v1/experiments`, {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        experimentId,
+        status,
+        variants: [
+          { name: 'A', weight: 1 },
+          { name: 'B', weight: 1 },
+        ],
+      }),
+    });
+    expect(created.status).toBe(201);
+  }
+  planner = await serviceTestEnv(
+    {
+      name: 'planner',
+      configSchema: ConfigSchema,
+      buildApp,
+      migrationsDir,
+      entry: join(import.meta.dirname, '../src/server.ts'),
+    },
+    infra,
+    { env: { EXPERIMENT_URL: url, EXPERIMENT_TOKEN: 'test-token', SCHEDULER_INTERVAL_MS: '100' } },
+  );
+  app = await planner.startApp();
+
+  // Two steps another request already had: one emitted by the scheduler, one cancelled (the
+  // conversation closed while it waited). Both are scheduled a day ahead; the first is then made due
+  // (its row's due time moved to now), so the test does not race the consumer against a clock.
+  await planner.publish('outreachRequested', [
+    request({ requestId: 'first-taken', candidateId: 'taken', sendAt: Date.now() + 86_400_000 }),
+    request({ requestId: 'first-closed', candidateId: 'closed', sendAt: Date.now() + 86_400_000 }),
+  ]);
+  const stepStatus = async (candidateKey: string) =>
+    (
+      await planner.query<{ status: string }>(
+        'SELECT status FROM scheduled_steps WHERE campaign_id = $1 AND candidate_key = $2',
+        [CAMPAIGN, candidateKey],
+      )
+    )[0]?.status;
+  await waitFor(
+    async () => (await stepStatus('taken')) === 'scheduled' && (await stepStatus('closed')) === 'scheduled',
+    {
+      timeoutMs: 30_000,
+      description: 'both steps scheduled',
+    },
+  );
+  await planner.query(`UPDATE scheduled_steps SET due_at = now() WHERE campaign_id = $1 AND candidate_key = 'taken'`, [
+    CAMPAIGN,
+  ]);
+  await waitFor(async () => (await stepStatus('taken')) === 'emitted', {
+    timeoutMs: 30_000,
+    description: 'the scheduler emitted the step',
+  });
+  const close: ConversationClosed = {
+    type: 'ConversationClosed',
+    eventId: randomUUID(),
+    occurredAt: Date.now(),
+    producer: 'agent',
+    correlationId: 'c',
+    causationId: null,
+    conversationId: `${CAMPAIGN}:closed`,
+    campaignId: CAMPAIGN,
+    candidateKey: 'closed',
+    reason: 'hired elsewhere',
+  };
+  await planner.publish('conversationEvents', [close]);
+  await waitFor(async () => (await stepStatus('closed')) === 'cancelled', {
+    timeoutMs: 30_000,
+    description: 'the step cancelled by the close',
+  });
+}, 240_000);
+afterAll(async () => {
+  await planner?.cleanup();
+  await experiment?.cleanup();
+});
+
+function request(fields: Partial<OutreachRequested> & { requestId: string; candidateId: string }): OutreachRequested {
+  return {
+    type: 'OutreachRequested',
+    eventId: randomUUID(),
+    occurredAt: Date.now(),
+    producer: 'ats',
+    correlationId: randomUUID(),
+    causationId: null,
+    campaignId: CAMPAIGN,
+    email: `ada.lovelace.${fields.candidateId}@pii-marker.example`,
+    step: 'intro',
+    experimentId: null,
+    contents: [{ variant: null, subject: 'Dear Ada Lovelace secret-subject', body: 'secret-body' }],
+    sendAt: null,
+    conversationId: null,
+    followUps: [],
+    ...fields,
+  };
+}
+
+/** The whole topic, to its end as it is now (so a duplicate cannot hide after the ones awaited). */
+async function wholeTopic(topic: string): Promise<ReadMessage[]> {
+  const admin = planner.kafka.admin();
+  await admin.connect();
+  const ends = await admin.fetchTopicOffsets(topic).finally(() => admin.disconnect());
+  return readTopic(planner.kafka, topic, (messages) =>
+    ends.every(
+      ({ partition, high, low }) =>
+        high === low || messages.some((m) => m.partition === partition && BigInt(m.offset) === BigInt(high) - 1n),
+    ),
+  );
+}
+
+/** Waits until the planner read everything on the requests topic and published its outbox. */
+async function settled() {
+  const admin = planner.kafka.admin();
+  await admin.connect();
+  try {
+    const topic = planner.topic('outreachRequested');
+    await waitFor(
+      async () => {
+        const ends = await admin.fetchTopicOffsets(topic);
+        const [committed] = await admin.fetchOffsets({
+          groupId: planner.env.CONSUMER_GROUP as string,
+          topics: [topic],
+        });
+        return ends.every(
+          ({ partition, high }) =>
+            committed?.partitions.find((p) => p.partition === partition)?.offset === high || high === '0',
+        );
+      },
+      { timeoutMs: 60_000, description: 'the planner caught up with the requests topic' },
+    );
+  } finally {
+    await admin.disconnect();
+  }
+  await waitFor(async () => (await planner.query('SELECT 1 FROM outbox WHERE published_at IS NULL')).length === 0, {
+    timeoutMs: 30_000,
+    description: "the planner's outbox published",
+  });
+}
+
+async function rejections(prefix: string): Promise<{ messages: ReadMessage[]; events: OutreachRejected[] }> {
+  const messages = (await wholeTopic(planner.topic('outreachRejected'))).filter((m) => m.key?.startsWith(prefix));
+  return { messages, events: messages.map((m) => eventCodec.decode(m.value as Buffer) as OutreachRejected) };
+}
+
+const statusOf = async (requestId: string) =>
+  (await app.inject({ url: `/v1/outreach-requests/${encodeURIComponent(requestId)}`, headers: auth })).json() as {
+    status: string;
+    rejection: { reason: string; detail: string; sendId: string | null } | null;
+  };
+
+/** `n` BMP ideographs (3 UTF-8 bytes each, poorly compressible): within every character bound. */
+const ideographs = (n: number) =>
+  Array.from({ length: n }, (_, i) => String.fromCharCode(0x4e00 + ((i * 7919) % 20000))).join('');
+/** Whitespace String.prototype.trim removes, in a pseudo-random order. */
+const SPACES = [
+  '\u2000',
+  '\u2003',
+  '\u2005',
+  '\u2007',
+  '\u2009',
+  '\u200a',
+  '\u3000',
+  '\u205f',
+  '\u202f',
+  '\u00a0',
+  ' ',
+];
+const spaces = (n: number) =>
+  Array.from({ length: n }, (_, i) => SPACES[(i * i * 31 + i * 7) % SPACES.length]).join('');
+
+describe('attack: refusals nobody is told of', () => {
+  it('an HTTP conversationId of 1024 CJK characters (within the schema, 3072 bytes) is refused up front, told, and never stored', async () => {
+    const conversationId = ideographs(1024);
+    const response = await app.inject({
+      method: 'POST',
+      url: '/v1/outreach-requests',
+      headers: auth,
+      payload: {
+        requestId: 'atk-conv',
+        campaignId: CAMPAIGN,
+        candidateId: 'atk-conv',
+        email: 'ada.lovelace@pii-marker.example',
+        step: 'intro',
+        conversationId,
+        sendAt: new Date(Date.now() + 86_400_000).toISOString(),
+        contents: [{ subject: 's', body: 'b' }],
+      },
+    });
+    expect(response.statusCode, response.body).toBe(400);
+    expect(response.body).toContain('conversationId');
+    expect(response.body).not.toContain(conversationId.slice(0, 8));
+    await settled();
+    const status = await statusOf('atk-conv');
+    expect(status).toMatchObject({
+      status: 'rejected',
+      rejection: { reason: 'invalid_request', detail: 'fields: conversationId' },
+    });
+    expect((await rejections('atk-conv')).events.map((e) => e.reason)).toEqual(['invalid_request']);
+  });
+
+  it('over Kafka, ids past their byte bounds (a conversationId, a campaignId, a step of CJK characters) are refused, dead-lettered and told', async () => {
+    const cases = [
+      { requestId: 'atk-kconv', conversationId: ideographs(1024), field: 'conversationId' },
+      // 200 characters (within the 256-character bound), 600 bytes.
+      { requestId: 'atk-kcamp', campaignId: ideographs(200), field: 'campaignId' },
+      { requestId: 'atk-kstep', step: ideographs(200), field: 'step' },
+    ];
+    await planner.publish(
+      'outreachRequested',
+      cases.map(({ field: _, ...fields }) =>
+        request({ ...fields, candidateId: fields.requestId, sendAt: Date.now() + 86_400_000 }),
+      ),
+    );
+    await settled();
+    const dead = await wholeTopic(dlqTopicOf(planner.topic('outreachRequested')));
+    for (const { requestId, field } of cases) {
+      expect(dead.some((m) => m.key === requestId)).toBe(true);
+      const told = (await rejections(requestId)).events;
+      expect(told.map((e) => [e.reason, e.detail])).toEqual([['invalid_request', `fields: ${field}`]]);
+      expect((await statusOf(requestId)).status).toBe('rejected');
+    }
+    const stored = await planner.query(`SELECT 1 FROM scheduled_steps WHERE candidate_key LIKE 'atk-k%'`);
+    expect(stored).toEqual([]);
+  });
+
+  it('a Kafka request whose experimentId the experiment service refuses (over its 64 characters) is dead-lettered and told', async () => {
+    await planner.publish('outreachRequested', [
+      request({
+        requestId: 'atk-exp',
+        candidateId: 'atk-exp',
+        experimentId: 'e'.repeat(100),
+        contents: [{ variant: null, subject: 's', body: 'b' }],
+      }),
+    ]);
+    await settled();
+    const dead = await wholeTopic(dlqTopicOf(planner.topic('outreachRequested')));
+    expect(dead.some((m) => m.key === 'atk-exp')).toBe(true);
+    // Refused: its publisher must hear of it, and its status must say so.
+    const told = (await rejections('atk-exp')).events;
+    expect(told.map((e) => [e.requestId, e.reason, e.detail])).toEqual([
+      ['atk-exp', 'invalid_request', 'fields: experimentId'],
+    ]);
+    expect((await statusOf('atk-exp')).status).toBe('rejected');
+  });
+
+  it('a request the handler fails on for good (a fault in the database) is dead-lettered and still told (the safety net)', async () => {
+    // A permanent failure nothing in the request rules foresees: an insert the database refuses.
+    await planner.query(`CREATE OR REPLACE FUNCTION atk_refuse_step() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF NEW.candidate_key = 'atk-fail' THEN RAISE EXCEPTION 'refused by the attack test'; END IF;
+        RETURN NEW;
+      END $$`);
+    await planner.query(
+      `CREATE TRIGGER atk_refuse_step BEFORE INSERT ON scheduled_steps FOR EACH ROW EXECUTE FUNCTION atk_refuse_step()`,
+    );
+    try {
+      await planner.publish('outreachRequested', [
+        request({ requestId: 'atk-fine', candidateId: 'atk-fine', sendAt: Date.now() + 86_400_000 }),
+        request({ requestId: 'atk-fail', candidateId: 'atk-fail', sendAt: Date.now() + 86_400_000 }),
+      ]);
+      await settled();
+    } finally {
+      await planner.query('DROP TRIGGER atk_refuse_step ON scheduled_steps');
+    }
+    const dead = await wholeTopic(dlqTopicOf(planner.topic('outreachRequested')));
+    const failed = dead.filter((m) => m.key === 'atk-fail');
+    expect(failed).toHaveLength(1);
+    expect(failed[0]?.headers['dlq-error-code']).toBe('REJECTED');
+    expect(failed[0]?.headers['dlq-reason']).toMatch(/^handler failed: /);
+    const told = (await rejections('atk-fail')).events;
+    expect(told.map((e) => e.reason)).toEqual(['invalid_request']);
+    expect(told[0]?.detail).not.toContain('refused by the attack test');
+    expect((await statusOf('atk-fail')).status).toBe('rejected');
+    // The request beside it in the chunk is planned, untouched by its neighbour's failure.
+    expect((await statusOf('atk-fine')).status).toBe('planned');
+    expect((await rejections('atk-fine')).events).toEqual([]);
+  });
+
+  it('a Kafka requestId over 256 characters, or with a control character, never travels nor is stored, even when its ends are whitespace', async () => {
+    const long = `atk-long${spaces(3000)}`;
+    await planner.publish('outreachRequested', [
+      request({ requestId: long, candidateId: 'atk-long' }),
+      request({ requestId: 'atk-ctl\n', candidateId: 'atk-ctl', campaignId: ' ' }),
+      request({ requestId: 'atk-ws\u3000', candidateId: 'atk-ws' }),
+      request({ requestId: 'atk-c1\u0085x', candidateId: 'atk-c1' }),
+    ]);
+    await settled();
+    // docs/publishers.md: such ids "cannot travel; [they] only go to outreach.requested.v1.dlq".
+    const kept = await planner.query<{ n: number }>(
+      `SELECT length(request_id) AS n FROM requests WHERE request_id ~ '^atk-(long|ctl|ws|c1)'`,
+    );
+    expect(kept).toEqual([]);
+    const keys = (await rejections('atk-')).messages.map((m) => m.key);
+    expect(keys.filter((key) => /^atk-(long|ctl|ws|c1)/.test(key ?? ''))).toEqual([]);
+    const dead = await wholeTopic(dlqTopicOf(planner.topic('outreachRequested')));
+    expect(dead.filter((m) => /^atk-(long|ctl|ws|c1)/.test(m.key ?? '')).length).toBe(4);
+  });
+
+  it('over HTTP, a requestId with whitespace at its ends is refused (400, nothing told), and the status route refuses it too', async () => {
+    // A lone surrogate cannot cross Kafka (Avro strings are UTF-8 on the wire), but JSON can carry one.
+    for (const requestId of ['atk-hws ', '\u2003atk-hws', 'atk-h\u0085ws', 'atk-h\ud800ws']) {
+      const response = await app.inject({
+        method: 'POST',
+        url: '/v1/outreach-requests',
+        headers: auth,
+        payload: {
+          requestId,
+          campaignId: CAMPAIGN,
+          candidateId: 'atk-hws',
+          email: 'ada.lovelace@pii-marker.example',
+          step: 'intro',
+          contents: [{ subject: 's', body: 'b' }],
+        },
+      });
+      expect(response.statusCode, response.body).toBe(400);
+      expect(response.json()).toMatchObject({ message: expect.stringContaining('requestId') });
+      if (!/\p{Cs}/u.test(requestId)) {
+        const status = await app.inject({
+          url: `/v1/outreach-requests/${encodeURIComponent(requestId)}`,
+          headers: auth,
+        });
+        expect(status.statusCode, status.body).toBe(400);
+      }
+    }
+    await settled();
+    expect((await rejections('atk-h')).messages).toEqual([]);
+    expect((await rejections('\u2003atk-h')).messages).toEqual([]);
+    expect(await planner.query(`SELECT 1 FROM requests WHERE request_id LIKE '%atk-h%'`)).toEqual([]);
+  });
+});
