@@ -173,7 +173,13 @@ describe.skipIf(!hasKubectl)('Kubernetes overlays (rendered with kubectl kustomi
     expect(named('Job')).toEqual(
       overlay.startsWith('production-strimzi') ? ['outreach-migrate'] : ['outreach-migrate', 'outreach-topics'],
     );
-    expect(named('NetworkPolicy')).toEqual(expect.arrayContaining(['outreach-egress', 'outreach-egress-kafka']));
+    expect(named('NetworkPolicy')).toEqual(
+      expect.arrayContaining(['outreach-egress', 'outreach-egress-kafka', 'outreach-egress-postgres']),
+    );
+    // Only the sender sends mail (dev's null provider: none).
+    const smtp = objects.find((o) => o.kind === 'NetworkPolicy' && o.metadata.name === 'outreach-egress-smtp');
+    if (overlay === 'dev') expect(smtp).toBeUndefined();
+    else expect(smtp?.spec?.podSelector).toEqual({ matchLabels: { 'app.kubernetes.io/name': 'outreach-sender' } });
     // No secret values are committed: Secrets are referenced, never defined.
     expect(named('Secret')).toEqual([]);
   });
@@ -410,9 +416,7 @@ describe.skipIf(!hasKubectl)('Kubernetes overlays (rendered with kubectl kustomi
 describe.skipIf(!hasKubectl)('the manifest checks, given crafted manifests', slow, () => {
   const pristine = new Map<string, K8sObject[]>();
   beforeAll(async () => {
-    for (const overlay of ['production', 'production-strimzi', 'production-strimzi-mtls']) {
-      pristine.set(overlay, await render(overlay));
-    }
+    for (const overlay of overlays) pristine.set(overlay, await render(overlay));
   }, slow.timeout);
   /** A deep copy of an overlay, to break. */
   const copyOf = (overlay: string): K8sObject[] => structuredClone(pristine.get(overlay) ?? []);
@@ -631,10 +635,12 @@ describe.skipIf(!hasKubectl)('the manifest checks, given crafted manifests', slo
     const problems = networkProblems(objects, outOfBand);
     expect(problems).toEqual(
       expect.arrayContaining([
-        'Deployment/outreach-planner/planner: no NetworkPolicy allows egress to port 9096 (KAFKA_BROKERS b-1.msk.example:9096)',
-        'Job/outreach-topics/topics: no NetworkPolicy allows egress to port 9096 (KAFKA_BROKERS b-2.msk.example:9096)',
-        'Deployment/outreach-sender/sender: no NetworkPolicy allows egress to port 6432 (DATABASE_URL)',
-        'Deployment/outreach-sender/sender: no NetworkPolicy allows egress to port 2525 (SMTP_PORT of smtp-relay.mail.svc)',
+        'Deployment/outreach-planner/planner: no NetworkPolicy allows egress to port 9096 of b-1.msk.example (KAFKA_BROKERS b-1.msk.example:9096)',
+        'Job/outreach-topics/topics: no NetworkPolicy allows egress to port 9096 of b-2.msk.example (KAFKA_BROKERS b-2.msk.example:9096)',
+        'Deployment/outreach-sender/sender: no NetworkPolicy allows egress to port 6432 of postgres.db.svc (DATABASE_URL)',
+        'Deployment/outreach-sender/sender: no NetworkPolicy allows egress to port 2525 of smtp-relay.mail.svc (SMTP_PORT of smtp-relay.mail.svc)',
+        // And the ports left open that no pod uses any more: least privilege.
+        "Job/outreach-topics: NetworkPolicy outreach-egress-kafka lets it reach port 9093 beyond the platform's pods, which none of its containers connects to",
       ]),
     );
     // A rule that reaches only the namespace's own pods does not count for an outside broker.
@@ -645,6 +651,157 @@ describe.skipIf(!hasKubectl)('the manifest checks, given crafted manifests', slo
     expect(networkProblems(inside, outOfBand)).toEqual(
       expect.arrayContaining([
         expect.stringMatching(/outreach-sender\/sender: no NetworkPolicy allows egress to port 9093/),
+      ]),
+    );
+  });
+
+  /** A NetworkPolicy of the overlay, to break. */
+  const policy = (objects: K8sObject[], name: string) => {
+    const found = objects.find((o) => o.kind === 'NetworkPolicy' && o.metadata.name === name);
+    if (!found?.spec) throw new Error(`no NetworkPolicy ${name}`);
+    return found;
+  };
+  const egressPolicy = (name: string, podSelector: object, egress: object[]): K8sObject =>
+    ({
+      apiVersion: 'networking.k8s.io/v1',
+      kind: 'NetworkPolicy',
+      metadata: { name, namespace: 'outreach' },
+      spec: { podSelector, policyTypes: ['Egress'], egress },
+    }) as K8sObject;
+  const mailPort = (pod: string, policyName: string, port: number) =>
+    `${pod}: NetworkPolicy ${policyName} lets it reach the mail port ${port} beyond the platform's pods, but it runs no sender: only the sender may reach a mail server`;
+  const unusedPort = (pod: string, policyName: string, port: number) =>
+    `${pod}: NetworkPolicy ${policyName} lets it reach port ${port} beyond the platform's pods, which none of its containers connects to`;
+
+  it('issue 16: the old egress policies (every pod to the mail, database and registry ports, anywhere) are named pod by pod', () => {
+    const objects = copyOf('production');
+    const partOf = { matchLabels: { 'app.kubernetes.io/part-of': 'outreach' } };
+    const tcp = (...ports: number[]) => ports.map((port) => ({ protocol: 'TCP', port }));
+    // The policies as they were: every pod, no `to:`.
+    const old = [
+      egressPolicy('outreach-egress', partOf, [
+        { ports: [{ protocol: 'UDP', port: 53 }, ...tcp(53)] },
+        { to: [{ podSelector: partOf }], ports: tcp(8080) },
+        { ports: tcp(5432, 587, 465, 25, 8080, 8081) },
+      ]),
+      egressPolicy('outreach-egress-kafka', partOf, [{ ports: tcp(9093) }]),
+    ];
+    const broken = [...objects.filter((o) => !old.some((p) => p.metadata.name === o.metadata.name)), ...old];
+    const problems = networkProblems(broken, outOfBand);
+    expect(problems).toEqual(
+      expect.arrayContaining([
+        mailPort('Deployment/outreach-experiment', 'outreach-egress', 587),
+        mailPort('Deployment/outreach-experiment', 'outreach-egress', 465),
+        mailPort('Deployment/outreach-experiment', 'outreach-egress', 25),
+        mailPort('Deployment/outreach-planner', 'outreach-egress', 587),
+        mailPort('Deployment/outreach-liveness', 'outreach-egress', 587),
+        mailPort('Job/outreach-migrate', 'outreach-egress', 587),
+        mailPort('Job/outreach-topics', 'outreach-egress', 587),
+        unusedPort('Job/outreach-topics', 'outreach-egress', 5432),
+        unusedPort('Job/outreach-topics', 'outreach-egress', 8080),
+        unusedPort('Job/outreach-migrate', 'outreach-egress-kafka', 9093),
+        unusedPort('Deployment/outreach-experiment', 'outreach-egress', 8081),
+        unusedPort('Deployment/outreach-sender', 'outreach-egress', 465),
+      ]),
+    );
+    // The sender may reach a mail port: the only pod not named for one.
+    expect(problems.filter((p) => p.startsWith('Deployment/outreach-sender:') && p.includes('mail port'))).toEqual([]);
+    // Every connection was allowed all along: only the least-privilege rule sees the issue.
+    expect(problems.filter((p) => p.includes('no NetworkPolicy allows'))).toEqual([]);
+  });
+
+  it('an experiment pod allowed to reach 587, by a widened SMTP policy or a policy of its own, is named', () => {
+    // The SMTP policy selecting every pod of the platform instead of the sender's.
+    const widened = copyOf('production');
+    policy(widened, 'outreach-egress-smtp').spec = {
+      ...policy(widened, 'outreach-egress-smtp').spec,
+      podSelector: { matchLabels: { 'app.kubernetes.io/part-of': 'outreach' } },
+    };
+    const problems = networkProblems(widened, outOfBand);
+    expect(problems).toContain(mailPort('Deployment/outreach-experiment', 'outreach-egress-smtp', 587));
+    expect(problems).toContain(mailPort('Job/outreach-topics', 'outreach-egress-smtp', 587));
+    expect(problems.filter((p) => p.startsWith('Deployment/outreach-sender:'))).toEqual([]);
+    // A policy of its own: 587 to any address, a range over the mail ports, a rule without ports.
+    const experiment = { matchLabels: { 'app.kubernetes.io/name': 'outreach-experiment' } };
+    for (const [rule, expected] of [
+      [
+        { to: [{ ipBlock: { cidr: '0.0.0.0/0' } }], ports: [{ protocol: 'TCP', port: 587 }] },
+        [mailPort('Deployment/outreach-experiment', 'debug', 587)],
+      ],
+      [
+        { ports: [{ protocol: 'TCP', port: 1, endPort: 1024 }] },
+        [
+          mailPort('Deployment/outreach-experiment', 'debug', 25),
+          mailPort('Deployment/outreach-experiment', 'debug', 465),
+          mailPort('Deployment/outreach-experiment', 'debug', 587),
+          "Deployment/outreach-experiment: NetworkPolicy debug lets it reach TCP ports 1-1024 beyond the platform's pods, most of which none of its containers connects to",
+        ],
+      ],
+      [
+        {},
+        [
+          "Deployment/outreach-experiment: NetworkPolicy debug lets it reach every port beyond the platform's pods (a rule without ports)",
+          "Deployment/outreach-experiment: NetworkPolicy debug lets it reach the mail ports beyond the platform's pods, but it runs no sender",
+        ],
+      ],
+      [
+        { to: [{ namespaceSelector: {} }], ports: [{ protocol: 'TCP' }] },
+        [
+          "Deployment/outreach-experiment: NetworkPolicy debug lets it reach every TCP port beyond the platform's pods",
+          "Deployment/outreach-experiment: NetworkPolicy debug lets it reach the mail ports beyond the platform's pods, but it runs no sender",
+        ],
+      ],
+    ] as const) {
+      const objects = [...copyOf('production'), egressPolicy('debug', experiment, [rule])];
+      expect(networkProblems(objects, outOfBand), JSON.stringify(rule)).toEqual(expected);
+    }
+    // Towards the platform's own pods only, a port is no reach beyond them: not named.
+    const inside = [
+      ...copyOf('production'),
+      egressPolicy('debug', experiment, [{ to: [{ podSelector: {} }], ports: [{ protocol: 'TCP', port: 587 }] }]),
+    ];
+    expect(networkProblems(inside, outOfBand)).toEqual([]);
+  });
+
+  it('a `to:` that pins the wrong destination, or a selector that misses a pod, is named', () => {
+    // Strimzi's brokers pinned by namespace and pods; brokers, database and relay moved elsewhere.
+    const objects = copyOf('production-strimzi');
+    configMap(objects, 'outreach-config').KAFKA_BROKERS = 'kafka.example.com:9093';
+    configMap(objects, 'outreach-planner-config').DATABASE_URL =
+      'postgres://planner@postgres.other-db.svc:5432/outreach';
+    configMap(objects, 'outreach-sender-config').SMTP_HOST = 'smtp.example.com';
+    expect(networkProblems(objects, outOfBand)).toEqual(
+      expect.arrayContaining([
+        'Deployment/outreach-experiment/experiment: no NetworkPolicy allows egress to port 9093 of kafka.example.com (KAFKA_BROKERS kafka.example.com:9093)',
+        'Deployment/outreach-planner/planner: no NetworkPolicy allows egress to port 5432 of postgres.other-db.svc (DATABASE_URL)',
+        'Deployment/outreach-sender/sender: no NetworkPolicy allows egress to port 587 of smtp.example.com (SMTP_PORT of smtp.example.com)',
+      ]),
+    );
+    // An outside broker (Aiven) left with production's in-cluster `to:`.
+    const aiven = copyOf('production-aiven');
+    const rule = policy(aiven, 'outreach-egress-kafka').spec?.egress?.[0];
+    if (rule) rule.to = [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kafka' } } }];
+    expect(networkProblems(aiven, outOfBand)).toContainEqual(
+      expect.stringMatching(
+        /outreach-sender\/sender: no NetworkPolicy allows egress to port 24949 of outreach-kafka-acme/,
+      ),
+    );
+    // The AWS credentials agent outside the ipBlock.
+    const iam = copyOf('production-msk-iam');
+    const agent = policy(iam, 'outreach-egress-aws-credentials').spec?.egress?.[0];
+    if (agent) agent.to = [{ ipBlock: { cidr: '169.254.170.0/24', except: ['169.254.170.23/32'] } }];
+    expect(networkProblems(iam, outOfBand)).toContain(
+      'Job/outreach-topics/topics: no NetworkPolicy allows egress to port 80 of 169.254.170.23 (the EKS Pod Identity agent (AWS credentials for MSK IAM))',
+    );
+    // The database policy's expression turned around: the services lose PostgreSQL, the topics Job gains it.
+    const notIn = copyOf('production');
+    const expression = policy(notIn, 'outreach-egress-postgres').spec?.podSelector?.matchExpressions?.[0];
+    if (expression) expression.operator = 'NotIn';
+    expect(networkProblems(notIn, outOfBand)).toEqual(
+      expect.arrayContaining([
+        'Deployment/outreach-liveness/liveness: no NetworkPolicy allows egress to port 5432 of postgres.db.svc (DATABASE_URL)',
+        'Job/outreach-migrate/migrate-planner: no NetworkPolicy allows egress to port 5432 of postgres.db.svc (DATABASE_URL)',
+        unusedPort('Job/outreach-topics', 'outreach-egress-postgres', 5432),
       ]),
     );
   });

@@ -15,11 +15,15 @@
  *   parsers (kafkaSecurityFromEnv, resolvePgSettings, pgClientConfig) with files read from the mounts;
  *   the Kafka principal is the container's own (its role in packages/shared/src/kafka/acls.ts), and so
  *   is the Secret its credentials come from;
- * - network: the NetworkPolicies selecting the pod allow egress to every port the command connects to
- *   (KAFKA_BROKERS, DATABASE_URL, SMTP_PORT, SCHEMA_REGISTRY_URL, the AWS credentials agent);
+ * - network: the NetworkPolicies selecting the pod allow egress to every host and port the command
+ *   connects to (KAFKA_BROKERS, DATABASE_URL, SMTP_HOST:SMTP_PORT, SCHEMA_REGISTRY_URL, the AWS
+ *   credentials agent; a `to:` namespaceSelector reaches only in-cluster Services of its namespace),
+ *   and least privilege: no pod may reach, beyond the platform's pods, a port none of its containers
+ *   connects to (DNS aside), and a mail port only if it runs the sender;
  * - Strimzi: only kafka.strimzi.io/v1, each resource valid against its v1 schema, and each KafkaUser's
  *   ACLs exactly those the role table generates.
  */
+import { BlockList, isIP } from 'node:net';
 import { BaseConfigSchema, KafkaSecurityConfigSchema, loadConfig } from '@outreach/shared';
 import {
   isKafkaRole,
@@ -117,8 +121,17 @@ interface NetworkPolicyPort {
   port?: number | string;
   endPort?: number;
 }
+export interface LabelSelector {
+  matchLabels?: Record<string, string>;
+  matchExpressions?: Array<{ key: string; operator: string; values?: string[] }>;
+}
+interface NetworkPolicyPeer {
+  podSelector?: LabelSelector;
+  namespaceSelector?: LabelSelector;
+  ipBlock?: { cidr: string; except?: string[] };
+}
 interface NetworkPolicyRule {
-  to?: Array<{ podSelector?: object; namespaceSelector?: object; ipBlock?: object }>;
+  to?: NetworkPolicyPeer[];
   ports?: NetworkPolicyPort[];
 }
 export interface K8sObject {
@@ -133,7 +146,7 @@ export interface K8sObject {
     scaleTargetRef?: { name: string };
     template?: { metadata?: { labels?: Record<string, string>; annotations?: Record<string, string> }; spec: PodSpec };
     selector?: { matchLabels?: Record<string, string> };
-    podSelector?: { matchLabels?: Record<string, string> };
+    podSelector?: LabelSelector;
     policyTypes?: string[];
     egress?: NetworkPolicyRule[];
     topicName?: string;
@@ -647,59 +660,164 @@ export function startupProblems(
 
 interface Connection {
   readonly port: number;
+  /** The host it connects to, as the setting names it (a Service's name, a DNS name or an address). */
+  readonly host?: string | undefined;
   readonly what: string;
 }
 
-function urlPort(value: string, fallback: number): number | undefined {
+function parseUrl(value: string): URL | undefined {
   try {
-    const url = new URL(value);
-    return url.port ? Number(url.port) : url.protocol === 'https:' ? 443 : url.protocol === 'http:' ? 80 : fallback;
+    return new URL(value);
   } catch {
     return undefined;
   }
 }
 
-/** The TCP ports a container's command connects to outside the pod network of the platform. */
+function urlPort(url: URL, fallback: number): number {
+  return url.port ? Number(url.port) : url.protocol === 'https:' ? 443 : url.protocol === 'http:' ? 80 : fallback;
+}
+
+const unbracket = (host: string) => host.replace(/^\[(.*)\]$/, '$1');
+
+/** The TCP connections a container's command opens outside the pod network of the platform. */
 export function connectionsOf(command: Command, env: Record<string, string>): Connection[] {
   const out: Connection[] = [];
   if (command.kafkaSettings && command.role && !command.migrateOnly) {
     for (const broker of (env.KAFKA_BROKERS ?? '').split(',').filter(Boolean)) {
-      out.push({ port: Number(broker.slice(broker.lastIndexOf(':') + 1)), what: `KAFKA_BROKERS ${broker}` });
+      const colon = broker.lastIndexOf(':');
+      out.push({
+        port: Number(broker.slice(colon + 1)),
+        host: unbracket(broker.slice(0, colon)),
+        what: `KAFKA_BROKERS ${broker}`,
+      });
     }
     if (env.KAFKA_OAUTH_PROVIDER === 'aws-msk-iam')
-      out.push({ port: 80, what: 'the EKS Pod Identity agent (AWS credentials for MSK IAM)' });
+      out.push({
+        port: 80,
+        host: EKS_POD_IDENTITY_AGENT,
+        what: 'the EKS Pod Identity agent (AWS credentials for MSK IAM)',
+      });
   }
   if (command.postgres) {
     for (const name of ['DATABASE_URL', 'DATABASE_SESSION_URL']) {
-      const port = env[name] ? urlPort(env[name], 5432) : undefined;
-      if (port !== undefined) out.push({ port, what: name });
+      const url = env[name] ? parseUrl(env[name]) : undefined;
+      if (url) out.push({ port: urlPort(url, 5432), host: unbracket(url.hostname) || undefined, what: name });
     }
   }
   if (command.smtp && (env.MAIL_PROVIDER ?? 'smtp') === 'smtp')
-    out.push({ port: Number(env.SMTP_PORT ?? 1025), what: `SMTP_PORT of ${env.SMTP_HOST ?? '?'}` });
+    out.push({
+      port: Number(env.SMTP_PORT ?? 1025),
+      host: env.SMTP_HOST || undefined,
+      what: `SMTP_PORT of ${env.SMTP_HOST ?? '?'}`,
+    });
   if (command.registry && env.SCHEMA_REGISTRY_URL) {
-    const port = urlPort(env.SCHEMA_REGISTRY_URL, 80);
-    if (port !== undefined) out.push({ port, what: 'SCHEMA_REGISTRY_URL' });
+    const url = parseUrl(env.SCHEMA_REGISTRY_URL);
+    if (url) out.push({ port: urlPort(url, 80), host: unbracket(url.hostname), what: 'SCHEMA_REGISTRY_URL' });
   }
   return out;
 }
 
-const selects = (selector: { matchLabels?: Record<string, string> } | undefined, labels: Record<string, string>) =>
-  Object.entries(selector?.matchLabels ?? {}).every(([k, v]) => labels[k] === v);
+const EKS_POD_IDENTITY_AGENT = '169.254.170.23';
+/** The label every namespace carries with its own name (what a namespaceSelector can pin). */
+const NAMESPACE_NAME = 'kubernetes.io/metadata.name';
 
-/** Whether the NetworkPolicies selecting a pod let it open a TCP connection to `port` outside the namespace's pods. */
-export function egressAllowed(objects: readonly K8sObject[], labels: Record<string, string>, port: number): boolean {
-  const policies = objects.filter(
+/** Whether a label selector selects these labels (matchLabels and matchExpressions, as Kubernetes reads them). */
+export function selects(selector: LabelSelector | undefined, labels: Record<string, string>): boolean {
+  const byLabel = Object.entries(selector?.matchLabels ?? {}).every(([k, v]) => labels[k] === v);
+  return (
+    byLabel &&
+    (selector?.matchExpressions ?? []).every(({ key, operator, values = [] }) => {
+      const has = Object.hasOwn(labels, key);
+      if (operator === 'In') return has && values.includes(labels[key] ?? '');
+      if (operator === 'NotIn') return !has || !values.includes(labels[key] ?? '');
+      if (operator === 'Exists') return has;
+      if (operator === 'DoesNotExist') return !has;
+      return false;
+    })
+  );
+}
+
+/**
+ * The namespace of a host that is an in-cluster Service: `<service>` (the pod's own namespace) or
+ * `<service>.<namespace>.svc[.cluster.local]`; undefined for an address or any other name.
+ */
+export function clusterNamespace(host: string, own: string): string | undefined {
+  const name = host.toLowerCase().replace(/\.$/, '');
+  if (isIP(name) !== 0) return undefined;
+  if (!name.includes('.')) return own;
+  return /^[a-z0-9-]+\.([a-z0-9-]+)\.svc(\.cluster\.local)?$/.exec(name)?.[1];
+}
+
+/** Whether a namespaceSelector selects a namespace, judged by the one label the checks know it has. */
+function selectsNamespace(selector: LabelSelector, namespace: string): boolean {
+  const byName: LabelSelector = {
+    matchLabels: Object.fromEntries(Object.entries(selector.matchLabels ?? {}).filter(([k]) => k === NAMESPACE_NAME)),
+    matchExpressions: (selector.matchExpressions ?? []).filter((e) => e.key === NAMESPACE_NAME),
+  };
+  return selects(byName, { [NAMESPACE_NAME]: namespace });
+}
+
+function inBlock(ipBlock: { cidr: string; except?: string[] }, address: string): boolean {
+  const family = (ip: string) => (isIP(ip) === 6 ? 'ipv6' : 'ipv4');
+  const listOf = (cidrs: readonly string[]) => {
+    const list = new BlockList();
+    for (const cidr of cidrs) {
+      const [network = '', prefix = ''] = cidr.split('/');
+      list.addSubnet(network, Number(prefix), family(network));
+    }
+    return list;
+  };
+  return (
+    listOf([ipBlock.cidr]).check(address, family(address)) &&
+    !listOf(ipBlock.except ?? []).check(address, family(address))
+  );
+}
+
+/**
+ * Whether a `to:` peer of a policy in namespace `own` reaches `host`. Without a host, whether it reaches
+ * beyond the namespace's own pods. A namespaceSelector (with or without a podSelector) reaches only
+ * in-cluster Services, of the namespace it names (when it names one by kubernetes.io/metadata.name); a
+ * podSelector alone only those of the policy's namespace; an ipBlock an address in it, or any name
+ * (whose addresses are not known here).
+ */
+function peerReaches(peer: NetworkPolicyPeer, host: string | undefined, own: string): boolean {
+  if (peer.ipBlock) return host === undefined || isIP(host) === 0 || inBlock(peer.ipBlock, host);
+  if (host === undefined) return peer.namespaceSelector !== undefined;
+  const namespace = clusterNamespace(host, own);
+  if (namespace === undefined) return false;
+  return peer.namespaceSelector ? selectsNamespace(peer.namespaceSelector, namespace) : namespace === own;
+}
+
+/** A rule's peers reach beyond the namespace's own pods: no `to:`, or an ipBlock or namespaceSelector. */
+const reachesBeyondOwnPods = (rule: NetworkPolicyRule) =>
+  !rule.to || rule.to.length === 0 || rule.to.some((peer) => peer.ipBlock || peer.namespaceSelector);
+
+/** The NetworkPolicies that isolate a pod's egress. */
+function egressPolicies(objects: readonly K8sObject[], labels: Record<string, string>): K8sObject[] {
+  return objects.filter(
     (o) =>
       o.kind === 'NetworkPolicy' &&
       (o.spec?.policyTypes ?? (o.spec?.egress ? ['Egress'] : [])).includes('Egress') &&
       selects(o.spec?.podSelector, labels),
   );
+}
+
+/**
+ * Whether the NetworkPolicies selecting a pod let it open a TCP connection to `port` of `host`; without
+ * a host, to `port` anywhere outside the namespace's pods.
+ */
+export function egressAllowed(
+  objects: readonly K8sObject[],
+  labels: Record<string, string>,
+  port: number,
+  host?: string,
+): boolean {
+  const policies = egressPolicies(objects, labels);
   if (policies.length === 0) return true; // no policy isolates the pod's egress
   return policies.some((policy) =>
     (policy.spec?.egress ?? []).some((rule) => {
-      const beyondOwnPods =
-        !rule.to || rule.to.length === 0 || rule.to.some((peer) => peer.ipBlock || peer.namespaceSelector);
+      const own = policy.metadata.namespace ?? '';
+      const reaches = !rule.to || rule.to.length === 0 || rule.to.some((peer) => peerReaches(peer, host, own));
       const portAllowed =
         !rule.ports ||
         rule.ports.length === 0 ||
@@ -708,28 +826,109 @@ export function egressAllowed(objects: readonly K8sObject[], labels: Record<stri
             (p.protocol ?? 'TCP') === 'TCP' &&
             (p.port === undefined || (typeof p.port === 'number' && port >= p.port && port <= (p.endPort ?? p.port))),
         );
-      return beyondOwnPods && portAllowed;
+      return reaches && portAllowed;
     }),
   );
 }
 
-/** Every port each container connects to is allowed by the egress NetworkPolicies of its pod. */
+/** The ports of mail servers: submission, implicit TLS, relay, and the usual alternative. */
+const MAIL_PORTS: ReadonlySet<number> = new Set([25, 465, 587, 2525]);
+
+/**
+ * Least privilege: what the policies selecting a pod let it reach beyond the platform's pods, on ports
+ * none of its containers connects to (`needed`) nor DNS. A mail port is named as such when the pod runs
+ * no sender: only the sender may speak to a mail server (issue 16).
+ */
+function excessEgress(
+  objects: readonly K8sObject[],
+  pod: Pod,
+  needed: ReadonlySet<number>,
+  sender: boolean,
+  mailPorts: ReadonlySet<number>,
+): string[] {
+  const problems = new Set<string>();
+  const where = `${pod.object.kind}/${pod.object.metadata.name}`;
+  for (const policy of egressPolicies(objects, pod.labels)) {
+    const lets = `${where}: NetworkPolicy ${policy.metadata.name} lets it reach`;
+    const excess = (port: number, protocol: string) => {
+      if (port === 53 && (protocol === 'UDP' || protocol === 'TCP')) return false; // DNS
+      return protocol !== 'TCP' || !needed.has(port);
+    };
+    for (const rule of policy.spec?.egress ?? []) {
+      if (!reachesBeyondOwnPods(rule)) continue;
+      if (!rule.ports || rule.ports.length === 0) {
+        problems.add(`${lets} every port beyond the platform's pods (a rule without ports)`);
+        if (!sender) problems.add(`${lets} the mail ports beyond the platform's pods, but it runs no sender`);
+        continue;
+      }
+      for (const entry of rule.ports) {
+        const protocol = entry.protocol ?? 'TCP';
+        if (entry.port === undefined || typeof entry.port === 'string') {
+          problems.add(
+            `${lets} ${entry.port === undefined ? `every ${protocol} port` : `the named port "${entry.port}"`} beyond the platform's pods`,
+          );
+          if (!sender && protocol === 'TCP')
+            problems.add(`${lets} the mail ports beyond the platform's pods, but it runs no sender`);
+          continue;
+        }
+        const last = entry.endPort ?? entry.port;
+        const over: number[] = [];
+        for (let port = entry.port; port <= last; port++) if (excess(port, protocol)) over.push(port);
+        for (const port of over.filter((p) => !sender && protocol === 'TCP' && mailPorts.has(p)))
+          problems.add(
+            `${lets} the mail port ${port} beyond the platform's pods, but it runs no sender: only the sender may reach a mail server`,
+          );
+        const rest = over.filter((p) => sender || protocol !== 'TCP' || !mailPorts.has(p));
+        if (rest.length > 8)
+          problems.add(
+            `${lets} ${protocol} ports ${entry.port}-${last} beyond the platform's pods, most of which none of its containers connects to`,
+          );
+        else
+          for (const port of rest)
+            problems.add(
+              `${lets} ${protocol === 'TCP' ? '' : `${protocol} `}port ${port} beyond the platform's pods, which none of its containers connects to`,
+            );
+      }
+    }
+  }
+  return [...problems];
+}
+
+/**
+ * Every connection each container opens is allowed by the egress NetworkPolicies of its pod (its port,
+ * and its host when a `to:` pins the destinations), and no pod may reach more than its containers
+ * connect to: no port beyond the platform's pods that none of them uses, no mail port unless it runs
+ * the sender.
+ */
 export function networkProblems(
   objects: readonly K8sObject[],
   outOfBand: Record<string, Record<string, string>> = {},
 ): string[] {
   const problems: string[] = [];
-  for (const pod of podsOf(objects)) {
+  // The mail ports, with the one each sender is configured for.
+  const mailPorts = new Set(MAIL_PORTS);
+  const pods = podsOf(objects).map((pod) => {
+    const needed = new Set<number>();
+    let sender = false;
     for (const container of containersOf(pod)) {
       const command = commandOf(container);
       if (!command) continue;
       const { env } = containerEnv(container, objects, outOfBand);
-      for (const { port, what } of connectionsOf(command, env)) {
-        if (!egressAllowed(objects, pod.labels, port))
-          problems.push(`${at(pod, container)}: no NetworkPolicy allows egress to port ${port} (${what})`);
+      if (command.smtp) {
+        sender = true;
+        if (env.SMTP_PORT) mailPorts.add(Number(env.SMTP_PORT));
+      }
+      for (const { port, host, what } of connectionsOf(command, env)) {
+        needed.add(port);
+        if (!egressAllowed(objects, pod.labels, port, host))
+          problems.push(
+            `${at(pod, container)}: no NetworkPolicy allows egress to port ${port}${host === undefined ? '' : ` of ${host}`} (${what})`,
+          );
       }
     }
-  }
+    return { pod, needed, sender };
+  });
+  for (const { pod, needed, sender } of pods) problems.push(...excessEgress(objects, pod, needed, sender, mailPorts));
   return problems;
 }
 
