@@ -15,7 +15,8 @@ const format = inject('eventWireFormat');
 process.env.EVENT_WIRE_FORMAT = format;
 if (url) process.env.SCHEMA_REGISTRY_URL = url;
 if (format === 'confluent') {
-  if (!url) throw new Error('the Confluent wire format needs a schema registry: npm run infra:up, or SCHEMA_REGISTRY_URL');
+  if (!url)
+    throw new Error('the Confluent wire format needs a schema registry: npm run infra:up, or SCHEMA_REGISTRY_URL');
   const binding = await bindSchemaRegistry({
     EVENT_WIRE_FORMAT: 'confluent',
     SCHEMA_REGISTRY_URL: url,

@@ -95,21 +95,24 @@ describe.each(services)('%s process', (service) => {
 });
 
 describe('public topics in the Confluent wire format, the default (ADR 011)', () => {
-  it.each(services)('%s refuses to start without a schema registry, naming SCHEMA_REGISTRY_URL and the opt-out', async (service) => {
-    const proc = startProcess(entry(service), {
-      PATH: process.env.PATH,
-      KAFKA_BROKERS: inject('kafkaBrokers'),
-      DATABASE_URL: inject('databaseUrl'),
-      HTTP_PORT: String(await freePort()),
-      ...TEST_EMAIL_HASH_ENV,
-      ...(service === 'sender' ? SENDER_IDENTITY : {}),
-    });
-    running.push(proc);
-    expect(await proc.exited).toBe(78);
-    const stderr = proc.stderrLines.join('\n');
-    expect(stderr).toMatch(/SCHEMA_REGISTRY_URL/);
-    expect(stderr).toMatch(/EVENT_WIRE_FORMAT=single-object/);
-  });
+  it.each(services)(
+    '%s refuses to start without a schema registry, naming SCHEMA_REGISTRY_URL and the opt-out',
+    async (service) => {
+      const proc = startProcess(entry(service), {
+        PATH: process.env.PATH,
+        KAFKA_BROKERS: inject('kafkaBrokers'),
+        DATABASE_URL: inject('databaseUrl'),
+        HTTP_PORT: String(await freePort()),
+        ...TEST_EMAIL_HASH_ENV,
+        ...(service === 'sender' ? SENDER_IDENTITY : {}),
+      });
+      running.push(proc);
+      expect(await proc.exited).toBe(78);
+      const stderr = proc.stderrLines.join('\n');
+      expect(stderr).toMatch(/SCHEMA_REGISTRY_URL/);
+      expect(stderr).toMatch(/EVENT_WIRE_FORMAT=single-object/);
+    },
+  );
 });
 
 describe('sender process in production', () => {
