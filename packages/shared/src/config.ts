@@ -120,7 +120,11 @@ export const BaseConfigSchema = Type.Object({
   ...KafkaSecurityConfigSchema.properties,
   ...PostgresSecurityConfigSchema.properties,
   ...SchemaRegistryConfigSchema.properties,
-  NODE_ENV: Type.String({ default: 'production' }),
+  /**
+   * `production` (the default), `development` or `test`, read case-insensitively. Anything else stops
+   * the start: a misspelling (`prod`) must not skip the checks production gets.
+   */
+  NODE_ENV: Type.Union(literals(['production', 'development', 'test']), { default: 'production' }),
   LOG_LEVEL: Type.Union(
     ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)),
     { default: 'info' },
@@ -200,7 +204,9 @@ export function loadConfig<P extends TProperties>(
     );
   }
   try {
-    return envSchema<BaseConfig & Static<TObject<P>>>({ schema, data: { ...env }, dotenv: false });
+    const data = { ...env };
+    if (data.NODE_ENV !== undefined) data.NODE_ENV = data.NODE_ENV.trim().toLowerCase() || undefined;
+    return envSchema<BaseConfig & Static<TObject<P>>>({ schema, data, dotenv: false });
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
     throw new ConfigError(`invalid configuration: ${message.replace(/\benv\b/g, 'environment')}`);

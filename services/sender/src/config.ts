@@ -1,7 +1,9 @@
 import type { KeyObject } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
 import { ConfigError, EmailHashKeyConfigSchema, MAX_BODY_BYTES, type BaseConfig } from '@outreach/shared';
 import { Type, type Static } from '@sinclair/typebox';
+import addressparser from 'nodemailer/lib/addressparser';
 import { isSnsTopicArn, sendGridPublicKey } from './domain/feedback/index.js';
 
 /** The sender's settings, on top of BaseConfigSchema (KAFKA_BROKERS, DATABASE_URL, HTTP_PORT, ...). */
@@ -109,39 +111,72 @@ export const ConfigSchema = Type.Object({
 
 export type Config = BaseConfig & Static<typeof ConfigSchema>;
 
-/** Names that are placeholders, never a production sender's identity (RFC 2606/6761 and ours). */
-const PLACEHOLDER_DOMAIN = /(^|\.)(example\.(com|org|net)|localhost|local|invalid|test|example|internal)$/i;
+/**
+ * Names that are placeholders or private, never a production sender's identity: RFC 2606 (example,
+ * example.com/.org/.net, test, invalid, localhost), RFC 6761/6762 (local), RFC 8375 (home.arpa),
+ * `localdomain` and `internal` (private by convention). Checked on the normalised name.
+ */
+const PLACEHOLDER_DOMAIN =
+  /(^|\.)(example(\.(com|org|net))?|localhost|localdomain|local|invalid|test|internal|home\.arpa)$/;
 
-function domainOf(value: string): string {
-  const address = /<([^>]*)>\s*$/.exec(value)?.[1] ?? value;
-  return address.slice(address.lastIndexOf('@') + 1).trim();
+/**
+ * A host as DNS sees it: lowercase, without the root's trailing dot (`Example.COM.` is example.com)
+ * and without the brackets of an address literal (`[::1]`, `[127.0.0.1]`).
+ */
+function normalisedHost(host: string): string {
+  const lower = host.trim().toLowerCase();
+  const bare = /^\[(.*)\]$/.exec(lower)?.[1] ?? lower;
+  return bare.endsWith('.') ? bare.slice(0, -1) : bare;
+}
+
+/** Why a host cannot be a production identity, or undefined when it can. */
+function placeholderHost(host: string): string | undefined {
+  const name = normalisedHost(host);
+  if (name === '') return 'empty';
+  if (isIP(name.replace(/^ipv6:/, '')) !== 0) return `the address literal ${host}`;
+  if (PLACEHOLDER_DOMAIN.test(name)) return `at ${host}`;
+  return undefined;
+}
+
+/** The domain of a setting that must hold exactly one address (`Name <a@b>` or `a@b`), else why not. */
+function addressDomain(name: string, value: string): string {
+  const addresses = addressparser(value, { flatten: true });
+  if (addresses.length !== 1 || !addresses[0]?.address.includes('@'))
+    throw new ConfigError(
+      `invalid configuration: ${name} must be exactly one address (found ${addresses.length === 1 ? 'none with an @' : addresses.length})`,
+    );
+  const address = addresses[0].address;
+  return address.slice(address.lastIndexOf('@') + 1);
 }
 
 /**
  * In production the sender's identity must be set: a From, Message-ID domain and unsubscribe
- * address at example.com would send real mail that no one can answer or unsubscribe from.
+ * address at example.com (or localhost., an IP literal, ...) would send real mail that no one can
+ * answer or unsubscribe from.
  */
 function checkProductionIdentity(config: Config): void {
-  const urlHost = (() => {
+  const url = (() => {
     try {
-      return new URL(config.UNSUBSCRIBE_URL).hostname;
+      return new URL(config.UNSUBSCRIBE_URL);
     } catch {
-      return '';
+      return undefined;
     }
   })();
   const checks: Array<[string, string]> = [
-    ['MAIL_FROM', domainOf(config.MAIL_FROM)],
+    ['MAIL_FROM', addressDomain('MAIL_FROM', config.MAIL_FROM)],
     ['MESSAGE_ID_DOMAIN', config.MESSAGE_ID_DOMAIN],
-    ['UNSUBSCRIBE_MAILTO', domainOf(config.UNSUBSCRIBE_MAILTO)],
-    ['UNSUBSCRIBE_URL', urlHost],
+    ['UNSUBSCRIBE_MAILTO', addressDomain('UNSUBSCRIBE_MAILTO', config.UNSUBSCRIBE_MAILTO)],
+    ['UNSUBSCRIBE_URL', url?.hostname ?? ''],
   ];
   for (const [name, domain] of checks) {
-    if (domain === '' || PLACEHOLDER_DOMAIN.test(domain))
+    const why = placeholderHost(domain);
+    if (why !== undefined)
       throw new ConfigError(
-        `invalid configuration: ${name} must be set to your own domain when NODE_ENV=production (it is ${domain === '' ? 'empty' : `at ${domain}`})`,
+        `invalid configuration: ${name} must be set to your own domain when NODE_ENV=production (it is ${why})`,
       );
   }
-  if (!config.UNSUBSCRIBE_URL.startsWith('https://'))
+  // The WHATWG parser lowercases the scheme: HTTPS://… is https.
+  if (url?.protocol !== 'https:')
     throw new ConfigError('invalid configuration: UNSUBSCRIBE_URL must be an https URL when NODE_ENV=production');
 }
 
@@ -190,6 +225,12 @@ export function checkConfig(config: Config): void {
     throw new ConfigError('invalid configuration: set SMTP_PASSWORD_FILE or SMTP_PASSWORD, not both');
   sesTopicArns(config);
   if (config.NODE_ENV === 'production' && config.MAIL_PROVIDER !== 'null') checkProductionIdentity(config);
+  if (config.MAIL_PROVIDER === 'smtp' && config.SMTP_FINAL_REPLY_TIMEOUT_MS <= config.PROVIDER_TIMEOUT_MS)
+    // The final-reply wait runs past the call's timeout; one not longer than it would end calls that
+    // are still in their budget, and report ambiguous what the call's own deadline decides.
+    throw new ConfigError(
+      `invalid configuration: SMTP_FINAL_REPLY_TIMEOUT_MS (${config.SMTP_FINAL_REPLY_TIMEOUT_MS}) must be greater than PROVIDER_TIMEOUT_MS (${config.PROVIDER_TIMEOUT_MS})`,
+    );
   if (config.PROVIDER_TIMEOUT_MS * 2 > config.LEASE_MS) {
     throw new ConfigError(
       `PROVIDER_TIMEOUT_MS (${config.PROVIDER_TIMEOUT_MS}) must be at most half of LEASE_MS (${config.LEASE_MS}), so a lease never expires while its provider call can still succeed`,

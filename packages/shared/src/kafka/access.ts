@@ -186,9 +186,10 @@ export function explainKafkaError(
     }
     const type = protocolType(cause);
     if (type && AUTHORIZATION.test(type)) {
+      const topic = refusedTopic(cause);
       return {
         failure: 'authorization',
-        message: `kafka: ${type} for ${security.principal ?? security.description}: ${message ?? ''}`,
+        message: `kafka: ${type} for ${security.principal ?? security.description}${topic ? ` on topic ${topic} (no ACL grants it; see acls:apply and TOPIC_PREFIX)` : ''}: ${message ?? ''}`,
       };
     }
     if (type === 'UNSUPPORTED_SASL_MECHANISM' || type === 'ILLEGAL_SASL_STATE') {
@@ -201,14 +202,22 @@ export function explainKafkaError(
   return undefined;
 }
 
+/**
+ * The error and everything it wraps, breadth first: `originalError` / `cause` (KafkaJS retries,
+ * our wrappers) and the `errors` of an aggregate (KafkaJSAggregateError from createTopics, whose
+ * KafkaJSCreateTopicError entries carry the broker's per-topic TOPIC_AUTHORIZATION_FAILED).
+ */
 function* causes(error: unknown): Generator<unknown> {
   const seen = new Set<unknown>();
-  let current: unknown = error;
-  while (current !== undefined && current !== null && !seen.has(current)) {
+  const queue: unknown[] = [error];
+  while (queue.length > 0) {
+    const current = queue.shift();
+    if (current === undefined || current === null || seen.has(current) || seen.size >= 256) continue;
     seen.add(current);
     yield current;
-    const next = current as { originalError?: unknown; cause?: unknown };
-    current = next.originalError ?? next.cause;
+    const next = current as { originalError?: unknown; cause?: unknown; errors?: unknown };
+    queue.push(next.originalError, next.cause);
+    if (Array.isArray(next.errors)) queue.push(...(next.errors as unknown[]));
   }
 }
 
@@ -216,6 +225,15 @@ function protocolType(error: unknown): string | undefined {
   for (const cause of causes(error)) {
     const type = (cause as { type?: unknown }).type;
     if (typeof type === 'string') return type;
+  }
+  return undefined;
+}
+
+/** The topic a per-topic refusal (KafkaJSCreateTopicError and the like) names, if any. */
+function refusedTopic(error: unknown): string | undefined {
+  for (const cause of causes(error)) {
+    const topic = (cause as { topic?: unknown }).topic;
+    if (typeof topic === 'string' && topic !== '') return topic;
   }
   return undefined;
 }

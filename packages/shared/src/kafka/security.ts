@@ -49,7 +49,16 @@ function isHttpsOrLoopback(endpoint: string): boolean {
 export function kafkaSecurityFromEnv(env: Env = process.env, readFile: ReadFile = readTextFile): KafkaSecurity {
   const flag = (name: string) => (env[name] ?? '').trim().toLowerCase();
   const value = (name: string) => (env[name] ?? '').trim();
-  const sslOn = ['true', '1', 'yes'].includes(flag('KAFKA_SSL'));
+  // As services' loadConfig reads it (a JSON-schema boolean): `true` or `false`, unset is false. Any
+  // other spelling (`on`, `1`, `yes`, `TRUE`) is refused rather than read as false, which would
+  // quietly connect without TLS.
+  const sslSetting = env.KAFKA_SSL ?? '';
+  if (!['', 'true', 'false'].includes(sslSetting)) {
+    throw new ConfigError(
+      `invalid configuration: KAFKA_SSL must be true or false (it is ${JSON.stringify(sslSetting.slice(0, 20))})`,
+    );
+  }
+  const sslOn = sslSetting === 'true';
   const mechanism = flag('KAFKA_SASL_MECHANISM') as SaslMechanism | '';
   if (!['', 'plain', 'scram-sha-256', 'scram-sha-512', 'oauthbearer'].includes(mechanism)) {
     throw new ConfigError(
@@ -195,7 +204,7 @@ function oauthProvider(
     }
     case 'unsecured': {
       // An unsigned token names whatever principal it likes: only a test broker accepts one.
-      if (value('NODE_ENV') === 'production') {
+      if (value('NODE_ENV').toLowerCase() === 'production') {
         throw new ConfigError(
           'invalid configuration: KAFKA_OAUTH_PROVIDER=unsecured is for test brokers only and is refused when NODE_ENV=production',
         );

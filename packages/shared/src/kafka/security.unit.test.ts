@@ -42,6 +42,17 @@ const configError = (env: Record<string, string>) => {
 };
 
 describe('Kafka security from the environment', () => {
+  it('reads KAFKA_SSL as services do (true or false); any other spelling stops the start instead of meaning false', () => {
+    expect(security({ KAFKA_SSL: 'true' }).ssl).toBe(true);
+    expect(security({ KAFKA_SSL: 'false' }).ssl).toBeUndefined();
+    expect(security({ KAFKA_SSL: '' }).ssl).toBeUndefined();
+    for (const spelling of ['on', '1', 'yes', 'TRUE', ' true', 'off', '0', 'no']) {
+      expect(configError({ KAFKA_SSL: spelling, KAFKA_SASL_MECHANISM: 'scram-sha-512' })).toMatch(
+        /KAFKA_SSL must be true or false/,
+      );
+    }
+  });
+
   it('is plaintext when nothing is set', () => {
     expect(security({})).toEqual(PLAINTEXT);
   });

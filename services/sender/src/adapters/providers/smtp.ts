@@ -240,6 +240,7 @@ export class SmtpProvider implements MailProvider {
       if (finished) return;
       finished = true;
       clearTimeout(lateTimer);
+      connection.off('error', onConnectError);
       if (keep) {
         session.messages++;
         this.release(session);
@@ -249,9 +250,23 @@ export class SmtpProvider implements MailProvider {
       settleFinal(result);
     };
     const lateTimer = setTimeout(
-      () => finish({ kind: 'unknown', reason: 'smtp no reply to the final dot within the final-reply timeout' }, false),
+      () =>
+        finish(
+          phase === 'body'
+            ? { kind: 'unknown', reason: 'smtp no reply to the final dot within the final-reply timeout' }
+            : { kind: 'not_sent', reason: `smtp timeout in the ${phase} phase` },
+          false,
+        ),
       Math.max(options.timeoutMs, options.finalReplyTimeoutMs),
     );
+    // nodemailer reports a failure while the session is set up (a refused or broken STARTTLS, EHLO
+    // refused, the server hanging up) only as an 'error' event, never to connect()'s callback: heard
+    // here, the attempt ends at once instead of waiting out its budget. Later phases get their errors
+    // through the send callback.
+    const onConnectError = (error: unknown) => {
+      if (phase === 'connect') finish(connectFailure(error, connection, options), false);
+    };
+    connection.on('error', onConnectError);
 
     const body = new Readable({
       read() {
@@ -280,7 +295,7 @@ export class SmtpProvider implements MailProvider {
       transmit();
     } else {
       connection.connect((error) => {
-        if (error) return finish(classify(error, 'connect'), false);
+        if (error) return finish(connectFailure(error, connection, options), false);
         if (!options.user) return transmit();
         // Never credentials in clear text, whatever the configuration says (checkConfig refuses it too).
         if (!connection.secure)
@@ -317,6 +332,31 @@ export class SmtpProvider implements MailProvider {
       });
     });
   }
+}
+
+/**
+ * A failure while the session was set up (nothing of the message left us: `not_sent`, retried like
+ * the other connect-phase failures). When it is TLS that could not be had (STARTTLS refused, not
+ * offered, or cut off; EHLO refused so only HELO, which cannot STARTTLS, was left), the reason says
+ * so: an operator then looks at the server's TLS, not at the network.
+ */
+function connectFailure(error: unknown, connection: SMTPConnection, options: SmtpProviderOptions): SendResult {
+  const verdict = classify(error, 'connect');
+  const { command, responseCode } = (error ?? {}) as { command?: unknown; responseCode?: unknown };
+  const tls =
+    codeOf(error) === 'ETLS' ||
+    // nodemailer's own flag for a TLS handshake under way after the server's 220 to STARTTLS (it is
+    // what makes its close handler say ETLS); a socket error then is the handshake failing.
+    (connection as unknown as { upgrading?: unknown }).upgrading === true ||
+    command === 'STARTTLS' ||
+    (options.requireTLS &&
+      !options.secure &&
+      command === 'EHLO' &&
+      typeof responseCode === 'number' &&
+      responseCode >= 500);
+  return tls && verdict.kind === 'not_sent'
+    ? { ...verdict, reason: `${verdict.reason}: no TLS session (STARTTLS required), nothing sent in clear text` }
+    : verdict;
 }
 
 /** The enhanced status code (RFC 3463) of a reply, e.g. `5.1.1`, when it has one. */
