@@ -1,6 +1,6 @@
 /** `npm run schemas:check`, as CI runs it: passes on the committed schemas, fails on an incompatible change. */
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -17,7 +17,11 @@ describe('schemas:check', () => {
   it('passes on the schemas in this repository', () => {
     const result = check({});
     expect(result.status, result.stderr).toBe(0);
-    expect(result.stdout).toMatch(/schemas compatible: 15 current, 4 in history/);
+    // Every file was checked: the counts are those of schemas/ and schemas/history/.
+    const avsc = (dir: string) => readdirSync(join(root, dir)).filter((f) => f.endsWith('.avsc')).length;
+    expect(result.stdout).toContain(
+      `schemas compatible: ${avsc('schemas')} current, ${avsc('schemas/history')} in history`,
+    );
   });
 
   it('fails when a schema can no longer read its previous version', () => {
