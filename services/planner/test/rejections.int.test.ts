@@ -392,3 +392,190 @@ describe('OutreachRejected', () => {
     expect((await planner.query('SELECT 1 FROM requests WHERE request_id LIKE $1', ['%pii-marker%'])).length).toBe(0);
   });
 });
+
+// ATTACK (issue #21): requests the planner refused without telling their publisher, now each
+// refused up front and told: ids too large for a btree key (counted in UTF-8 bytes, at both
+// ingresses), an experimentId the experiment service would refuse, a failure of the handler itself
+// (the safety net); and a requestId that breaks the id rules once its ends are counted (whitespace,
+// control characters) never travels, is never stored, and reads 400 on the status route.
+
+/** `n` BMP ideographs (3 UTF-8 bytes each, poorly compressible): within every character bound. */
+const ideographs = (n: number) =>
+  Array.from({ length: n }, (_, i) => String.fromCharCode(0x4e00 + ((i * 7919) % 20000))).join('');
+/** Whitespace String.prototype.trim removes, in a pseudo-random order. */
+const SPACES = [
+  '\u2000',
+  '\u2003',
+  '\u2005',
+  '\u2007',
+  '\u2009',
+  '\u200a',
+  '\u3000',
+  '\u205f',
+  '\u202f',
+  '\u00a0',
+  ' ',
+];
+const spaces = (n: number) =>
+  Array.from({ length: n }, (_, i) => SPACES[(i * i * 31 + i * 7) % SPACES.length]).join('');
+
+describe('attack: refusals nobody is told of', () => {
+  it('an HTTP conversationId of 1024 CJK characters (within the schema, 3072 bytes) is refused up front, told, and never stored', async () => {
+    const conversationId = ideographs(1024);
+    const response = await app.inject({
+      method: 'POST',
+      url: '/v1/outreach-requests',
+      headers: auth,
+      payload: {
+        requestId: 'atk-conv',
+        campaignId: CAMPAIGN,
+        candidateId: 'atk-conv',
+        email: 'ada.lovelace@pii-marker.example',
+        step: 'intro',
+        conversationId,
+        sendAt: new Date(Date.now() + 86_400_000).toISOString(),
+        contents: [{ subject: 's', body: 'b' }],
+      },
+    });
+    expect(response.statusCode, response.body).toBe(400);
+    expect(response.body).toContain('conversationId');
+    expect(response.body).not.toContain(conversationId.slice(0, 8));
+    await settled();
+    const status = await statusOf('atk-conv');
+    expect(status).toMatchObject({
+      status: 'rejected',
+      rejection: { reason: 'invalid_request', detail: 'fields: conversationId' },
+    });
+    expect((await rejections('atk-conv')).events.map((e) => e.reason)).toEqual(['invalid_request']);
+  });
+
+  it('over Kafka, ids past their byte bounds (a conversationId, a campaignId, a step of CJK characters) are refused, dead-lettered and told', async () => {
+    const cases = [
+      { requestId: 'atk-kconv', conversationId: ideographs(1024), field: 'conversationId' },
+      // 200 characters (within the 256-character bound), 600 bytes.
+      { requestId: 'atk-kcamp', campaignId: ideographs(200), field: 'campaignId' },
+      { requestId: 'atk-kstep', step: ideographs(200), field: 'step' },
+    ];
+    await planner.publish(
+      'outreachRequested',
+      cases.map(({ field: _, ...fields }) =>
+        request({ ...fields, candidateId: fields.requestId, sendAt: Date.now() + 86_400_000 }),
+      ),
+    );
+    await settled();
+    const dead = await wholeTopic(dlqTopicOf(planner.topic('outreachRequested')));
+    for (const { requestId, field } of cases) {
+      expect(dead.some((m) => m.key === requestId)).toBe(true);
+      const told = (await rejections(requestId)).events;
+      expect(told.map((e) => [e.reason, e.detail])).toEqual([['invalid_request', `fields: ${field}`]]);
+      expect((await statusOf(requestId)).status).toBe('rejected');
+    }
+    const stored = await planner.query(`SELECT 1 FROM scheduled_steps WHERE candidate_key LIKE 'atk-k%'`);
+    expect(stored).toEqual([]);
+  });
+
+  it('a Kafka request whose experimentId the experiment service refuses (over its 64 characters) is dead-lettered and told', async () => {
+    await planner.publish('outreachRequested', [
+      request({
+        requestId: 'atk-exp',
+        candidateId: 'atk-exp',
+        experimentId: 'e'.repeat(100),
+        contents: [{ variant: null, subject: 's', body: 'b' }],
+      }),
+    ]);
+    await settled();
+    const dead = await wholeTopic(dlqTopicOf(planner.topic('outreachRequested')));
+    expect(dead.some((m) => m.key === 'atk-exp')).toBe(true);
+    // Refused: its publisher must hear of it, and its status must say so.
+    const told = (await rejections('atk-exp')).events;
+    expect(told.map((e) => [e.requestId, e.reason, e.detail])).toEqual([
+      ['atk-exp', 'invalid_request', 'fields: experimentId'],
+    ]);
+    expect((await statusOf('atk-exp')).status).toBe('rejected');
+  });
+
+  it('a request the handler fails on for good (a fault in the database) is dead-lettered and still told (the safety net)', async () => {
+    // A permanent failure nothing in the request rules foresees: an insert the database refuses.
+    await planner.query(`CREATE OR REPLACE FUNCTION atk_refuse_step() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF NEW.candidate_key = 'atk-fail' THEN RAISE EXCEPTION 'refused by the attack test'; END IF;
+        RETURN NEW;
+      END $$`);
+    await planner.query(
+      `CREATE TRIGGER atk_refuse_step BEFORE INSERT ON scheduled_steps FOR EACH ROW EXECUTE FUNCTION atk_refuse_step()`,
+    );
+    try {
+      await planner.publish('outreachRequested', [
+        request({ requestId: 'atk-fine', candidateId: 'atk-fine', sendAt: Date.now() + 86_400_000 }),
+        request({ requestId: 'atk-fail', candidateId: 'atk-fail', sendAt: Date.now() + 86_400_000 }),
+      ]);
+      await settled();
+    } finally {
+      await planner.query('DROP TRIGGER atk_refuse_step ON scheduled_steps');
+    }
+    const dead = await wholeTopic(dlqTopicOf(planner.topic('outreachRequested')));
+    const failed = dead.filter((m) => m.key === 'atk-fail');
+    expect(failed).toHaveLength(1);
+    expect(failed[0]?.headers['dlq-error-code']).toBe('REJECTED');
+    expect(failed[0]?.headers['dlq-reason']).toMatch(/^handler failed: /);
+    const told = (await rejections('atk-fail')).events;
+    expect(told.map((e) => e.reason)).toEqual(['invalid_request']);
+    expect(told[0]?.detail).not.toContain('refused by the attack test');
+    expect((await statusOf('atk-fail')).status).toBe('rejected');
+    // The request beside it in the chunk is planned, untouched by its neighbour's failure.
+    expect((await statusOf('atk-fine')).status).toBe('planned');
+    expect((await rejections('atk-fine')).events).toEqual([]);
+  });
+
+  it('a Kafka requestId over 256 characters, or with a control character, never travels nor is stored, even when its ends are whitespace', async () => {
+    const long = `atk-long${spaces(3000)}`;
+    await planner.publish('outreachRequested', [
+      request({ requestId: long, candidateId: 'atk-long' }),
+      request({ requestId: 'atk-ctl\n', candidateId: 'atk-ctl', campaignId: ' ' }),
+      request({ requestId: 'atk-ws\u3000', candidateId: 'atk-ws' }),
+      request({ requestId: 'atk-c1\u0085x', candidateId: 'atk-c1' }),
+    ]);
+    await settled();
+    // docs/publishers.md: such ids "cannot travel; [they] only go to outreach.requested.v1.dlq".
+    const kept = await planner.query<{ n: number }>(
+      `SELECT length(request_id) AS n FROM requests WHERE request_id ~ '^atk-(long|ctl|ws|c1)'`,
+    );
+    expect(kept).toEqual([]);
+    const keys = (await rejections('atk-')).messages.map((m) => m.key);
+    expect(keys.filter((key) => /^atk-(long|ctl|ws|c1)/.test(key ?? ''))).toEqual([]);
+    const dead = await wholeTopic(dlqTopicOf(planner.topic('outreachRequested')));
+    expect(dead.filter((m) => /^atk-(long|ctl|ws|c1)/.test(m.key ?? '')).length).toBe(4);
+  });
+
+  it('over HTTP, a requestId with whitespace at its ends is refused (400, nothing told), and the status route refuses it too', async () => {
+    // A lone surrogate cannot cross Kafka (Avro strings are UTF-8 on the wire), but JSON can carry one.
+    for (const requestId of ['atk-hws ', '\u2003atk-hws', 'atk-h\u0085ws', 'atk-h\ud800ws']) {
+      const response = await app.inject({
+        method: 'POST',
+        url: '/v1/outreach-requests',
+        headers: auth,
+        payload: {
+          requestId,
+          campaignId: CAMPAIGN,
+          candidateId: 'atk-hws',
+          email: 'ada.lovelace@pii-marker.example',
+          step: 'intro',
+          contents: [{ subject: 's', body: 'b' }],
+        },
+      });
+      expect(response.statusCode, response.body).toBe(400);
+      expect(response.json()).toMatchObject({ message: expect.stringContaining('requestId') });
+      if (!/\p{Cs}/u.test(requestId)) {
+        const status = await app.inject({
+          url: `/v1/outreach-requests/${encodeURIComponent(requestId)}`,
+          headers: auth,
+        });
+        expect(status.statusCode, status.body).toBe(400);
+      }
+    }
+    await settled();
+    expect((await rejections('atk-h')).messages).toEqual([]);
+    expect((await rejections('\u2003atk-h')).messages).toEqual([]);
+    expect(await planner.query(`SELECT 1 FROM requests WHERE request_id LIKE '%atk-h%'`)).toEqual([]);
+  });
+});

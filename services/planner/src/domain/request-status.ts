@@ -151,17 +151,14 @@ export type SendStatus = Outcome | 'superseded' | 'pending' | 'scheduled' | 'req
 /** The request's status: its record's, or once planned, the outcome of its latest recorded send. */
 export type RequestStatus = 'accepted' | 'rejected' | 'planned' | 'cancelled' | Outcome | 'superseded';
 
+/** A send's recorded outcomes, in the order both status lists give them. */
+const OUTCOMES: readonly Outcome[] = ['sent', 'skipped_duplicate', 'suppressed', 'failed', 'ambiguous', 'held'];
 export const REQUEST_STATUSES: readonly RequestStatus[] = [
   'accepted',
   'rejected',
   'planned',
   'cancelled',
-  'sent',
-  'skipped_duplicate',
-  'suppressed',
-  'failed',
-  'ambiguous',
-  'held',
+  ...OUTCOMES,
   'superseded',
 ];
 export const SEND_STATUSES: readonly SendStatus[] = [
@@ -169,12 +166,7 @@ export const SEND_STATUSES: readonly SendStatus[] = [
   'scheduled',
   'requested',
   'cancelled',
-  'sent',
-  'skipped_duplicate',
-  'suppressed',
-  'failed',
-  'ambiguous',
-  'held',
+  ...OUTCOMES,
   'superseded',
 ];
 
