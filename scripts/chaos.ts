@@ -14,6 +14,9 @@
  *   npm run chaos -- --config short     a few hundred per scenario (part of `npm test`)
  *   npm run chaos -- --only kafka-restart,postgres-restart
  *   npm run chaos -- --out /tmp/chaos   the reports elsewhere (a partial run leaves the committed ones)
+ *   npm run chaos -- --parallel 2       two scenarios at a time (`npm test` does: they mostly wait on
+ *                                       session timeouts and restarts); the default runs one at a time,
+ *                                       so the committed full report times each scenario alone
  *
  * The scenarios are in scripts/chaos/scenarios.ts, one run in run-scenario.ts, the verdict in
  * checks.ts. It writes reports/chaos/<config>.json and .md, prints the table, and exits 1 on any
@@ -35,12 +38,17 @@ const { values: args } = parseArgs({
     config: { type: 'string', default: process.env.CHAOS_CONFIG ?? 'full' },
     only: { type: 'string' },
     'port-base': { type: 'string', default: process.env.CHAOS_PORT_BASE ?? '8180' },
+    parallel: { type: 'string', default: '1' },
     out: { type: 'string', default: join(root, 'reports', 'chaos') },
   },
 });
 const configName = configNamed(args.config);
 const config = configs[configName];
 const out = resolve(args.out);
+const parallel = Number(args.parallel);
+if (!Number.isInteger(parallel) || parallel < 1 || parallel > 4) throw new Error('--parallel must be 1, 2, 3 or 4');
+/** Scenarios running side by side get port ranges this far apart (a stack uses portBase + 1 … + 30). */
+const PORT_STRIDE = 100;
 
 async function main(): Promise<number> {
   const only = args.only?.split(',').map((s) => s.trim());
@@ -52,18 +60,32 @@ async function main(): Promise<number> {
   // Public topics in the Confluent wire format when the stack runs a registry (ADR 011): the Stack
   // registers the run's subjects and hands the services its URL.
   if (state.schemaRegistryUrl) process.env.SCHEMA_REGISTRY_URL ??= state.schemaRegistryUrl;
-  const command = `npm run chaos${configName === 'full' && !only ? '' : ` -- --config ${configName}${only ? ` --only ${only.join(',')}` : ''}`}`;
+  const flags = [
+    ...(configName === 'full' ? [] : [`--config ${configName}`]),
+    ...(only ? [`--only ${only.join(',')}`] : []),
+    ...(parallel > 1 ? [`--parallel ${parallel}`] : []),
+  ];
+  const command = `npm run chaos${flags.length > 0 ? ` -- ${flags.join(' ')}` : ''}`;
   const machine = await describeMachine(state.databaseUrl, command);
-  say(`${configName} configuration: ${chosen.length} scenarios × ${config.requests} requests`);
-  const results: Result[] = [];
-  for (const scenario of chosen) {
-    say(`${scenario.name}: ${scenario.fault}`);
-    const result = await runScenario(scenario, state, { config, portBase: Number(args['port-base']) });
-    results.push(result);
-    say(
-      `${scenario.name}: ${result.violations.length === 0 ? 'pass' : `FAIL (${result.violations.join('; ')})`} in ${result.seconds} s`,
-    );
-  }
+  say(
+    `${configName} configuration: ${chosen.length} scenarios × ${config.requests} requests${parallel > 1 ? `, ${parallel} at a time` : ''}`,
+  );
+  // A pool of `parallel` lanes, each taking the next scenario; the report keeps the declared order.
+  const results: Result[] = new Array<Result>(chosen.length);
+  let next = 0;
+  const lane = async (index: number): Promise<void> => {
+    for (let i = next++; i < chosen.length; i = next++) {
+      const scenario = chosen[i]!;
+      say(`${scenario.name}: ${scenario.fault}`);
+      const portBase = Number(args['port-base']) + PORT_STRIDE * index;
+      const result = await runScenario(scenario, state, { config, portBase });
+      results[i] = result;
+      say(
+        `${scenario.name}: ${result.violations.length === 0 ? 'pass' : `FAIL (${result.violations.join('; ')})`} in ${result.seconds} s`,
+      );
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(parallel, chosen.length) }, (_, index) => lane(index)));
   const report: ChaosReport = { config: configName, machine, results };
   const text = markdown(report);
   mkdirSync(out, { recursive: true });

@@ -4,7 +4,7 @@
  * Kafka-and-PostgreSQL pipeline at all.
  */
 import { join } from 'node:path';
-import { createKafka, EventProducer } from '@outreach/shared';
+import { createKafka, createTopicsSettled, EventProducer } from '@outreach/shared';
 import { startProcess, waitFor } from '@outreach/shared/testing';
 import pg from 'pg';
 import { root } from '../lib/paths.js';
@@ -20,10 +20,10 @@ export async function ceiling(env: BenchEnv, requests: readonly BenchRequest[]):
   const [input, middle, output] = ['in', 'mid', 'out'].map((t) => `${prefix}${t}`) as [string, string, string];
   const admin = kafka.admin();
   await admin.connect();
-  await admin.createTopics({
-    waitForLeaders: true,
-    topics: [input, middle, output].map((topic) => ({ topic, numPartitions: 12, replicationFactor: -1 })),
-  });
+  await createTopicsSettled(
+    admin,
+    [input, middle, output].map((topic) => ({ topic, numPartitions: 12, replicationFactor: -1 })),
+  );
   await admin.disconnect();
   // The stages' own tables: the ceiling is no service, so it has a schema of its own.
   const schema = `${run}_ceiling`;

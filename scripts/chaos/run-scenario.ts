@@ -4,6 +4,7 @@
  * as processes, the load, the fault, then the wait until every request is settled and the verdict.
  * It leaves nothing behind.
  */
+import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { createKafka, normalizeCandidateKey, quoteIdent, sendIdFor, type OutreachRequested } from '@outreach/shared';
 import { SmtpSink, waitFor } from '@outreach/shared/testing';
@@ -28,7 +29,8 @@ export interface ScenarioOptions {
 export async function runScenario(scenario: Scenario, shared: Infra, options: ScenarioOptions): Promise<Result> {
   const { config } = options;
   const started = Date.now();
-  const run = `chaos${Date.now().toString(36)}`;
+  // Unique when scenarios start side by side (--parallel): the time alone can repeat.
+  const run = `chaos${Date.now().toString(36)}${randomBytes(2).toString('hex')}`;
   const dir = join(root, '.infra', 'chaos', run);
   const own = await OwnInfra.start(scenario, shared, dir);
   const secured = scenario.secured ? await SecuredKafka.open(run, dir) : undefined;

@@ -12,6 +12,7 @@ import {
   createKafka,
   createLogger,
   createPool,
+  createTopicsSettled,
   dlqTopicOf,
   EventProducer,
   withTransaction,
@@ -64,13 +65,10 @@ describe.skipIf(!hasJava || !hasPostgresBinaries)('consumer runner under infrast
     const admin = kafka.admin();
     await admin.connect();
     const topic = uniqueName('faults');
-    await admin.createTopics({
-      waitForLeaders: true,
-      topics: [
-        { topic, numPartitions: 3 },
-        { topic: dlqTopicOf(topic), numPartitions: 3 },
-      ],
-    });
+    await createTopicsSettled(admin, [
+      { topic, numPartitions: 3 },
+      { topic: dlqTopicOf(topic), numPartitions: 3 },
+    ]);
     await admin.disconnect();
 
     const runner = new ConsumerRunner({

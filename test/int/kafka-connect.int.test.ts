@@ -21,6 +21,7 @@ import {
   bindSchemaRegistry,
   confluentSchemaId,
   createKafka,
+  createTopicsSettled,
   EventProducer,
   registerSchemas,
   schemaDefinitions,
@@ -170,15 +171,9 @@ describe.skipIf(!enabled)(`Kafka Connect ${CONNECT_VERSION} with Apicurio's Avro
     const admin = kafka.admin();
     await admin.connect();
     const names = [topics.sendRecorded.name, topics.conversationEvents.name].map((name) => `${prefix}${name}`);
-    await admin.createTopics({ topics: names.map((topic) => ({ topic, numPartitions: 2 })) });
-    // Polled rather than `waitForLeaders`: a busy broker answers a metadata request for a topic it
-    // has just created with UNKNOWN_TOPIC_OR_PARTITION, which kafkajs's wait does not retry.
-    await waitFor(
-      async () => {
-        const { topics: described } = await admin.fetchTopicMetadata({ topics: names });
-        return described.every((t) => t.partitions.length === 2 && t.partitions.every((p) => p.leader >= 0));
-      },
-      { timeoutMs: 30_000, description: 'leaders for the test topics' },
+    await createTopicsSettled(
+      admin,
+      names.map((topic) => ({ topic, numPartitions: 2 })),
     );
     await admin.disconnect();
     // What `npm run schemas:register` does at deploy, for this run's topics; then what a service

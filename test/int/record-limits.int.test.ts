@@ -6,7 +6,14 @@
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { createKafka, EventProducer, fitsAlone, recordBytes, type RawRecord } from '@outreach/shared';
+import {
+  createKafka,
+  createTopicsSettled,
+  EventProducer,
+  fitsAlone,
+  recordBytes,
+  type RawRecord,
+} from '@outreach/shared';
 import { uniqueName } from '@outreach/shared/testing';
 
 const kafka = createKafka({ brokers: inject('kafkaBrokers').split(','), clientId: 'attack-limits' });
@@ -25,10 +32,9 @@ afterAll(async () => {
 
 async function limitedTopic(): Promise<string> {
   const topic = uniqueName('attack_limit');
-  await admin.createTopics({
-    waitForLeaders: true,
-    topics: [{ topic, numPartitions: 1, configEntries: [{ name: 'max.message.bytes', value: String(LIMIT) }] }],
-  });
+  await createTopicsSettled(admin, [
+    { topic, numPartitions: 1, configEntries: [{ name: 'max.message.bytes', value: String(LIMIT) }] },
+  ]);
   return topic;
 }
 

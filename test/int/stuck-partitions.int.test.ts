@@ -10,6 +10,7 @@ import {
   buildHttpApp,
   createKafka,
   createLogger,
+  createTopicsSettled,
   dlqTopicOf,
   eventCodec,
   registerConsumer,
@@ -80,7 +81,7 @@ async function flowsOrDies(target: FastifyInstance, handled: () => boolean, ms: 
 describe('/health/live while a partition cannot move', { timeout: 90_000 }, () => {
   it('the DLQ topic is missing (deleted): a poison message, then good events', async () => {
     const topic = uniqueName('attack_nodlq');
-    await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: 1 }] });
+    await createTopicsSettled(admin, [{ topic, numPartitions: 1 }]);
     const target = await app();
     const seen: string[] = [];
     registerConsumer(target, {
@@ -110,10 +111,10 @@ describe('/health/live while a partition cannot move', { timeout: 90_000 }, () =
 
   it('a handler that never settles on one event (a hung query without a timeout)', async () => {
     const topic = uniqueName('attack_hang');
-    await admin.createTopics({
-      waitForLeaders: true,
-      topics: [topic, dlqTopicOf(topic)].map((name) => ({ topic: name, numPartitions: 1 })),
-    });
+    await createTopicsSettled(
+      admin,
+      [topic, dlqTopicOf(topic)].map((name) => ({ topic: name, numPartitions: 1 })),
+    );
     const target = await app();
     const seen: string[] = [];
     const events = Array.from({ length: 3 }, (_, i) => stepCompleted(i, 'k'));

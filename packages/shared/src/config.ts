@@ -206,7 +206,8 @@ export function loadConfig<P extends TProperties>(
   try {
     const data = { ...env };
     if (data.NODE_ENV !== undefined) data.NODE_ENV = data.NODE_ENV.trim().toLowerCase() || undefined;
-    return envSchema<BaseConfig & Static<TObject<P>>>({ schema, data, dotenv: false });
+    // `env: false`: read only the environment passed in (env-schema would otherwise merge process.env under it).
+    return envSchema<BaseConfig & Static<TObject<P>>>({ schema, data, dotenv: false, env: false });
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
     throw new ConfigError(`invalid configuration: ${message.replace(/\benv\b/g, 'environment')}`);

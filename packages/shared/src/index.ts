@@ -220,6 +220,7 @@ export {
   dlqTopicOf,
   declaredTopics,
   ensureTopics,
+  createTopicsSettled,
   listTopicsSettled,
   whileMetadataSettles,
   DLQ_SUFFIX,

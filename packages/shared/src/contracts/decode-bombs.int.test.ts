@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createKafka } from '../kafka/client.js';
 import { ConsumerRunner, type ConsumedEvent } from '../kafka/consumer.js';
 import { readTopic } from '../kafka/read-topic.js';
-import { dlqTopicOf } from '../kafka/topics.js';
+import { createTopicsSettled, dlqTopicOf } from '../kafka/topics.js';
 import { createLogger } from '../logger.js';
 import { createMetricsRegistry } from '../metrics.js';
 import { eventBombs, headerOf } from '../testing/avro-bombs.js';
@@ -44,13 +44,10 @@ describe('Avro bombs through the consumer runner', () => {
     const topic = uniqueName('bombs');
     // Room for one message over the decoder's 1 MiB, so the TOO_LARGE path is exercised end to end.
     const configEntries = [{ name: 'max.message.bytes', value: String(3 * MiB) }];
-    await admin.createTopics({
-      waitForLeaders: true,
-      topics: [
-        { topic, numPartitions: 2, configEntries },
-        { topic: dlqTopicOf(topic), numPartitions: 2, configEntries },
-      ],
-    });
+    await createTopicsSettled(admin, [
+      { topic, numPartitions: 2, configEntries },
+      { topic: dlqTopicOf(topic), numPartitions: 2, configEntries },
+    ]);
 
     const rounds = 10;
     const bombs = eventBombs();

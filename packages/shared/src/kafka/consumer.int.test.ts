@@ -24,7 +24,7 @@ import {
   type EventBatchHandler,
 } from './consumer.js';
 import { readTopic } from './read-topic.js';
-import { dlqTopicOf } from './topics.js';
+import { createTopicsSettled, dlqTopicOf } from './topics.js';
 
 let kafka: Kafka;
 let admin: Admin;
@@ -47,13 +47,10 @@ afterAll(async () => {
 
 async function topicWithDlq(prefix: string, partitions = 3): Promise<string> {
   const topic = uniqueName(prefix);
-  await admin.createTopics({
-    waitForLeaders: true,
-    topics: [
-      { topic, numPartitions: partitions },
-      { topic: dlqTopicOf(topic), numPartitions: partitions },
-    ],
-  });
+  await createTopicsSettled(admin, [
+    { topic, numPartitions: partitions },
+    { topic: dlqTopicOf(topic), numPartitions: partitions },
+  ]);
   return topic;
 }
 
@@ -304,17 +301,14 @@ describe('ConsumerRunner', () => {
 
   it('dead-letters thirty 100 KB messages under a 1 MiB DLQ limit, and one too large for the DLQ without its value', async () => {
     const topic = uniqueName('dlq_bytes');
-    await admin.createTopics({
-      waitForLeaders: true,
-      topics: [
-        { topic, numPartitions: 1 },
-        {
-          topic: dlqTopicOf(topic),
-          numPartitions: 1,
-          configEntries: [{ name: 'max.message.bytes', value: '1048576' }],
-        },
-      ],
-    });
+    await createTopicsSettled(admin, [
+      { topic, numPartitions: 1 },
+      {
+        topic: dlqTopicOf(topic),
+        numPartitions: 1,
+        configEntries: [{ name: 'max.message.bytes', value: '1048576' }],
+      },
+    ]);
     // Not events at all (no single-object header): each is dead-lettered with its headers added.
     const junk = Array.from({ length: 30 }, (_, i) => ({ key: `k${i}`, value: randomBytes(100_000) }));
     // Fits the source topic (1 MiB + 12) but not its DLQ copy, whose headers add a few hundred bytes.

@@ -13,7 +13,7 @@ import { createKafka } from './client.js';
 import { ConsumerRunner, type ConsumedEvent } from './consumer.js';
 import { replayDeadLetters } from './dlq-replay.js';
 import { EventProducer } from './producer.js';
-import { dlqTopicOf } from './topics.js';
+import { createTopicsSettled, dlqTopicOf } from './topics.js';
 
 let kafka: Kafka;
 let admin: Admin;
@@ -34,13 +34,10 @@ const step = (seq: number) => stepCompleted(seq, `cand-${seq}`);
 async function deadLettered(count: number, partitions: number, reason: string) {
   const topic = uniqueName('dlq-replay');
   const dlqTopic = dlqTopicOf(topic);
-  await admin.createTopics({
-    waitForLeaders: true,
-    topics: [
-      { topic, numPartitions: partitions },
-      { topic: dlqTopic, numPartitions: partitions },
-    ],
-  });
+  await createTopicsSettled(admin, [
+    { topic, numPartitions: partitions },
+    { topic: dlqTopic, numPartitions: partitions },
+  ]);
   const groupId = uniqueName('group');
   const events = Array.from({ length: count }, (_, i) => step(i));
   const producer = new EventProducer(kafka);

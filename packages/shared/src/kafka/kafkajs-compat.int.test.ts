@@ -7,6 +7,7 @@ import { Partitioners, type Admin, type Consumer, type EachBatchPayload, type Ka
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { uniqueName, waitFor } from '../testing/index.js';
 import { createKafka } from './client.js';
+import { createTopicsSettled } from './topics.js';
 
 const brokers = inject('kafkaBrokers').split(',');
 let kafka: Kafka;
@@ -28,10 +29,7 @@ async function createTopic(
   partitions: number,
   configEntries: Array<{ name: string; value: string }> = [],
 ) {
-  await admin.createTopics({
-    waitForLeaders: true,
-    topics: [{ topic: name, numPartitions: partitions, configEntries }],
-  });
+  await createTopicsSettled(admin, [{ topic: name, numPartitions: partitions, configEntries }]);
 }
 
 function producer(options: Parameters<Kafka['producer']>[0] = {}): Producer {

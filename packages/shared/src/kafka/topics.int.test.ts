@@ -1,6 +1,7 @@
 import type { Admin } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { uniqueName } from '../testing/names.js';
+import { waitFor } from '../wait.js';
 import { createKafka } from './client.js';
 import { declaredTopics, dlqTopicOf, ensureTopics, topicName } from './topics.js';
 
@@ -47,9 +48,18 @@ describe('ensureTopics', () => {
         { type: 2, name: conversation, configEntries: [{ name: 'message.timestamp.type', value: 'CreateTime' }] },
       ],
     });
+    // KRaft applies a config change to the broker's metadata image a moment after the controller
+    // committed it; a describe in between still shows the old value.
+    await waitFor(async () => (await describe(conversation, 'message.timestamp.type')) === 'CreateTime', {
+      timeoutMs: 30_000,
+      description: 'the drifted configuration visible',
+    });
     const result = await ensureTopics(admin, { prefix, partitions: 1 });
     expect(result.reconfigured).toEqual([conversation]);
-    expect(await describe(conversation, 'message.timestamp.type')).toBe('LogAppendTime');
+    await waitFor(async () => (await describe(conversation, 'message.timestamp.type')) === 'LogAppendTime', {
+      timeoutMs: 30_000,
+      description: 'the declared configuration restored',
+    });
 
     const mismatch = await ensureTopics(admin, { prefix, partitions: 3 });
     expect(mismatch.partitionMismatch).toContainEqual({ name: conversation, declared: 3, actual: 1 });

@@ -3,7 +3,7 @@
  * configuration of what exists; it never lowers or raises a partition count on its own, because
  * that would move keys between partitions and break per-candidate order.
  */
-import type { Admin } from 'kafkajs';
+import type { Admin, ITopicConfig } from 'kafkajs';
 import type { EventType } from '../contracts/events.generated.js';
 
 export interface TopicSpec {
@@ -195,6 +195,20 @@ async function leadersElected(admin: Admin, names: readonly string[]): Promise<v
   }, 60_000);
 }
 
+/**
+ * admin.createTopics, then waits until every partition has a leader the broker answers for. Use it
+ * instead of `createTopics({ waitForLeaders: true })`, which gives up on a busy KRaft broker (see
+ * SETTLING); resolves to whether anything was created, like createTopics.
+ */
+export async function createTopicsSettled(admin: Admin, topics: ITopicConfig[]): Promise<boolean> {
+  const created = await admin.createTopics({ waitForLeaders: false, topics });
+  await leadersElected(
+    admin,
+    topics.map((t) => t.topic),
+  );
+  return created;
+}
+
 /** Idempotent: running it twice changes nothing the second time. */
 export async function ensureTopics(
   admin: Admin,
@@ -205,18 +219,14 @@ export async function ensureTopics(
   const missing = declared.filter((t) => !existing.has(t.name));
   const result: EnsureTopicsResult = { created: [], reconfigured: [], unchanged: [], partitionMismatch: [] };
   if (missing.length > 0) {
-    await admin.createTopics({
-      waitForLeaders: false,
-      topics: missing.map((t) => ({
+    await createTopicsSettled(
+      admin,
+      missing.map((t) => ({
         topic: t.name,
         numPartitions: t.partitions,
         replicationFactor: options.replicationFactor ?? -1,
         configEntries: Object.entries(t.config).map(([name, value]) => ({ name, value })),
       })),
-    });
-    await leadersElected(
-      admin,
-      missing.map((t) => t.name),
     );
     result.created.push(...missing.map((t) => t.name));
   }

@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { Admin, Kafka } from 'kafkajs';
 import { createKafka } from '../kafka/client.js';
+import { createTopicsSettled } from '../kafka/topics.js';
 import { createLogger } from '../logger.js';
 import { trackConsumerLag } from '../service/consumer-lag.js';
 import { buildHttpApp } from '../service/http.js';
@@ -57,7 +58,7 @@ describe('consumer lag', () => {
     const topic = uniqueName('lag_topic');
     const group = uniqueName('lag_group');
     const idle = uniqueName('lag_idle');
-    await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: 3 }] });
+    await createTopicsSettled(admin, [{ topic, numPartitions: 3 }]);
     await produce(topic, [10, 5, 3]);
     // The group read 4 of partition 0 and all of partition 1; it never committed on partition 2.
     await admin.setOffsets({

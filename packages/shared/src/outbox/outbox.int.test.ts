@@ -12,6 +12,7 @@ import type { StepCompleted } from '../contracts/events.generated.js';
 import { createKafka } from '../kafka/client.js';
 import { EventProducer, HEADER } from '../kafka/producer.js';
 import { readTopic, type ReadMessage } from '../kafka/read-topic.js';
+import { createTopicsSettled } from '../kafka/topics.js';
 import { createLogger } from '../logger.js';
 import { createMetricsRegistry } from '../metrics.js';
 import { migrate, sharedMigrationsDir } from '../pg/migrate.js';
@@ -63,7 +64,7 @@ async function outboxSchema(): Promise<IsolatedSchema> {
 
 async function topic(partitions = 3): Promise<string> {
   const name = uniqueName('outbox_topic');
-  await admin.createTopics({ waitForLeaders: true, topics: [{ topic: name, numPartitions: partitions }] });
+  await createTopicsSettled(admin, [{ topic: name, numPartitions: partitions }]);
   return name;
 }
 
@@ -84,16 +85,13 @@ function step(key: string, seq: number, padBytes = 0): StepCompleted {
 
 async function limitedTopic(maxMessageBytes: number): Promise<string> {
   const name = uniqueName('outbox_limited');
-  await admin.createTopics({
-    waitForLeaders: true,
-    topics: [
-      {
-        topic: name,
-        numPartitions: 3,
-        configEntries: [{ name: 'max.message.bytes', value: String(maxMessageBytes) }],
-      },
-    ],
-  });
+  await createTopicsSettled(admin, [
+    {
+      topic: name,
+      numPartitions: 3,
+      configEntries: [{ name: 'max.message.bytes', value: String(maxMessageBytes) }],
+    },
+  ]);
   return name;
 }
 

@@ -11,7 +11,7 @@ import { schemaDefinitions, type SendRecorded, type StepCompleted } from '../con
 import { createKafka } from '../kafka/client.js';
 import { ConsumerRunner, type ConsumedEvent } from '../kafka/consumer.js';
 import { readTopic } from '../kafka/read-topic.js';
-import { dlqTopicOf, topics } from '../kafka/topics.js';
+import { createTopicsSettled, dlqTopicOf, topics } from '../kafka/topics.js';
 import { createLogger } from '../logger.js';
 import { createMetricsRegistry } from '../metrics.js';
 import { StartupError } from '../service/startup-error.js';
@@ -221,13 +221,10 @@ describe.skipIf(!url)('consumer with the registry (ADR 011)', () => {
     const admin = kafka.admin();
     await admin.connect();
     const topic = uniqueName('registry_consumer');
-    await admin.createTopics({
-      waitForLeaders: true,
-      topics: [
-        { topic, numPartitions: 1 },
-        { topic: dlqTopicOf(topic), numPartitions: 1 },
-      ],
-    });
+    await createTopicsSettled(admin, [
+      { topic, numPartitions: 1 },
+      { topic: dlqTopicOf(topic), numPartitions: 1 },
+    ]);
     await admin.disconnect();
     await producer.send({
       topic,

@@ -13,7 +13,7 @@ import { uuidV5 } from '../domain/keys.js';
 import { createKafka } from '../kafka/client.js';
 import { EventProducer, HEADER } from '../kafka/producer.js';
 import { readTopic } from '../kafka/read-topic.js';
-import { dlqTopicOf } from '../kafka/topics.js';
+import { createTopicsSettled, dlqTopicOf } from '../kafka/topics.js';
 import { quoteIdent } from '../pg/pool.js';
 import { uniqueName } from '../testing/names.js';
 import { freePort, startProcess, type RunningProcess } from '../testing/process.js';
@@ -42,10 +42,10 @@ describe('a service built from the shared bootstrap', () => {
     const target = uniqueName('echo_out');
     const admin = kafka.admin();
     await admin.connect();
-    await admin.createTopics({
-      waitForLeaders: true,
-      topics: [source, dlqTopicOf(source), target].map((topic) => ({ topic, numPartitions: 2 })),
-    });
+    await createTopicsSettled(
+      admin,
+      [source, dlqTopicOf(source), target].map((topic) => ({ topic, numPartitions: 2 })),
+    );
     await admin.disconnect();
 
     const events: StepCompleted[] = Array.from({ length: 400 }, (_, i) => ({

@@ -10,7 +10,7 @@ import type { FastifyInstance } from 'fastify';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createKafka } from '../kafka/client.js';
-import { dlqTopicOf } from '../kafka/topics.js';
+import { createTopicsSettled, dlqTopicOf } from '../kafka/topics.js';
 import { createLogger } from '../logger.js';
 import { enqueueEvents } from '../outbox/outbox.js';
 import { migrate, sharedMigrationsDir } from '../pg/migrate.js';
@@ -118,10 +118,10 @@ async function tcpProxy(targetPort: number, targetHost = '127.0.0.1') {
 describe('health', () => {
   it('liveness and readiness fail when kafkajs crashes a consumer and will not restart it', async () => {
     const topic = uniqueName('health_crash');
-    await admin.createTopics({
-      waitForLeaders: true,
-      topics: [topic, dlqTopicOf(topic)].map((name) => ({ topic: name, numPartitions: 1 })),
-    });
+    await createTopicsSettled(
+      admin,
+      [topic, dlqTopicOf(topic)].map((name) => ({ topic: name, numPartitions: 1 })),
+    );
     const target = await app({ kafka: true });
     const groupId = uniqueName('health_group');
     // The broker refuses a session timeout under its group.min.session.timeout.ms (6 s by default):
@@ -149,10 +149,10 @@ describe('health', () => {
 
   it('readiness waits for the group join; liveness holds while a healthy consumer runs', async () => {
     const topic = uniqueName('health_join');
-    await admin.createTopics({
-      waitForLeaders: true,
-      topics: [topic, dlqTopicOf(topic)].map((name) => ({ topic: name, numPartitions: 1 })),
-    });
+    await createTopicsSettled(
+      admin,
+      [topic, dlqTopicOf(topic)].map((name) => ({ topic: name, numPartitions: 1 })),
+    );
     const target = await app({ kafka: true });
     const groupId = uniqueName('health_group');
     const runner = registerConsumer(target, { groupId, topics: [topic], handler: async () => undefined });
@@ -211,7 +211,7 @@ describe('health', () => {
   it('liveness fails while the outbox relay is stuck on a connection that stopped answering, and recovers when it answers', async () => {
     const schema = await outboxSchema();
     const topic = uniqueName('health_relay');
-    await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: 1 }] });
+    await createTopicsSettled(admin, [{ topic, numPartitions: 1 }]);
     const pgPort = Number(new URL(databaseUrl).port || 5432);
     const proxy = await tcpProxy(pgPort, new URL(databaseUrl).hostname);
     cleanups.push(() => proxy.close());
@@ -254,7 +254,7 @@ describe('health', () => {
   it('a relay whose connection goes silent gives it up after its query timeout and reconnects on its own', async () => {
     const schema = await outboxSchema();
     const topic = uniqueName('health_silent');
-    await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: 1 }] });
+    await createTopicsSettled(admin, [{ topic, numPartitions: 1 }]);
     const proxy = await tcpProxy(Number(new URL(databaseUrl).port || 5432), new URL(databaseUrl).hostname);
     cleanups.push(() => proxy.close());
     const viaProxy = new URL(databaseUrl);
@@ -282,7 +282,7 @@ describe('health', () => {
   it('a relay whose connection is killed reconnects and keeps publishing, and stays alive throughout', async () => {
     const schema = await outboxSchema();
     const topic = uniqueName('health_kill');
-    await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: 1 }] });
+    await createTopicsSettled(admin, [{ topic, numPartitions: 1 }]);
     const target = await app({ postgres: schema, kafka: true });
     const relay = registerOutboxRelay(target, {
       databaseUrl,
