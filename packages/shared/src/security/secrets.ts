@@ -28,7 +28,13 @@ export function readSecret(env: Env, name: string, readFile: ReadFile = readText
   return inline === '' ? undefined : inline;
 }
 
-/** The content of the file a `*_FILE` variable names; an unreadable or empty file stops the start. */
+/**
+ * The content of the file a `*_FILE` variable names, one line (its one trailing newline dropped).
+ * An unreadable or empty file stops the start, and so does one that cannot be a single secret as
+ * meant: a byte-order mark (an editor's, invisible, and part of the value otherwise), a NUL byte,
+ * or a second line (two values pasted into one Secret key, or a `\r` of a Windows line end).
+ * Symbolic links are followed: a mounted Kubernetes Secret is one.
+ */
 export function readSecretFile(variable: string, path: string, readFile: ReadFile = readTextFile): string {
   let content: string;
   try {
@@ -37,7 +43,17 @@ export function readSecretFile(variable: string, path: string, readFile: ReadFil
     throw new ConfigError(`invalid configuration: ${variable} (${path}) cannot be read (${errorCode(error)})`);
   }
   const value = content.replace(/\r?\n$/, '');
-  if (value === '') throw new ConfigError(`invalid configuration: ${variable} (${path}) is empty`);
+  const problem =
+    value === ''
+      ? 'is empty'
+      : value.startsWith('\uFEFF')
+        ? 'begins with a byte-order mark (save it without one)'
+        : value.includes('\0')
+          ? 'contains a NUL byte'
+          : /[\r\n]/.test(value)
+            ? 'has more than one line (a secret file holds one value; only a trailing newline is dropped)'
+            : undefined;
+  if (problem !== undefined) throw new ConfigError(`invalid configuration: ${variable} (${path}) ${problem}`);
   return value;
 }
 
