@@ -149,17 +149,24 @@ describe('EXPERIMENT_TOKEN_FILE', () => {
       (...keys: string[]) =>
       (s: SendRequested[]) =>
         keys.every((k) => s.some((x) => x.candidateKey === k));
+    // Summed over the series (one per refusing status; each is exported at 0 from the start).
     const refusals = async () =>
-      Number(
-        /^outreach_planner_peer_auth_failures_total\{[^}]*\} (\d+)/m.exec(
-          await (await fetch(`${plannerUrl}/metrics`)).text(),
-        )?.[1] ?? 0,
-      );
+      [
+        ...(await (await fetch(`${plannerUrl}/metrics`)).text()).matchAll(
+          /^outreach_planner_peer_auth_failures_total\{[^}]*\} (\d+)/gm,
+        ),
+      ].reduce((sum, m) => sum + Number(m[1]), 0);
 
     // 1. The old token, on both sides.
     await planner.publish('outreachRequested', [request('before')]);
     await sends(has('before'));
     expect(await refusals()).toBe(0);
+    // Exported at 0 before any refusal, so the alert's increase() sees the first one.
+    const before = await (await fetch(`${plannerUrl}/metrics`)).text();
+    for (const status of ['401', '403'])
+      expect(before).toMatch(
+        new RegExp(`^outreach_planner_peer_auth_failures_total\\{[^}]*status="${status}"[^}]*\\} 0$`, 'm'),
+      );
 
     // 2. The experiment service rotates to the new token alone (its file read again, no restart).
     replaceFile(accepted, `${NEW}\n`);

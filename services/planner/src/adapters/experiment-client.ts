@@ -33,6 +33,8 @@ export class ExperimentClient {
   ) {
     const registry = observers.metrics;
     this.authFailures = registry ? counter(registry, 'outreach_planner_peer_auth_failures_total') : undefined;
+    // Exported at 0 from the start: a series born at 1 with the first refusal is no rise to increase().
+    for (const status of ['401', '403']) this.authFailures?.inc({ peer: 'experiment', status }, 0);
   }
 
   /** A 401/403: retried like an outage, and reported so someone finishes the rotation. */
