@@ -1,6 +1,7 @@
 import { Kafka, logLevel, type KafkaConfig, type LogEntry } from 'kafkajs';
 import type { Logger } from '../logger.js';
 import { waitFor } from '../wait.js';
+import { patchKafkajsIdleTimer } from './kafkajs-patches.js';
 import { kafkaSecurityFromEnv, type KafkaSecurity } from './security.js';
 
 export interface KafkaClientOptions {
@@ -31,6 +32,7 @@ const levels: Record<number, 'error' | 'warn' | 'info' | 'debug'> = {
  * producer/consumer helpers of this package, so the client library can be swapped (see ADR 001).
  */
 export function createKafka(options: KafkaClientOptions): Kafka {
+  patchKafkajsIdleTimer();
   const { logger } = options;
   const config: KafkaConfig = {
     clientId: options.clientId,

@@ -3,10 +3,12 @@
  * this run provisions (Apache Kafka 4.x, KRaft). This file tests the client library itself, so it
  * is the one test that uses kafkajs directly rather than through this package's helpers.
  */
+import { createRequire } from 'node:module';
 import { Partitioners, type Admin, type Consumer, type EachBatchPayload, type Kafka, type Producer } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { uniqueName, waitFor } from '../testing/index.js';
 import { createKafka } from './client.js';
+import { patchKafkajsIdleTimer, unpatchKafkajsIdleTimerForTest } from './kafkajs-patches.js';
 import { createTopicsSettled } from './topics.js';
 
 const brokers = inject('kafkaBrokers').split(',');
@@ -299,5 +301,53 @@ describe('kafkajs 2.2.4 against the local Kafka broker', () => {
     const stamped = await waitFor(() => timestamp, { timeoutMs: 30_000, description: 'the message read back' });
     expect(stamped).toBeGreaterThanOrEqual(before - 5_000);
     expect(stamped).toBeLessThanOrEqual(Date.now() + 5_000);
+  });
+});
+
+describe('an idle connection (kafkajs#1751, fixed in kafkajs-patches.ts)', () => {
+  const require = createRequire(import.meta.url);
+  const RequestQueue = require('kafkajs/src/network/requestQueue/index.js') as {
+    prototype: { checkPendingRequests(this: { clientId: string }): void };
+  };
+
+  /**
+   * How often the request queues of a new admin and producer woke up while they sat idle for `ms`
+   * (counted by client id: the other tests' consumers are still fetching). `asShipped` runs it on
+   * kafkajs without the fix, which createKafka applies.
+   */
+  async function wakeUpsWhileIdle(ms: number, asShipped = false): Promise<number> {
+    const clientId = uniqueName('idle');
+    const client = createKafka({ brokers, clientId });
+    if (asShipped) unpatchKafkajsIdleTimerForTest();
+    const idleAdmin = client.admin();
+    const idleProducer = client.producer();
+    const original = RequestQueue.prototype.checkPendingRequests;
+    let wakeUps = 0;
+    try {
+      await idleAdmin.connect();
+      await idleProducer.connect();
+      await idleAdmin.listTopics();
+      RequestQueue.prototype.checkPendingRequests = function counted(this: { clientId: string }) {
+        if (this.clientId === clientId) wakeUps += 1;
+        original.call(this);
+      };
+      // Idleness is the subject here: nothing to poll for, the clients must simply not run.
+      await new Promise((resolve) => setTimeout(resolve, ms));
+    } finally {
+      RequestQueue.prototype.checkPendingRequests = original;
+      patchKafkajsIdleTimer();
+      await idleProducer.disconnect();
+      await idleAdmin.disconnect();
+    }
+    return wakeUps;
+  }
+
+  it('is fixed for the kafkajs version in use (another version needs the fix read again)', () => {
+    expect(patchKafkajsIdleTimer()).toBe(true);
+  });
+
+  it('does not wake its process: no checks in an idle second, where kafkajs as shipped makes one a millisecond', async () => {
+    expect(await wakeUpsWhileIdle(1_000, true)).toBeGreaterThan(300);
+    expect(await wakeUpsWhileIdle(1_000)).toBeLessThan(5);
   });
 });
