@@ -105,8 +105,12 @@ export const SchemaRegistryConfigSchema = Type.Object({
    * deployment without one). Both are always read.
    */
   EVENT_WIRE_FORMAT: Type.Union(literals(['confluent', 'single-object']), { default: 'confluent' }),
-  /** Base URL of the registry's Confluent-compatible API (Apicurio: .../apis/ccompat/v7). Empty: none. */
-  SCHEMA_REGISTRY_URL: Type.String({ default: '', pattern: '^(https?://.+)?$' }),
+  /**
+   * Base URL of the registry's Confluent-compatible API (Apicurio: .../apis/ccompat/v7). Empty: none.
+   * No `user:password@` in it (fetch refuses such a URL, and its error would print the password):
+   * credentials go in the SCHEMA_REGISTRY_AUTH file.
+   */
+  SCHEMA_REGISTRY_URL: Type.String({ default: '', pattern: '^(https?://[^/?#@\\s]+([/?#]\\S*)?)?$' }),
   /** A file holding `user:password` for the registry's basic authentication (a mounted Secret). */
   SCHEMA_REGISTRY_AUTH: Type.String({ default: '' }),
   /** Deadline of one registry request. */

@@ -17,6 +17,16 @@ describe('loadConfig', () => {
     expect(() => loadConfig(Extra, { DATABASE_URL: valid.DATABASE_URL })).toThrowError(/KAFKA_BROKERS/);
   });
 
+  it('refuses credentials in SCHEMA_REGISTRY_URL without printing them (they belong in SCHEMA_REGISTRY_AUTH)', () => {
+    const load = () =>
+      loadConfig(Extra, { ...valid, SCHEMA_REGISTRY_URL: 'https://svc:S3CRET-PW@registry.example.com/apis' });
+    expect(load).toThrowError(/SCHEMA_REGISTRY_URL/);
+    expect(load).not.toThrowError(/S3CRET-PW/);
+    expect(
+      loadConfig(Extra, { ...valid, SCHEMA_REGISTRY_URL: 'https://registry.example.com/a@b' }).SCHEMA_REGISTRY_URL,
+    ).toBe('https://registry.example.com/a@b');
+  });
+
   it('names a malformed variable', () => {
     expect(() => loadConfig(Extra, { ...valid, DATABASE_URL: 'mysql://x' })).toThrowError(
       expect.objectContaining({ name: 'ConfigError', message: expect.stringMatching(/DATABASE_URL/) }),

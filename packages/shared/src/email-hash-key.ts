@@ -4,14 +4,14 @@
  * so there is no fallback to one.
  */
 import { createSecretKey } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { Type, type Static } from '@sinclair/typebox';
 import { ConfigError } from './config.js';
 import type { EmailHashKey } from './domain/keys.js';
+import { readTextFile, secretValueProblem, type ReadFile } from './security/secrets.js';
 
 /** Spread into a service's config schema (`Type.Object({ ...EmailHashKeyConfigSchema.properties, ... })`). */
 export const EmailHashKeyConfigSchema = Type.Object({
-  /** A file holding the HMAC key (a mounted secret); surrounding whitespace is ignored. Preferred. */
+  /** A file holding the HMAC key as text (a mounted secret; `openssl rand -hex 32`); surrounding ASCII spaces and line ends are ignored. Preferred. */
   EMAIL_HASH_KEY_FILE: Type.String({ default: '' }),
   /** The key itself, for development and tests; exactly one of this and EMAIL_HASH_KEY_FILE. */
   EMAIL_HASH_KEY: Type.String({ default: '' }),
@@ -23,10 +23,7 @@ export type EmailHashKeyConfig = Static<typeof EmailHashKeyConfigSchema>;
 /** 256 bits: the key must not be guessable faster than the addresses it protects. */
 export const MIN_EMAIL_HASH_KEY_BYTES = 32;
 
-export function loadEmailHashKey(
-  config: EmailHashKeyConfig,
-  readFile: (path: string) => Buffer = (path) => readFileSync(path),
-): EmailHashKey {
+export function loadEmailHashKey(config: EmailHashKeyConfig, readFile: ReadFile = readTextFile): EmailHashKey {
   const { EMAIL_HASH_KEY_FILE: file, EMAIL_HASH_KEY: inline, EMAIL_HASH_KEY_ID: id } = config;
   if (file !== '' && inline !== '')
     throw new ConfigError('invalid configuration: set EMAIL_HASH_KEY_FILE or EMAIL_HASH_KEY, not both');
@@ -34,18 +31,33 @@ export function loadEmailHashKey(
     throw new ConfigError(
       'invalid configuration: EMAIL_HASH_KEY_FILE is required (a file holding the emailHash HMAC key; EMAIL_HASH_KEY for development)',
     );
-  let material: Buffer;
+  // The key is the text of the file (its UTF-8 bytes), as it always was: every emailHash published
+  // depends on exactly these bytes. So the text must be text: a binary file (`head -c 32
+  // /dev/urandom`) would have its invalid bytes turned into U+FFFD, and two different keys could
+  // become one. Surrounding spaces and line ends are ignored; anything else invisible is refused.
+  let text: string;
   if (file !== '') {
     try {
-      material = Buffer.from(readFile(file).toString('utf8').trim(), 'utf8');
+      text = readFile(file);
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code ?? 'unreadable';
-      throw new ConfigError(`invalid configuration: EMAIL_HASH_KEY_FILE cannot be read (${code})`);
+      throw new ConfigError(
+        `invalid configuration: EMAIL_HASH_KEY_FILE cannot be read (${code}${code === 'not UTF-8 text' ? ': write the key as text, e.g. openssl rand -hex 32' : ''})`,
+      );
     }
   } else {
-    material = Buffer.from(inline.trim(), 'utf8');
+    text = inline;
   }
   const variable = file !== '' ? 'EMAIL_HASH_KEY_FILE' : 'EMAIL_HASH_KEY';
+  const trimmed = text.replace(/^[ \t\r\n]+|[ \t\r\n]+$/g, '');
+  const problem =
+    trimmed !== '' && trimmed.trim() !== trimmed
+      ? 'begins or ends with a space other than an ASCII one (NBSP, a byte-order mark, ...)'
+      : trimmed === ''
+        ? undefined
+        : secretValueProblem(trimmed);
+  if (problem !== undefined) throw new ConfigError(`invalid configuration: ${variable} ${problem}`);
+  const material = Buffer.from(trimmed, 'utf8');
   if (material.length < MIN_EMAIL_HASH_KEY_BYTES)
     throw new ConfigError(
       `invalid configuration: the key in ${variable} must be at least ${MIN_EMAIL_HASH_KEY_BYTES} bytes (e.g. openssl rand -hex 32)`,

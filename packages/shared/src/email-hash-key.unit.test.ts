@@ -38,6 +38,38 @@ describe('loadEmailHashKey', () => {
     expect(() => loadEmailHashKey(given)).toThrow(message);
   });
 
+  it.each([
+    [
+      'binary bytes (not UTF-8)',
+      Buffer.from([0x80, ...Buffer.alloc(40, 0xbf)]),
+      /cannot be read \(not UTF-8 text: write the key as text/,
+    ],
+    ['a byte-order mark', `\uFEFF${KEY}\n`, /begins or ends with a space other than an ASCII one/],
+    ['two lines', `${KEY}\n${KEY}\n`, /more than one line/],
+    ['a NUL byte', `${KEY}\0\n`, /NUL byte/],
+    ['a zero-width space', `${KEY}\u200B${KEY}`, /invisible formatting character/],
+  ])('refuses a key file holding %s, naming the variable', (_, content, message) => {
+    const file = join(mkdtempSync(join(tmpdir(), 'email-hash-key-')), 'key');
+    writeFileSync(file, content);
+    const load = () => loadEmailHashKey(config({ EMAIL_HASH_KEY_FILE: file, EMAIL_HASH_KEY_ID: 'a' }));
+    expect(load).toThrow(ConfigError);
+    expect(load).toThrow(message);
+    expect(load).toThrow(/EMAIL_HASH_KEY_FILE/);
+  });
+
+  it('refuses binary keys, which decoding would collapse into one (0x80… and 0x81… both become U+FFFD…)', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'email-hash-key-'));
+    const [a, b] = [0x80, 0x81].map((byte, i) => {
+      const file = join(dir, `k${i}`);
+      writeFileSync(file, Buffer.alloc(40, byte));
+      return file;
+    });
+    for (const file of [a!, b!])
+      expect(() => loadEmailHashKey(config({ EMAIL_HASH_KEY_FILE: file, EMAIL_HASH_KEY_ID: 'a' }))).toThrow(
+        /not UTF-8 text/,
+      );
+  });
+
   it('never puts the key in an error message', () => {
     const secretish = `${'s'.repeat(10)}`;
     expect(() => loadEmailHashKey(config({ EMAIL_HASH_KEY: secretish, EMAIL_HASH_KEY_ID: 'a' }))).not.toThrow(

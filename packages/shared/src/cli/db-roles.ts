@@ -53,7 +53,13 @@ const passwords: Record<string, string> = {};
 if (values['passwords-dir']) {
   for (const role of [migrator, ...services.map((s) => s.role)]) {
     const file = join(values['passwords-dir'], role);
-    if (existsSync(file)) passwords[role] = readSecretFile(`--passwords-dir ${role}`, file);
+    if (!existsSync(file)) continue;
+    const password = readSecretFile(`--passwords-dir ${role}`, file);
+    // The verifier is computed here without SASLprep, which the pg client applies to what it sends:
+    // a non-ASCII password (NBSP, a decomposed accent) would be set and then never log in.
+    if (!/^[\x20-\x7e]+$/.test(password))
+      fail(`--passwords-dir ${role} (${file}) holds characters outside printable ASCII; use an ASCII password`, 78);
+    passwords[role] = password;
   }
 }
 const plan: DatabaseRolesPlan = { database, migrator, services, passwords };

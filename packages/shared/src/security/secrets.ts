@@ -4,7 +4,7 @@
  * mounted one. Errors name the variable and never carry the value: a secret must not reach a log
  * line, an exit message or a stack trace.
  */
-import { readFileSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readFileSync } from 'node:fs';
 import { ConfigError } from '../config.js';
 import type { Logger } from '../logger.js';
 import { reloadEvery, type Reloading } from './reload.js';
@@ -12,7 +12,60 @@ import { reloadEvery, type Reloading } from './reload.js';
 export type Env = Readonly<Record<string, string | undefined>>;
 export type ReadFile = (path: string) => string;
 
-export const readTextFile: ReadFile = (path) => readFileSync(path, 'utf8');
+/** A secret or a token list fits in this many bytes; a larger file is not one. */
+export const MAX_SECRET_FILE_BYTES = 64 * 1024;
+/** A PEM file may be a whole CA bundle (the system's is about 220 KB). */
+export const MAX_PEM_FILE_BYTES = 4 * 1024 * 1024;
+
+/**
+ * A mounted secret's text: a regular file (symbolic links followed) of at most MAX_SECRET_FILE_BYTES
+ * (MAX_PEM_FILE_BYTES for readPemFile),
+ * in UTF-8. A FIFO or a device would hang the start or fill the memory (/dev/zero), and undecodable
+ * bytes would silently become U+FFFD; each throws an error whose `code` says which, never the content.
+ * A byte-order mark is kept, for the caller to refuse.
+ */
+export const readTextFile: ReadFile = (path) => readTextFileUpTo(path, MAX_SECRET_FILE_BYTES);
+
+const readPemText: ReadFile = (path) => readTextFileUpTo(path, MAX_PEM_FILE_BYTES);
+
+function readTextFileUpTo(path: string, maxBytes: number): string {
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.
+  const fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
+  try {
+    const stat = fstatSync(fd);
+    if (stat.isDirectory()) throw Object.assign(new Error('a directory'), { code: 'EISDIR' });
+    if (!stat.isFile()) throw Object.assign(new Error('not a regular file'), { code: 'not a regular file' });
+    const tooLarge = () => Object.assign(new Error('too large'), { code: `larger than ${maxBytes / 1024} KiB` });
+    if (stat.size > maxBytes) throw tooLarge();
+    const bytes = readFileSync(fd);
+    if (bytes.length > maxBytes) throw tooLarge();
+    try {
+      return new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes);
+    } catch {
+      throw Object.assign(new Error('not UTF-8'), { code: 'not UTF-8 text' });
+    }
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * Why `value` cannot be a secret (undefined when it can): a byte-order mark, a NUL, a line break of
+ * any kind, another control character, or an invisible formatting character (zero-width space, soft
+ * hyphen, direction marks). Each would be part of the password, token or key while nobody sees it,
+ * and some break what carries it: a header, a SASL message (fields end at \x01), a log line.
+ * Spaces, visible or not (NBSP), are kept: they may be part of a password.
+ */
+export function secretValueProblem(value: string): string | undefined {
+  if (value === '') return 'is empty';
+  if (value.startsWith('\uFEFF')) return 'begins with a byte-order mark (save it without one)';
+  if (value.includes('\0')) return 'contains a NUL byte';
+  if (/[\r\n\u0085\u2028\u2029]/u.test(value))
+    return 'has more than one line (a secret holds one value; only a trailing newline of a file is dropped)';
+  const at = value.search(/[\p{Cc}\p{Cf}]/u);
+  if (at >= 0) return `contains a control or invisible formatting character (at character ${at + 1})`;
+  return undefined;
+}
 
 /**
  * The secret `<name>` from `<name>_FILE` or `<name>`; undefined when neither is set. A file's one
@@ -25,15 +78,20 @@ export function readSecret(env: Env, name: string, readFile: ReadFile = readText
     throw new ConfigError(`invalid configuration: set ${name}_FILE or ${name}, not both`);
   }
   if (file !== '') return readSecretFile(`${name}_FILE`, file, readFile);
-  return inline === '' ? undefined : inline;
+  if (inline === '') return undefined;
+  const problem = secretValueProblem(inline);
+  if (problem !== undefined) throw new ConfigError(`invalid configuration: ${name} ${problem}`);
+  return inline;
 }
 
 /**
  * The content of the file a `*_FILE` variable names, one line (its one trailing newline dropped).
  * An unreadable or empty file stops the start, and so does one that cannot be a single secret as
- * meant: a byte-order mark (an editor's, invisible, and part of the value otherwise), a NUL byte,
- * or a second line (two values pasted into one Secret key, or a `\r` of a Windows line end).
- * Symbolic links are followed: a mounted Kubernetes Secret is one.
+ * meant (secretValueProblem): a byte-order mark (an editor's, invisible, and part of the value
+ * otherwise), a NUL byte, a second line (two values pasted into one Secret key, or a `\r` of a
+ * Windows line end), a control or invisible character. Symbolic links are followed: a mounted
+ * Kubernetes Secret is one. FIFOs, devices, files over 64 KiB and non-UTF-8 bytes are refused
+ * (readTextFile).
  */
 export function readSecretFile(variable: string, path: string, readFile: ReadFile = readTextFile): string {
   let content: string;
@@ -43,16 +101,7 @@ export function readSecretFile(variable: string, path: string, readFile: ReadFil
     throw new ConfigError(`invalid configuration: ${variable} (${path}) cannot be read (${errorCode(error)})`);
   }
   const value = content.replace(/\r?\n$/, '');
-  const problem =
-    value === ''
-      ? 'is empty'
-      : value.startsWith('\uFEFF')
-        ? 'begins with a byte-order mark (save it without one)'
-        : value.includes('\0')
-          ? 'contains a NUL byte'
-          : /[\r\n]/.test(value)
-            ? 'has more than one line (a secret file holds one value; only a trailing newline is dropped)'
-            : undefined;
+  const problem = secretValueProblem(value);
   if (problem !== undefined) throw new ConfigError(`invalid configuration: ${variable} (${path}) ${problem}`);
   return value;
 }
@@ -100,7 +149,7 @@ export function reloadingSecret(
 }
 
 /** A PEM file (CA, certificate, key) named by `variable`; read once, at start. */
-export function readPemFile(variable: string, path: string, readFile: ReadFile = readTextFile): string {
+export function readPemFile(variable: string, path: string, readFile: ReadFile = readPemText): string {
   let content: string;
   try {
     content = readFile(path);

@@ -2,12 +2,13 @@
  * Secret files as an operator (or a careless editor) writes them, on the real file system: what is
  * one value, and what stops the start with a message naming the variable and never the value.
  */
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ConfigError } from '../config.js';
-import { readSecret, readSecretFile } from './secrets.js';
+import { MAX_SECRET_FILE_BYTES, readPemFile, readSecret, readSecretFile } from './secrets.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'secrets-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -18,6 +19,22 @@ function file(content: string | Buffer): string {
   writeFileSync(path, content);
   return path;
 }
+
+describe('readPemFile', () => {
+  const pem = '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n';
+  it('reads a CA bundle far larger than a secret (the system bundle is about 220 KB)', () => {
+    const bundle = pem.repeat(Math.ceil(300_000 / pem.length));
+    expect(readPemFile('KAFKA_SSL_CA_FILE', file(bundle))).toBe(bundle);
+  });
+  it('refuses a file over 4 MiB and a FIFO', () => {
+    expect(() =>
+      readPemFile('KAFKA_SSL_CA_FILE', file(pem.repeat(Math.ceil((5 * 1024 * 1024) / pem.length)))),
+    ).toThrowError(/KAFKA_SSL_CA_FILE .* cannot be read \(larger than 4096 KiB\)/);
+    const fifo = join(dir, 'pem-fifo');
+    execFileSync('mkfifo', [fifo]);
+    expect(() => readPemFile('KAFKA_SSL_CA_FILE', fifo)).toThrowError(/not a regular file/);
+  });
+});
 
 describe('readSecretFile', () => {
   it.each([
@@ -64,6 +81,49 @@ describe('readSecretFile', () => {
     expect(message).toMatch(/KAFKA_SASL_PASSWORD_FILE/);
     expect(message).toMatch(reason);
     expect(message).not.toContain(SECRET);
+  });
+
+  it.each([
+    ['a line separator (U+2028)', `${SECRET}\u2028x`, /more than one line/],
+    ['a next-line control (U+0085)', `${SECRET}\u0085x`, /more than one line/],
+    [
+      'a SASL field separator (\\x01)',
+      `${SECRET}\u0001x`,
+      /control or invisible formatting character \(at character 14\)/,
+    ],
+    ['a tab', `${SECRET}\t`, /control or invisible/],
+    ['an escape sequence', `\u001b[2J${SECRET}`, /control or invisible formatting character \(at character 1\)/],
+    ['a zero-width space', `${SECRET}\u200B`, /control or invisible/],
+    ['a soft hyphen', `hunter\u00AD2`, /control or invisible/],
+  ])('refuses %s, inline or in a file', (_, value, reason) => {
+    expect(() => readSecretFile('X_FILE', file(`${value}\n`))).toThrowError(reason);
+    expect(() => readSecret({ KAFKA_SASL_USERNAME: value }, 'KAFKA_SASL_USERNAME')).toThrowError(
+      new RegExp(`KAFKA_SASL_USERNAME .*${reason.source}`),
+    );
+  });
+
+  it('keeps a no-break space: it may be part of a password', () => {
+    expect(readSecretFile('X_FILE', file('pass\u00A0word\n'))).toBe('pass\u00A0word');
+  });
+
+  it('refuses bytes that are not UTF-8 instead of turning them into U+FFFD', () => {
+    expect(() => readSecretFile('X_FILE', file(Buffer.from([0x70, 0x77, 0xff, 0xfe, 0x0a])))).toThrowError(
+      /X_FILE .* cannot be read \(not UTF-8 text\)/,
+    );
+  });
+
+  it('refuses a FIFO at once instead of waiting for a writer', () => {
+    const fifo = join(dir, 'fifo');
+    execFileSync('mkfifo', [fifo]);
+    expect(() => readSecretFile('X_FILE', fifo)).toThrowError(/X_FILE .* cannot be read \(not a regular file\)/);
+  });
+
+  it('refuses a device (/dev/zero would fill the memory) and a file over 64 KiB', () => {
+    expect(() => readSecretFile('X_FILE', '/dev/zero')).toThrowError(/cannot be read \(not a regular file\)/);
+    expect(() => readSecretFile('X_FILE', file('x'.repeat(MAX_SECRET_FILE_BYTES + 1)))).toThrowError(
+      /cannot be read \(larger than 64 KiB\)/,
+    );
+    expect(readSecretFile('X_FILE', file('x'.repeat(MAX_SECRET_FILE_BYTES)))).toHaveLength(MAX_SECRET_FILE_BYTES);
   });
 
   it('names a missing file by its error code', () => {

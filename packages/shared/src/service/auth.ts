@@ -13,12 +13,12 @@
  * so a rotation adds the new token before it removes the old one.
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import rateLimit from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyRequest, FastifySchema, onRequestAsyncHookHandler } from 'fastify';
 import fp from 'fastify-plugin';
 import { ConfigError, type BaseConfig } from '../config.js';
 import { reloadEvery } from '../security/reload.js';
+import { readTextFile, type ReadFile } from '../security/secrets.js';
 import { AppError } from './errors.js';
 
 export const scopes = ['publish', 'operate', 'read'] as const;
@@ -74,27 +74,43 @@ export function parseTokens(text: string): string[] {
     .filter((t) => t.length > 0 && !t.startsWith('#'));
 }
 
+/** Printable ASCII without space or comma: what a client can send after `Bearer `, and what a list can hold. */
+const TOKEN = /^[\x21-\x2b\x2d-\x7e]+$/;
+
+function checkedTokens(where: string, tokens: string[]): string[] {
+  const bad = tokens.findIndex((t) => !TOKEN.test(t));
+  if (bad >= 0)
+    throw new ConfigError(
+      `${where}: token ${bad + 1} holds a character no client can send (a token is printable ASCII without spaces or commas)`,
+    );
+  return tokens;
+}
+
 /**
  * The tokens of each scope: `API_TOKENS_<SCOPE>` (comma-separated) plus the lines of the file named by
  * `API_TOKENS_<SCOPE>_FILE` (a mounted Secret). An unreadable file is a ConfigError naming the variable.
  */
-export function scopedTokensFrom(
-  config: BaseConfig,
-  readFile: (path: string) => string = (path) => readFileSync(path, 'utf8'),
-): ScopedTokens {
+export function scopedTokensFrom(config: BaseConfig, readFile: ReadFile = readTextFile): ScopedTokens {
   const read = (scope: Scope): string[] => {
-    const inline = parseTokens(config[envName(scope) as keyof BaseConfig] as string);
-    const file = config[`${envName(scope)}_FILE` as keyof BaseConfig] as string;
+    const inline = checkedTokens(envName(scope), parseTokens(config[envName(scope) as keyof BaseConfig] as string));
+    const variable = `${envName(scope)}_FILE`;
+    const file = config[variable as keyof BaseConfig] as string;
     if (file === '') return inline;
     let text: string;
     try {
       text = readFile(file);
     } catch (error) {
-      throw new ConfigError(
-        `${envName(scope)}_FILE: cannot read ${file}: ${error instanceof Error ? error.message : String(error)}`,
-      );
+      const reason = (error as NodeJS.ErrnoException).code ?? (error instanceof Error ? error.message : String(error));
+      throw new ConfigError(`${variable}: cannot read ${file} (${reason})`);
     }
-    return [...inline, ...parseTokens(text)];
+    const where = `${variable} (${file})`;
+    if (text.startsWith('\uFEFF'))
+      throw new ConfigError(`${where} begins with a byte-order mark (save it without one)`);
+    const fromFile = checkedTokens(where, parseTokens(text));
+    // An emptied file (a rotation whose new value was never filled in) would revoke every token of the
+    // scope at once: at start it stops the start, on a re-read the tokens in hand stay (accessControl).
+    if (fromFile.length === 0) throw new ConfigError(`${where} holds no token`);
+    return [...inline, ...fromFile];
   };
   return { publish: read('publish'), operate: read('operate'), read: read('read') };
 }

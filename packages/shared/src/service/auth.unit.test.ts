@@ -153,8 +153,38 @@ describe('token files', () => {
         description: 'a reload of the missing file',
       });
       expect(await status('new-operate')).toBe(200);
+      // An emptied file (a rotation whose new value was never filled in) keeps them too.
+      warnings.length = 0;
+      writeFileSync(file, '# rotated\n\n');
+      await waitFor(() => warnings.some((w) => w.includes('could not be read again') && w.includes('holds no token')), {
+        timeoutMs: 5_000,
+        description: 'a reload of the emptied file',
+      });
+      expect(await status('new-operate')).toBe(200);
     } finally {
       await app.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it.each([
+    ['empty', '', /holds no token/],
+    ['only comments', '# rotated\n# later\n', /holds no token/],
+    ['a byte-order mark', '\uFEFFtok-1\n', /byte-order mark/],
+    ['a token with a NUL', 'tok-1\0\n', /token 1 holds a character no client can send/],
+    ['a token with an inner space', 'tok-1\ntok 2\n', /token 2 holds a character no client can send/],
+    ['a non-ASCII token', 'tök-1\n', /token 1 holds a character no client can send/],
+  ])('refuse a token file that is %s at start, naming the variable and never a token', (_, content, message) => {
+    const dir = mkdtempSync(join(tmpdir(), 'tokens-'));
+    const file = join(dir, 'publish');
+    writeFileSync(file, content);
+    try {
+      const read = () => scopedTokensFrom(config({ API_TOKENS_PUBLISH_FILE: file }));
+      expect(read).toThrowError(ConfigError);
+      expect(read).toThrowError(message);
+      expect(read).toThrowError(/API_TOKENS_PUBLISH_FILE/);
+      expect(read).not.toThrowError(/tok-1|tok 2|tök/);
+    } finally {
       rmSync(dir, { recursive: true, force: true });
     }
   });
