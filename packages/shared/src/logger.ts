@@ -85,6 +85,18 @@ const REDACT_PATHS = [
 ];
 
 /**
+ * Fields every log line gets from where it is written: the trace and span ids of the active span
+ * while tracing runs (telemetry/trace.ts registers it), so a line and its trace find each other.
+ * Nothing while tracing is off.
+ */
+let lineContext: (() => Record<string, string>) | undefined;
+
+/** Registered by telemetry/trace.ts when tracing starts, removed (undefined) when it stops. */
+export function setLogLineContext(provider: (() => Record<string, string>) | undefined): void {
+  lineContext = provider;
+}
+
+/**
  * JSON logs on stdout, one line per event, with the service name on every line.
  * Correlation ids are added by child loggers (`logger.child({ correlationId })`).
  * No line carries an address: requests are logged by path (query dropped, address segments
@@ -101,6 +113,7 @@ export function createLogger(config: LoggerConfig, destination?: pino.Destinatio
     serializers: { req: serializeRequest },
     redact: { paths: REDACT_PATHS, censor: '[redacted]' },
     hooks: { streamWrite: maskAddresses },
+    mixin: () => lineContext?.() ?? {},
   };
   return destination ? pino(options, destination) : pino(options);
 }

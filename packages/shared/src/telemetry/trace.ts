@@ -23,6 +23,7 @@
 import {
   context,
   defaultTextMapGetter,
+  isSpanContextValid,
   defaultTextMapSetter,
   ROOT_CONTEXT,
   SpanKind,
@@ -35,7 +36,7 @@ import {
   type Tracer,
 } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
-import { maskAddresses } from '../logger.js';
+import { maskAddresses, setLogLineContext } from '../logger.js';
 
 /** Longer headers are not parsed at all (version 00 needs 55 characters; later versions may add fields). */
 export const MAX_TRACEPARENT_CHARS = 256;
@@ -59,6 +60,18 @@ export function markTracingActive(stop: () => Promise<void>): void {
   active = true;
   shutdown = stop;
   tracer = trace.getTracer(SCOPE);
+  setLogLineContext(logLineContext);
+}
+
+/** The OpenTelemetry log data model's names (as @opentelemetry/instrumentation-pino writes them). */
+function logLineContext(): Record<string, string> {
+  const spanContext = trace.getSpan(context.active())?.spanContext();
+  if (spanContext === undefined || !isSpanContextValid(spanContext)) return {};
+  return {
+    trace_id: spanContext.traceId,
+    span_id: spanContext.spanId,
+    trace_flags: `0${spanContext.traceFlags.toString(16)}`.slice(-2),
+  };
 }
 
 /** Exports what is buffered and stops the SDK; a no-op when tracing is off. Errors are swallowed: never fail a shutdown. */
@@ -67,6 +80,7 @@ export async function shutdownTracing(): Promise<void> {
   active = false;
   shutdown = undefined;
   tracer = undefined;
+  setLogLineContext(undefined);
   await stop?.().catch(() => undefined);
 }
 
@@ -75,6 +89,7 @@ export function resetTracingForTests(): void {
   active = false;
   shutdown = undefined;
   tracer = undefined;
+  setLogLineContext(undefined);
 }
 
 function getTracer(): Tracer {

@@ -2,6 +2,7 @@ import { context, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace } from '@opentel
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger } from '../logger.js';
 import {
   causeContext,
   formatTraceparent,
@@ -182,6 +183,49 @@ describe('with tracing off', () => {
       const seen = await withCause('e-8', () => traced('smtp send', {}, async () => trace.getActiveSpan()));
       expect(seen).toBeUndefined();
       expect(exporter.getFinishedSpans()).toEqual([]);
+    } finally {
+      markTracingActive(async () => undefined);
+    }
+  });
+});
+
+describe('log lines', () => {
+  /** A logger writing into an array, as createLogger builds every service's. */
+  function capture() {
+    const lines: Array<Record<string, unknown>> = [];
+    const logger = createLogger({ name: 'probe' }, { write: (line: string) => lines.push(JSON.parse(line)) });
+    return { logger, lines };
+  }
+
+  it("carry the active span's trace_id, span_id and trace_flags, and nothing outside a span", async () => {
+    const { logger, lines } = capture();
+    logger.info('before');
+    const ids = await traced('smtp send', {}, async () => {
+      logger.info('inside');
+      return trace.getActiveSpan()?.spanContext();
+    });
+    logger.info('after');
+    expect(ids).toBeDefined();
+    expect(lines.map((l) => [l.msg, l.trace_id, l.span_id, l.trace_flags])).toEqual([
+      ['before', undefined, undefined, undefined],
+      ['inside', ids!.traceId, ids!.spanId, '01'],
+      ['after', undefined, undefined, undefined],
+    ]);
+  });
+
+  it("carry a remote parent's trace id in a span it starts", () => {
+    const { logger, lines } = capture();
+    const parent = remoteContext(`00-${TRACE}-${SPAN}-01`);
+    context.with(parent!, () => traced('consume', {}, async () => logger.info('child')));
+    expect(lines[0]?.trace_id).toBe(TRACE);
+  });
+
+  it('carry no trace fields while tracing is off, even inside a context', () => {
+    resetTracingForTests();
+    try {
+      const { logger, lines } = capture();
+      context.with(remoteContext(`00-${TRACE}-${SPAN}-01`)!, () => logger.info('off'));
+      expect(lines[0]).not.toHaveProperty('trace_id');
     } finally {
       markTracingActive(async () => undefined);
     }
