@@ -12,30 +12,27 @@ import { reloadEvery, type Reloading } from './reload.js';
 export type Env = Readonly<Record<string, string | undefined>>;
 export type ReadFile = (path: string) => string;
 
-/** A secret or a token list fits in this many bytes; a larger file is not one. */
-export const MAX_SECRET_FILE_BYTES = 64 * 1024;
-/** A PEM file may be a whole CA bundle (the system's is about 220 KB). */
-export const MAX_PEM_FILE_BYTES = 4 * 1024 * 1024;
+/**
+ * The largest secret file read: room for a whole CA bundle (the system's is about 220 KB), which
+ * goes through the same reader as passwords and tokens; far below what would strain the memory.
+ */
+export const MAX_SECRET_FILE_BYTES = 4 * 1024 * 1024;
 
 /**
- * A mounted secret's text: a regular file (symbolic links followed) of at most MAX_SECRET_FILE_BYTES
- * (MAX_PEM_FILE_BYTES for readPemFile),
+ * A mounted secret's text: a regular file (symbolic links followed) of at most MAX_SECRET_FILE_BYTES,
  * in UTF-8. A FIFO or a device would hang the start or fill the memory (/dev/zero), and undecodable
  * bytes would silently become U+FFFD; each throws an error whose `code` says which, never the content.
  * A byte-order mark is kept, for the caller to refuse.
  */
-export const readTextFile: ReadFile = (path) => readTextFileUpTo(path, MAX_SECRET_FILE_BYTES);
-
-const readPemText: ReadFile = (path) => readTextFileUpTo(path, MAX_PEM_FILE_BYTES);
-
-function readTextFileUpTo(path: string, maxBytes: number): string {
+export const readTextFile: ReadFile = (path) => {
+  const maxBytes = MAX_SECRET_FILE_BYTES;
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.
   const fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
   try {
     const stat = fstatSync(fd);
     if (stat.isDirectory()) throw Object.assign(new Error('a directory'), { code: 'EISDIR' });
     if (!stat.isFile()) throw Object.assign(new Error('not a regular file'), { code: 'not a regular file' });
-    const tooLarge = () => Object.assign(new Error('too large'), { code: `larger than ${maxBytes / 1024} KiB` });
+    const tooLarge = () => Object.assign(new Error('too large'), { code: `larger than ${maxBytes / 1024 / 1024} MiB` });
     if (stat.size > maxBytes) throw tooLarge();
     const bytes = readFileSync(fd);
     if (bytes.length > maxBytes) throw tooLarge();
@@ -47,7 +44,7 @@ function readTextFileUpTo(path: string, maxBytes: number): string {
   } finally {
     closeSync(fd);
   }
-}
+};
 
 /**
  * Why `value` cannot be a secret (undefined when it can): a byte-order mark, a NUL, a line break of
@@ -90,7 +87,7 @@ export function readSecret(env: Env, name: string, readFile: ReadFile = readText
  * meant (secretValueProblem): a byte-order mark (an editor's, invisible, and part of the value
  * otherwise), a NUL byte, a second line (two values pasted into one Secret key, or a `\r` of a
  * Windows line end), a control or invisible character. Symbolic links are followed: a mounted
- * Kubernetes Secret is one. FIFOs, devices, files over 64 KiB and non-UTF-8 bytes are refused
+ * Kubernetes Secret is one. FIFOs, devices, files over 4 MiB and non-UTF-8 bytes are refused
  * (readTextFile).
  */
 export function readSecretFile(variable: string, path: string, readFile: ReadFile = readTextFile): string {
@@ -149,7 +146,7 @@ export function reloadingSecret(
 }
 
 /** A PEM file (CA, certificate, key) named by `variable`; read once, at start. */
-export function readPemFile(variable: string, path: string, readFile: ReadFile = readPemText): string {
+export function readPemFile(variable: string, path: string, readFile: ReadFile = readTextFile): string {
   let content: string;
   try {
     content = readFile(path);
