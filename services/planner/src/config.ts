@@ -18,6 +18,13 @@ export const ConfigSchema = Type.Object({
   EXPERIMENT_TIMEOUT_MS: Type.Integer({ minimum: 100, default: 5_000 }),
   SCHEDULER_INTERVAL_MS: Type.Integer({ minimum: 50, default: 500 }),
   REQUEST_BATCH_SIZE: Type.Integer({ minimum: 1, maximum: 1_000, default: 200 }),
+  /**
+   * How long GET /v1/outreach-requests/:requestId can answer for a request: its record is purged once
+   * it and every outcome of its plan are this many days old (then the route answers 404).
+   */
+  REQUEST_STATUS_RETENTION_DAYS: Type.Integer({ minimum: 1, maximum: 3_650, default: 30 }),
+  /** How often the planner purges request statuses past their retention. */
+  REQUEST_STATUS_PURGE_INTERVAL_MS: Type.Integer({ minimum: 100, default: 3_600_000 }),
 });
 
 export type Config = BaseConfig & Static<typeof ConfigSchema>;

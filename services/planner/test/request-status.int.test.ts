@@ -62,6 +62,8 @@ beforeAll(async () => {
         EXPERIMENT_URL: `http://127.0.0.1:${(experiment.address() as AddressInfo).port}`,
         EXPERIMENT_TIMEOUT_MS: '1000',
         SCHEDULER_INTERVAL_MS: '100',
+        // The retention task at once and often; what it purges is aged by the test (30 days, the default).
+        REQUEST_STATUS_PURGE_INTERVAL_MS: '200',
       },
     },
   );
@@ -104,6 +106,59 @@ async function publishAndSettle(events: readonly SendRecorded[], candidateKey: s
     async () => (await planner.query('SELECT 1 FROM send_outcomes WHERE send_id = $1', [sentinel.sendId])).length === 1,
     { timeoutMs: 30_000, description: 'the sentinel SendRecorded projected' },
   );
+}
+
+/** Posts a request for step `intro` due a day from now (the real sender never sends it) and waits until it is planned. */
+async function postPlanned(requestId: string, campaignId: string, candidateKey: string): Promise<void> {
+  const posted = await app.inject({
+    method: 'POST',
+    url: '/v1/outreach-requests',
+    headers: auth,
+    payload: {
+      requestId,
+      campaignId,
+      candidateId: candidateKey,
+      email: `${candidateKey}@pii-marker.example`,
+      step: 'intro',
+      sendAt: new Date(Date.now() + 86_400_000).toISOString(),
+      contents: [{ subject: 'Hello', body: 'Hi' }],
+    },
+  });
+  expect(posted.statusCode, posted.body).toBe(202);
+  await waitFor(async () => (await status(requestId)).body.status === 'planned', {
+    timeoutMs: 30_000,
+    description: `${requestId} planned`,
+  });
+}
+
+/** The sender's SendRecorded for step `intro` of a request, as the test plays the sender. */
+function recordOf(
+  request: { requestId: string; campaignId: string; candidateKey: string },
+  outcome: SendRecorded['outcome'],
+  recordedAt: number,
+): SendRecorded {
+  return {
+    type: 'SendRecorded',
+    eventId: randomUUID(),
+    occurredAt: recordedAt,
+    producer: 'sender',
+    correlationId: 'c',
+    causationId: null,
+    sendId: sendIdFor(request.campaignId, request.candidateKey, 'intro'),
+    campaignId: request.campaignId,
+    candidateKey: request.candidateKey,
+    emailHash: 'h',
+    emailHashKeyId: 'test-1',
+    step: 'intro',
+    experimentId: null,
+    variant: null,
+    outcome,
+    reason: outcome === 'sent' ? null : `the sender's ${outcome}`,
+    providerMessageId: null,
+    recordedAt,
+    conversationId: null,
+    requestId: request.requestId,
+  };
 }
 
 describe('GET /v1/outreach-requests/:requestId', () => {
@@ -212,52 +267,13 @@ describe('GET /v1/outreach-requests/:requestId', () => {
   it('keeps the latest outcome of a send whatever the arrival order: held then sent, and sent then a late held', async () => {
     const requestId = `pub-${randomUUID()}`;
     const candidateKey = `cand-${randomUUID().slice(0, 8)}`;
-    // A step far in the future: the real sender never sends it; the test plays the sender.
-    const posted = await app.inject({
-      method: 'POST',
-      url: '/v1/outreach-requests',
-      headers: auth,
-      payload: {
-        requestId,
-        campaignId: 'camp-status',
-        candidateId: candidateKey,
-        email: `${candidateKey}@pii-marker.example`,
-        step: 'intro',
-        sendAt: new Date(Date.now() + 86_400_000).toISOString(),
-        contents: [{ subject: 'Hello', body: 'Hi' }],
-      },
-    });
-    expect(posted.statusCode, posted.body).toBe(202);
-    await waitFor(async () => (await status(requestId)).body.status === 'planned', {
-      timeoutMs: 30_000,
-      description: 'the request planned',
-    });
+    await postPlanned(requestId, 'camp-status', candidateKey);
     expect((await status(requestId)).body.sends).toEqual([
       expect.objectContaining({ step: 'intro', status: 'scheduled' }),
     ]);
     const t0 = Date.now();
-    const record = (outcome: SendRecorded['outcome'], recordedAt: number): SendRecorded => ({
-      type: 'SendRecorded',
-      eventId: randomUUID(),
-      occurredAt: recordedAt,
-      producer: 'sender',
-      correlationId: 'c',
-      causationId: null,
-      sendId: sendIdFor('camp-status', candidateKey, 'intro'),
-      campaignId: 'camp-status',
-      candidateKey,
-      emailHash: 'h',
-      emailHashKeyId: 'test-1',
-      step: 'intro',
-      experimentId: null,
-      variant: null,
-      outcome,
-      reason: outcome === 'sent' ? null : `the sender's ${outcome}`,
-      providerMessageId: null,
-      recordedAt,
-      conversationId: null,
-      requestId,
-    });
+    const record = (outcome: SendRecorded['outcome'], recordedAt: number) =>
+      recordOf({ requestId, campaignId: 'camp-status', candidateKey }, outcome, recordedAt);
 
     await publishAndSettle([record('held', t0)], candidateKey);
     expect((await status(requestId)).body).toMatchObject({
@@ -276,5 +292,59 @@ describe('GET /v1/outreach-requests/:requestId', () => {
     // Nothing takes a sent send away, not even a later record naming another request.
     await publishAndSettle([{ ...record('failed', t0 + 9_000), requestId: `${requestId}-other` }], candidateKey);
     expect((await status(requestId)).body).toMatchObject({ status: 'sent', sends: [{ status: 'sent' }] });
+  });
+
+  it('forgets a request once it and every outcome of its plan are past the retention (30 days); a recent outcome keeps it', async () => {
+    const [old, kept] = [`pub-old-${randomUUID()}`, `pub-kept-${randomUUID()}`];
+    const keptRequest = {
+      requestId: kept,
+      campaignId: 'camp-retention',
+      candidateKey: `cand-${randomUUID().slice(0, 8)}`,
+    };
+    await postPlanned(old, 'camp-retention', `cand-${randomUUID().slice(0, 8)}`);
+    await postPlanned(kept, 'camp-retention', keptRequest.candidateKey);
+    const keptSend = sendIdFor('camp-retention', keptRequest.candidateKey, 'intro');
+    // The kept request's send is held now (a recent outcome); the old one's was never recorded.
+    await publishAndSettle([recordOf(keptRequest, 'held', Date.now())], keptRequest.candidateKey);
+    // Outcomes no request lists (a SendRecorded of a request the planner never saw): one old, one not.
+    const [orphanOld, orphanNew] = [randomUUID(), randomUUID()];
+    for (const sendId of [orphanOld, orphanNew])
+      await planner.query(
+        `INSERT INTO send_outcomes (send_id, outcome, recorded_at, event_id) VALUES ($1, 'sent', now(), $2)`,
+        [sendId, randomUUID()],
+      );
+    const age = "now() - interval '31 days'";
+    await planner.query(`UPDATE requests SET updated_at = ${age} WHERE request_id = ANY($1)`, [[old, kept]]);
+    await planner.query(`UPDATE send_outcomes SET updated_at = ${age} WHERE send_id = $1`, [orphanOld]);
+
+    await waitFor(async () => (await status(old)).code === 404, {
+      timeoutMs: 30_000,
+      description: 'the old request purged',
+    });
+    const outcomes = async () =>
+      (
+        await planner.query<{ send_id: string }>('SELECT send_id::text FROM send_outcomes WHERE send_id = ANY($1)', [
+          [keptSend, orphanOld, orphanNew],
+        ])
+      ).map((r) => r.send_id);
+    await waitFor(async () => !(await outcomes()).includes(orphanOld), {
+      timeoutMs: 30_000,
+      description: 'the old orphan outcome purged',
+    });
+    expect(await planner.query('SELECT 1 FROM request_sends WHERE request_id = $1', [old])).toEqual([]);
+    expect((await status(kept)).body).toMatchObject({ status: 'held', sends: [{ status: 'held' }] });
+    expect((await outcomes()).sort()).toEqual([keptSend, orphanNew].sort());
+
+    // Its outcome aged too: the kept request goes, with its planned send and the outcome.
+    await planner.query(`UPDATE send_outcomes SET updated_at = ${age} WHERE send_id = $1`, [keptSend]);
+    await waitFor(async () => (await status(kept)).code === 404, {
+      timeoutMs: 30_000,
+      description: 'the request purged once its outcome aged',
+    });
+    await waitFor(async () => !(await outcomes()).includes(keptSend), {
+      timeoutMs: 30_000,
+      description: 'its outcome purged',
+    });
+    expect(await outcomes()).toEqual([orphanNew]);
   });
 });

@@ -137,6 +137,39 @@ export class RequestsRepository {
       throw new TransientError('a send outcome changed while it was being recorded: retrying on the stored one');
   }
 
+  /**
+   * Forgets request statuses older than `retentionDays`: a request whose record and every send
+   * outcome of its plan last changed before then (a follow-up sent later keeps its request), with
+   * its planned sends; then outcomes as old that no kept request lists. At most `batch` requests and
+   * `batch` outcomes per call, so no statement holds its locks for long; the counts say whether more
+   * may be due.
+   */
+  async purgeOlderThan(retentionDays: number, batch: number): Promise<{ requests: number; outcomes: number }> {
+    const requests = await this.pool.query<{ requests: number }>(
+      `WITH gone AS (
+         DELETE FROM requests WHERE request_id IN (
+           SELECT r.request_id FROM requests r
+           WHERE r.updated_at < now() - make_interval(days => $1)
+             AND NOT EXISTS (
+               SELECT 1 FROM request_sends rs JOIN send_outcomes o ON o.send_id = rs.send_id
+               WHERE rs.request_id = r.request_id AND o.updated_at >= now() - make_interval(days => $1))
+           LIMIT $2)
+         RETURNING request_id),
+       sends AS (DELETE FROM request_sends rs USING gone WHERE rs.request_id = gone.request_id RETURNING 1)
+       SELECT (SELECT count(*) FROM gone)::int AS requests, (SELECT count(*) FROM sends)::int AS sends`,
+      [retentionDays, batch],
+    );
+    const outcomes = await this.pool.query(
+      `DELETE FROM send_outcomes WHERE send_id IN (
+         SELECT o.send_id FROM send_outcomes o
+         WHERE o.updated_at < now() - make_interval(days => $1)
+           AND NOT EXISTS (SELECT 1 FROM request_sends rs WHERE rs.send_id = o.send_id)
+         LIMIT $2)`,
+      [retentionDays, batch],
+    );
+    return { requests: requests.rows[0]?.requests ?? 0, outcomes: outcomes.rowCount ?? 0 };
+  }
+
   /** The request's record, or undefined when the planner has none. */
   async record(requestId: string): Promise<RequestRecord | undefined> {
     const { rows } = await this.pool.query<{

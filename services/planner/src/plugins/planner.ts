@@ -37,9 +37,13 @@ declare module 'fastify' {
   }
 }
 
+/** Request statuses purged per statement, and statements per run of the retention task. */
+const PURGE_BATCH = 5_000;
+const PURGE_ROUNDS_PER_RUN = 50;
+
 /**
  * Wires the two consumers (requests; conversations and sends, whose outcomes it also projects for
- * the status route), the scheduler and the outbox relay.
+ * the status route), the scheduler, the request statuses' retention and the outbox relay.
  */
 export default fp(
   async (app: FastifyInstance, { config }: { config: Config }) => {
@@ -120,6 +124,28 @@ export default fp(
         },
         config.SCHEDULER_INTERVAL_MS,
         log('scheduler'),
+      ),
+    );
+    registerPeriodicTask(
+      app,
+      new PeriodicTask(
+        'request-status-retention',
+        async () => {
+          const logger = log('request-status-retention');
+          // Batches, so no statement holds its locks for long; bounded per run, so a backlog does not
+          // hold up a shutdown (the next run goes on).
+          for (let round = 0; round < PURGE_ROUNDS_PER_RUN; round++) {
+            const purged = await requests.purgeOlderThan(config.REQUEST_STATUS_RETENTION_DAYS, PURGE_BATCH);
+            if (purged.requests > 0 || purged.outcomes > 0)
+              logger.info(
+                { ...purged, retentionDays: config.REQUEST_STATUS_RETENTION_DAYS },
+                'purged request statuses',
+              );
+            if (purged.requests < PURGE_BATCH && purged.outcomes < PURGE_BATCH) break;
+          }
+        },
+        config.REQUEST_STATUS_PURGE_INTERVAL_MS,
+        log('request-status-retention'),
       ),
     );
     registerOutboxRelay(app, { databaseUrl: config.DATABASE_URL, schema: config.DATABASE_SCHEMA, pollIntervalMs: 200 });

@@ -284,7 +284,7 @@ export default async function outreachRequestRoutes(app: FastifyInstance): Promi
       if (view === undefined)
         throw new AppError(
           'NOT_FOUND',
-          'no outreach request with this requestId: never sent, or not yet read by the planner (a request sent to Kafka is known once the planner has read it)',
+          'no outreach request with this requestId: never sent, not yet read by the planner (a request sent to Kafka is known once the planner has read it), or older than the retention of request statuses',
         );
       return statusReply(view);
     },
