@@ -294,18 +294,24 @@ describe('GET /v1/outreach-requests/:requestId', () => {
     expect((await status(requestId)).body).toMatchObject({ status: 'sent', sends: [{ status: 'sent' }] });
   });
 
-  it('forgets a request once it and every outcome of its plan are past the retention (30 days); a recent outcome keeps it', async () => {
-    const [old, kept] = [`pub-old-${randomUUID()}`, `pub-kept-${randomUUID()}`];
-    const keptRequest = {
-      requestId: kept,
+  it('forgets a request once nothing about it is open and nothing changed for 30 days; an open step or a recent outcome keeps it', async () => {
+    const request = (name: string) => ({
+      requestId: `pub-${name}-${randomUUID()}`,
       campaignId: 'camp-retention',
       candidateKey: `cand-${randomUUID().slice(0, 8)}`,
-    };
-    await postPlanned(old, 'camp-retention', `cand-${randomUUID().slice(0, 8)}`);
-    await postPlanned(kept, 'camp-retention', keptRequest.candidateKey);
-    const keptSend = sendIdFor('camp-retention', keptRequest.candidateKey, 'intro');
-    // The kept request's send is held now (a recent outcome); the old one's was never recorded.
-    await publishAndSettle([recordOf(keptRequest, 'held', Date.now())], keptRequest.candidateKey);
+    });
+    // old: its step handed to the sender 31 days ago, no outcome since. scheduled: its step still due.
+    // held: an outcome 31 days old, but held (open). recent: sent, and the outcome is recent.
+    const [old, scheduled, held, recent] = ['old', 'scheduled', 'held', 'recent'].map(request) as [
+      ReturnType<typeof request>,
+      ReturnType<typeof request>,
+      ReturnType<typeof request>,
+      ReturnType<typeof request>,
+    ];
+    for (const r of [old, scheduled, held, recent]) await postPlanned(r.requestId, r.campaignId, r.candidateKey);
+    const sendOf = (r: ReturnType<typeof request>) => sendIdFor(r.campaignId, r.candidateKey, 'intro');
+    await publishAndSettle([recordOf(held, 'held', Date.now())], held.candidateKey);
+    await publishAndSettle([recordOf(recent, 'sent', Date.now())], recent.candidateKey);
     // Outcomes no request lists (a SendRecorded of a request the planner never saw): one old, one not.
     const [orphanOld, orphanNew] = [randomUUID(), randomUUID()];
     for (const sendId of [orphanOld, orphanNew])
@@ -313,38 +319,56 @@ describe('GET /v1/outreach-requests/:requestId', () => {
         `INSERT INTO send_outcomes (send_id, outcome, recorded_at, event_id) VALUES ($1, 'sent', now(), $2)`,
         [sendId, randomUUID()],
       );
+    // 31 days pass (the test ages the rows; the scheduler leaves steps due tomorrow alone).
     const age = "now() - interval '31 days'";
-    await planner.query(`UPDATE requests SET updated_at = ${age} WHERE request_id = ANY($1)`, [[old, kept]]);
-    await planner.query(`UPDATE send_outcomes SET updated_at = ${age} WHERE send_id = $1`, [orphanOld]);
+    const all = [old, scheduled, held, recent];
+    await planner.query(`UPDATE requests SET updated_at = ${age} WHERE request_id = ANY($1)`, [
+      all.map((r) => r.requestId),
+    ]);
+    await planner.query(
+      `UPDATE scheduled_steps SET status = 'emitted', emitted_at = ${age}, updated_at = ${age} WHERE send_id = ANY($1)`,
+      [[old, held, recent].map(sendOf)],
+    );
+    await planner.query(`UPDATE send_outcomes SET updated_at = ${age} WHERE send_id = ANY($1)`, [
+      [orphanOld, sendOf(held)],
+    ]);
 
-    await waitFor(async () => (await status(old)).code === 404, {
+    await waitFor(async () => (await status(old.requestId)).code === 404, {
       timeoutMs: 30_000,
       description: 'the old request purged',
     });
     const outcomes = async () =>
       (
         await planner.query<{ send_id: string }>('SELECT send_id::text FROM send_outcomes WHERE send_id = ANY($1)', [
-          [keptSend, orphanOld, orphanNew],
+          [sendOf(held), sendOf(recent), orphanOld, orphanNew],
         ])
       ).map((r) => r.send_id);
     await waitFor(async () => !(await outcomes()).includes(orphanOld), {
       timeoutMs: 30_000,
       description: 'the old orphan outcome purged',
     });
-    expect(await planner.query('SELECT 1 FROM request_sends WHERE request_id = $1', [old])).toEqual([]);
-    expect((await status(kept)).body).toMatchObject({ status: 'held', sends: [{ status: 'held' }] });
-    expect((await outcomes()).sort()).toEqual([keptSend, orphanNew].sort());
+    expect(await planner.query('SELECT 1 FROM request_sends WHERE request_id = $1', [old.requestId])).toEqual([]);
+    // Judged in the same statement as the old one: each is still there, sends and all.
+    expect((await status(scheduled.requestId)).body).toMatchObject({
+      status: 'planned',
+      sends: [{ status: 'scheduled' }],
+    });
+    expect((await status(held.requestId)).body).toMatchObject({ status: 'held', sends: [{ status: 'held' }] });
+    expect((await status(recent.requestId)).body).toMatchObject({ status: 'sent', sends: [{ status: 'sent' }] });
+    expect((await outcomes()).sort()).toEqual([sendOf(held), sendOf(recent), orphanNew].sort());
 
-    // Its outcome aged too: the kept request goes, with its planned send and the outcome.
-    await planner.query(`UPDATE send_outcomes SET updated_at = ${age} WHERE send_id = $1`, [keptSend]);
-    await waitFor(async () => (await status(kept)).code === 404, {
+    // The sent outcome ages too: that request goes, with its planned send and the outcome.
+    await planner.query(`UPDATE send_outcomes SET updated_at = ${age} WHERE send_id = $1`, [sendOf(recent)]);
+    await waitFor(async () => (await status(recent.requestId)).code === 404, {
       timeoutMs: 30_000,
       description: 'the request purged once its outcome aged',
     });
-    await waitFor(async () => !(await outcomes()).includes(keptSend), {
+    await waitFor(async () => !(await outcomes()).includes(sendOf(recent)), {
       timeoutMs: 30_000,
       description: 'its outcome purged',
     });
-    expect(await outcomes()).toEqual([orphanNew]);
+    expect((await outcomes()).sort()).toEqual([sendOf(held), orphanNew].sort());
+    expect((await status(scheduled.requestId)).code).toBe(200);
+    expect((await status(held.requestId)).code).toBe(200);
   });
 });

@@ -78,6 +78,11 @@ export class RequestsRepository {
   async plannedSends(client: Queryable, plans: readonly PlannedSends[]): Promise<void> {
     const rows = plans.flatMap((plan) => plan.steps.map((step) => ({ plan, step })));
     if (rows.length === 0) return;
+    // The records first (those that exist): the retention purge skips a locked record, and one it is
+    // deleting right now is gone, sends and all, before these sends are written (purgeOlderThan).
+    await client.query('SELECT 1 FROM requests WHERE request_id = ANY($1::text[]) ORDER BY request_id FOR KEY SHARE', [
+      [...new Set(plans.map((plan) => plan.requestId))],
+    ]);
     await client.query(
       `INSERT INTO request_sends (request_id, ord, send_id, campaign_id, candidate_key, step, head_step)
        SELECT * FROM unnest($1::text[], $2::int[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[])
@@ -138,33 +143,55 @@ export class RequestsRepository {
   }
 
   /**
-   * Forgets request statuses older than `retentionDays`: a request whose record and every send
-   * outcome of its plan last changed before then (a follow-up sent later keeps its request), with
-   * its planned sends; then outcomes as old that no kept request lists. At most `batch` requests and
-   * `batch` outcomes per call, so no statement holds its locks for long; the counts say whether more
-   * may be due.
+   * Forgets request statuses past `retentionDays`: a request is purged, with its planned sends, once
+   * nothing about it is open and nothing changed for that long. Open: a send of its plan still
+   * scheduled (a follow-up due in 40 days), its sequence still active, or an outcome still held or
+   * ambiguous. Changed: its record, any outcome or scheduled step of its sends, its sequence. Then
+   * outcomes as old that no request lists. At most `batch` rows a statement.
+   *
+   * Rows being written are skipped (SKIP LOCKED), and the age is checked again on the row deleted: a
+   * record the consumer touched meanwhile stays. plannedSends locks a request's record before it
+   * writes the sends, so a request planned again while it is purged gets its record and sends anew
+   * once the purge commits, never one without the other.
    */
   async purgeOlderThan(retentionDays: number, batch: number): Promise<{ requests: number; outcomes: number }> {
     const requests = await this.pool.query<{ requests: number }>(
-      `WITH gone AS (
-         DELETE FROM requests WHERE request_id IN (
-           SELECT r.request_id FROM requests r
-           WHERE r.updated_at < now() - make_interval(days => $1)
-             AND NOT EXISTS (
-               SELECT 1 FROM request_sends rs JOIN send_outcomes o ON o.send_id = rs.send_id
-               WHERE rs.request_id = r.request_id AND o.updated_at >= now() - make_interval(days => $1))
-           LIMIT $2)
-         RETURNING request_id),
+      `WITH cutoff AS (SELECT now() - make_interval(days => $1) AS at),
+       candidates AS (
+         SELECT r.request_id FROM requests r, cutoff
+         WHERE r.updated_at < cutoff.at
+           AND NOT EXISTS (
+             SELECT 1 FROM request_sends rs
+             LEFT JOIN send_outcomes o ON o.send_id = rs.send_id
+             LEFT JOIN scheduled_steps ss
+               ON ss.campaign_id = rs.campaign_id AND ss.candidate_key = rs.candidate_key AND ss.step = rs.step
+             WHERE rs.request_id = r.request_id
+               AND (o.updated_at >= cutoff.at OR o.outcome IN ('held', 'ambiguous')
+                    OR ss.status = 'scheduled' OR ss.updated_at >= cutoff.at))
+           AND NOT EXISTS (
+             SELECT 1 FROM request_sends rs
+             JOIN sequences q
+               ON q.campaign_id = rs.campaign_id AND q.candidate_key = rs.candidate_key AND q.head_step = rs.head_step
+             WHERE rs.request_id = r.request_id AND (q.status = 'active' OR q.updated_at >= cutoff.at))
+         LIMIT $2
+         FOR UPDATE OF r SKIP LOCKED),
+       gone AS (
+         DELETE FROM requests USING candidates, cutoff
+         WHERE requests.request_id = candidates.request_id AND requests.updated_at < cutoff.at
+         RETURNING requests.request_id),
        sends AS (DELETE FROM request_sends rs USING gone WHERE rs.request_id = gone.request_id RETURNING 1)
        SELECT (SELECT count(*) FROM gone)::int AS requests, (SELECT count(*) FROM sends)::int AS sends`,
       [retentionDays, batch],
     );
     const outcomes = await this.pool.query(
-      `DELETE FROM send_outcomes WHERE send_id IN (
-         SELECT o.send_id FROM send_outcomes o
-         WHERE o.updated_at < now() - make_interval(days => $1)
-           AND NOT EXISTS (SELECT 1 FROM request_sends rs WHERE rs.send_id = o.send_id)
-         LIMIT $2)`,
+      `WITH cutoff AS (SELECT now() - make_interval(days => $1) AS at),
+       candidates AS (
+         SELECT o.send_id FROM send_outcomes o, cutoff
+         WHERE o.updated_at < cutoff.at AND NOT EXISTS (SELECT 1 FROM request_sends rs WHERE rs.send_id = o.send_id)
+         LIMIT $2
+         FOR UPDATE OF o SKIP LOCKED)
+       DELETE FROM send_outcomes USING candidates, cutoff
+       WHERE send_outcomes.send_id = candidates.send_id AND send_outcomes.updated_at < cutoff.at`,
       [retentionDays, batch],
     );
     return { requests: requests.rows[0]?.requests ?? 0, outcomes: outcomes.rowCount ?? 0 };
