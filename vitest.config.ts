@@ -30,7 +30,16 @@ export default defineConfig({
       {
         ...shared,
         // Two workers: vitest's default (available cores - 1) is one on a 2-core machine.
-        test: { name: 'unit', include: ['**/*.unit.test.ts'], exclude, server, maxWorkers: 2 },
+        // groupOrder: projects with different worker counts must run as separate groups when one
+        // command runs several (`npx vitest run <path>`); unit, then int, then e2e.
+        test: {
+          name: 'unit',
+          include: ['**/*.unit.test.ts'],
+          exclude,
+          server,
+          maxWorkers: 2,
+          sequence: { groupOrder: 0 },
+        },
       },
       {
         ...shared,
@@ -46,6 +55,7 @@ export default defineConfig({
           // 308 s with three on the 2-core CI machine (four: 262 s, with the CPU saturated).
           // Every file owns its topics, schemas and ports (uniqueName, freePort).
           maxWorkers: 3,
+          sequence: { groupOrder: 1 },
           testTimeout: 60_000,
           hookTimeout: 120_000,
         },
@@ -63,6 +73,7 @@ export default defineConfig({
           hookTimeout: 120_000,
           // Two side by side (102 s one at a time, 60 s): each file runs its stack on ports of its own.
           maxWorkers: 2,
+          sequence: { groupOrder: 2 },
         },
       },
     ],

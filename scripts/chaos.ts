@@ -78,14 +78,22 @@ async function main(): Promise<number> {
       const scenario = chosen[i]!;
       say(`${scenario.name}: ${scenario.fault}`);
       const portBase = Number(args['port-base']) + PORT_STRIDE * index;
-      const result = await runScenario(scenario, state, { config, portBase });
+      const result = await runScenario(scenario, state, { config, portBase }).catch((error: unknown) => {
+        next = chosen.length; // no lane starts another scenario after a crash
+        throw error;
+      });
       results[i] = result;
       say(
         `${scenario.name}: ${result.violations.length === 0 ? 'pass' : `FAIL (${result.violations.join('; ')})`} in ${result.seconds} s`,
       );
     }
   };
-  await Promise.all(Array.from({ length: Math.min(parallel, chosen.length) }, (_, index) => lane(index)));
+  // Every lane finishes (and cleans up after its scenario) before a failure of another is reported.
+  const lanes = await Promise.allSettled(
+    Array.from({ length: Math.min(parallel, chosen.length) }, (_, index) => lane(index)),
+  );
+  const crashed = lanes.find((l): l is PromiseRejectedResult => l.status === 'rejected');
+  if (crashed) throw crashed.reason;
   const report: ChaosReport = { config: configName, machine, results };
   const text = markdown(report);
   mkdirSync(out, { recursive: true });
