@@ -18,6 +18,8 @@ export type ReadFile = (path: string) => string;
  */
 export const MAX_SECRET_FILE_BYTES = 4 * 1024 * 1024;
 
+const NOT_UTF8 = 'not UTF-8 text';
+
 /**
  * A mounted secret's text: a regular file (symbolic links followed) of at most MAX_SECRET_FILE_BYTES,
  * in UTF-8. A FIFO or a device would hang the start or fill the memory (/dev/zero), and undecodable
@@ -39,7 +41,7 @@ export const readTextFile: ReadFile = (path) => {
     try {
       return new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes);
     } catch {
-      throw Object.assign(new Error('not UTF-8'), { code: 'not UTF-8 text' });
+      throw Object.assign(new Error('not UTF-8'), { code: NOT_UTF8 });
     }
   } finally {
     closeSync(fd);
@@ -151,7 +153,10 @@ export function readPemFile(variable: string, path: string, readFile: ReadFile =
   try {
     content = readFile(path);
   } catch (error) {
-    throw new ConfigError(`invalid configuration: ${variable} (${path}) cannot be read (${errorCode(error)})`);
+    // A PEM's base64 is ASCII; the text around it (a bundle's comments) may be in another encoding,
+    // which is no reason to refuse it. Only bytes: the file passed the regular-file and size checks.
+    if (errorCode(error) === NOT_UTF8) content = readFileSync(path, 'latin1');
+    else throw new ConfigError(`invalid configuration: ${variable} (${path}) cannot be read (${errorCode(error)})`);
   }
   if (!content.includes('-----BEGIN ')) {
     throw new ConfigError(`invalid configuration: ${variable} (${path}) is not a PEM file`);

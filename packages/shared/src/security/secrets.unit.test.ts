@@ -26,6 +26,10 @@ describe('readPemFile', () => {
     const bundle = pem.repeat(Math.ceil(300_000 / pem.length));
     expect(readPemFile('KAFKA_SSL_CA_FILE', file(bundle))).toBe(bundle);
   });
+  it('reads a bundle whose comments are not UTF-8 (Latin-1 issuer names): the PEM blocks are ASCII', () => {
+    const bundle = Buffer.concat([Buffer.from('# Issuer: Soci\xe9t\xe9\n', 'latin1'), Buffer.from(pem)]);
+    expect(readPemFile('KAFKA_SSL_CA_FILE', file(bundle))).toContain(pem);
+  });
   it('refuses a FIFO', () => {
     const fifo = join(dir, 'pem-fifo');
     execFileSync('mkfifo', [fifo]);

@@ -68,10 +68,13 @@ function isRouteAccess(value: unknown): value is RouteAccess {
 
 /** Comma- or newline-separated tokens; blank entries and `#` comment lines are ignored. */
 export function parseTokens(text: string): string[] {
+  // Comments are whole lines, commas and all (`# revoked, incident 42` is no token).
   return text
-    .split(/[,\r\n]/)
+    .split(/\r?\n|\r/)
+    .filter((line) => !line.trim().startsWith('#'))
+    .flatMap((line) => line.split(','))
     .map((t) => t.trim())
-    .filter((t) => t.length > 0 && !t.startsWith('#'));
+    .filter((t) => t.length > 0);
 }
 
 /** Printable ASCII without space or comma: what a client can send after `Bearer `, and what a list can hold. */
@@ -106,11 +109,12 @@ export function scopedTokensFrom(config: BaseConfig, readFile: ReadFile = readTe
     const where = `${variable} (${file})`;
     if (text.startsWith('\uFEFF'))
       throw new ConfigError(`${where} begins with a byte-order mark (save it without one)`);
-    const fromFile = checkedTokens(where, parseTokens(text));
-    // An emptied file (a rotation whose new value was never filled in) would revoke every token of the
-    // scope at once: at start it stops the start, on a re-read the tokens in hand stay (accessControl).
-    if (fromFile.length === 0) throw new ConfigError(`${where} holds no token`);
-    return [...inline, ...fromFile];
+    // An empty file (a Secret key never filled in, a rotation half done) would revoke every token of
+    // the scope at once: at start it stops the start, on a re-read the tokens in hand stay
+    // (accessControl). Revoking them all is said in words: a file of comments only (`# none`).
+    if (text.trim() === '')
+      throw new ConfigError(`${where} is empty (to revoke every token of the scope, write a comment: # none)`);
+    return [...inline, ...checkedTokens(where, parseTokens(text))];
   };
   return { publish: read('publish'), operate: read('operate'), read: read('read') };
 }

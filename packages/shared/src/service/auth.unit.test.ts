@@ -49,6 +49,8 @@ describe('tokens', () => {
 
   it('splits on commas and newlines', () => {
     expect(parseTokens('a,b\nc\r\n#d\n ,e ')).toEqual(['a', 'b', 'c', 'e']);
+    // A comment is a whole line, commas and all.
+    expect(parseTokens('# revoked, incident 42\nf\n  # g, h')).toEqual(['f']);
   });
 });
 
@@ -155,21 +157,27 @@ describe('token files', () => {
       expect(await status('new-operate')).toBe(200);
       // An emptied file (a rotation whose new value was never filled in) keeps them too.
       warnings.length = 0;
-      writeFileSync(file, '# rotated\n\n');
-      await waitFor(() => warnings.some((w) => w.includes('could not be read again') && w.includes('holds no token')), {
+      writeFileSync(file, '\n');
+      await waitFor(() => warnings.some((w) => w.includes('could not be read again') && w.includes('is empty')), {
         timeoutMs: 5_000,
         description: 'a reload of the emptied file',
       });
       expect(await status('new-operate')).toBe(200);
+      // Revoking every token is said in words: a file of comments only.
+      writeFileSync(file, '# none: revoked, incident 42\n');
+      await waitFor(async () => (await status('new-operate')) === 401, {
+        timeoutMs: 5_000,
+        description: 'every token revoked',
+      });
     } finally {
       await app.close();
       rmSync(dir, { recursive: true, force: true });
     }
-  });
+  }, 20_000);
 
   it.each([
-    ['empty', '', /holds no token/],
-    ['only comments', '# rotated\n# later\n', /holds no token/],
+    ['empty', '', /is empty \(to revoke every token of the scope, write a comment: # none\)/],
+    ['blank lines only', '\n \n', /is empty/],
     ['a byte-order mark', '\uFEFFtok-1\n', /byte-order mark/],
     ['a token with a NUL', 'tok-1\0\n', /token 1 holds a character no client can send/],
     ['a token with an inner space', 'tok-1\ntok 2\n', /token 2 holds a character no client can send/],
