@@ -4,14 +4,13 @@
  * grafana-dashboard component makes of it. test/e2e/alerts.e2e.test.ts runs its queries in a live
  * Prometheus.
  */
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, relative } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { METRICS } from '@outreach/shared';
 import { parse as parseYaml, parseAllDocuments } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { rulesFile } from '../scripts/lib/prometheus.js';
+import { hasKubectl, renderBaseWithComponent } from './kustomize.js';
 import { allPanels, dashboardFile, dashboardQueries, metricNames, readDashboard, substitute } from './grafana.js';
 
 const root = join(import.meta.dirname, '..');
@@ -100,36 +99,17 @@ describe('deploy/grafana/outreach.json', () => {
     }
   });
 
-  const hasKubectl = !spawnSync('kubectl', ['version', '--client'], { encoding: 'utf8' }).error;
   it.skipIf(!hasKubectl)(
     "the grafana-dashboard component renders it, unchanged, as a ConfigMap Grafana's sidecar loads, in the overlay's namespace",
     () => {
-      const overlay = mkdtempSync(join(tmpdir(), 'outreach-grafana-'));
-      try {
-        writeFileSync(
-          join(overlay, 'kustomization.yaml'),
-          [
-            'apiVersion: kustomize.config.k8s.io/v1beta1',
-            'kind: Kustomization',
-            'namespace: outreach',
-            'resources:',
-            `  - ${relative(overlay, join(root, 'deploy', 'kubernetes', 'base'))}`,
-            'components:',
-            `  - ${relative(overlay, join(root, 'deploy', 'kubernetes', 'components', 'grafana-dashboard'))}`,
-            '',
-          ].join('\n'),
-        );
-        const result = spawnSync('kubectl', ['kustomize', overlay], { encoding: 'utf8' });
-        expect(result.status, result.stderr).toBe(0);
-        const maps = parseAllDocuments(result.stdout)
-          .map((d) => d.toJS())
-          .filter((o) => o?.kind === 'ConfigMap' && o.metadata.labels?.grafana_dashboard === '1');
-        expect(maps).toHaveLength(1);
-        expect(maps[0].metadata).toMatchObject({ name: 'outreach-grafana-dashboard', namespace: 'outreach' });
-        expect(maps[0].data['outreach.json']).toBe(readFileSync(dashboardFile, 'utf8'));
-      } finally {
-        rmSync(overlay, { recursive: true, force: true });
-      }
+      const result = renderBaseWithComponent(join(root, 'deploy', 'kubernetes', 'components', 'grafana-dashboard'));
+      expect(result.status, result.stderr).toBe(0);
+      const maps = parseAllDocuments(result.stdout)
+        .map((d) => d.toJS())
+        .filter((o) => o?.kind === 'ConfigMap' && o.metadata.labels?.grafana_dashboard === '1');
+      expect(maps).toHaveLength(1);
+      expect(maps[0].metadata).toMatchObject({ name: 'outreach-grafana-dashboard', namespace: 'outreach' });
+      expect(maps[0].data['outreach.json']).toBe(readFileSync(dashboardFile, 'utf8'));
     },
   );
 });

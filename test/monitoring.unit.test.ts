@@ -12,6 +12,7 @@ import { join, relative } from 'node:path';
 import { METRICS, type MetricSpec } from '@outreach/shared';
 import { parse as parseYaml, parseAllDocuments } from 'yaml';
 import { afterAll, describe, expect, it } from 'vitest';
+import { hasKubectl, renderBaseWithComponent } from './kustomize.js';
 import { prometheusRuleFile, prometheusRuleYaml, rulesFile } from '../scripts/monitoring.js';
 
 const root = join(import.meta.dirname, '..');
@@ -284,33 +285,14 @@ describe('the Kubernetes monitoring component', () => {
     }
   });
 
-  const hasKubectl = !spawnSync('kubectl', ['version', '--client'], { encoding: 'utf8' }).error;
   it.skipIf(!hasKubectl)('renders into an overlay: both resources in its namespace, the rules intact', () => {
-    const overlay = mkdtempSync(join(tmpdir(), 'outreach-monitoring-'));
-    try {
-      writeFileSync(
-        join(overlay, 'kustomization.yaml'),
-        [
-          'apiVersion: kustomize.config.k8s.io/v1beta1',
-          'kind: Kustomization',
-          'namespace: outreach',
-          'resources:',
-          `  - ${relative(overlay, join(root, 'deploy', 'kubernetes', 'base'))}`,
-          'components:',
-          `  - ${relative(overlay, componentDir)}`,
-          '',
-        ].join('\n'),
-      );
-      const result = spawnSync('kubectl', ['kustomize', overlay], { encoding: 'utf8' });
-      expect(result.status, result.stderr).toBe(0);
-      const objects = parseAllDocuments(result.stdout).map((d) => d.toJS());
-      const monitor = objects.find((o) => o.kind === 'PodMonitor');
-      const rule = objects.find((o) => o.kind === 'PrometheusRule');
-      expect(monitor?.metadata.namespace).toBe('outreach');
-      expect(rule?.metadata.namespace).toBe('outreach');
-      expect(rule?.spec.groups).toEqual(groups);
-    } finally {
-      rmSync(overlay, { recursive: true, force: true });
-    }
+    const result = renderBaseWithComponent(componentDir);
+    expect(result.status, result.stderr).toBe(0);
+    const objects = parseAllDocuments(result.stdout).map((d) => d.toJS());
+    const monitor = objects.find((o) => o.kind === 'PodMonitor');
+    const rule = objects.find((o) => o.kind === 'PrometheusRule');
+    expect(monitor?.metadata.namespace).toBe('outreach');
+    expect(rule?.metadata.namespace).toBe('outreach');
+    expect(rule?.spec.groups).toEqual(groups);
   });
 });

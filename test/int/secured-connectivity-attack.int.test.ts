@@ -20,7 +20,6 @@ import {
   buildHttpApp,
   crc64Avro,
   createLogger,
-  migrate,
   pgClientConfig,
   registerOutboxRelay,
   type OutboxRelay,
@@ -30,6 +29,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { parse } from 'yaml';
 import {
+  migrateService,
   securedDatabaseFixture,
   securedKafkaFixture,
   type SecuredDatabaseFixture,
@@ -50,13 +50,7 @@ describe.skipIf(!infra)('secured connectivity: attacks', () => {
       securedKafkaFixture(secured, ['topics-admin']),
       securedDatabaseFixture(secured, ['sender', 'experiment']),
     ]);
-    await migrate({
-      databaseUrl: db.url(db.migrator),
-      schema: 'sender',
-      dir: join(root, 'services', 'sender', 'migrations'),
-      outbox: true,
-      runtimeRole: db.roles.sender as string,
-    });
+    await migrateService(db, 'sender');
   });
   afterAll(async () => {
     await kafka?.cleanup();

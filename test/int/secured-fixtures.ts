@@ -15,6 +15,7 @@ import {
   ensureTopics,
   kafkaAcls,
   kafkaSecurityFromEnv,
+  migrate,
   pgClientConfig,
   quoteIdent,
   type AclBinding,
@@ -188,6 +189,17 @@ export async function securedDatabaseFixture(
 }
 
 /** A client for a URL that carries sslmode and friends, read the way services read it. */
+/** A service's migrations into its schema, as the migrator, granting its runtime role what it needs. */
+export async function migrateService(db: SecuredDatabaseFixture, service: string): Promise<void> {
+  await migrate({
+    databaseUrl: db.url(db.migrator),
+    schema: service,
+    dir: join(import.meta.dirname, '..', '..', 'services', service, 'migrations'),
+    outbox: true,
+    runtimeRole: db.roles[service] as string,
+  });
+}
+
 export function clientFor(url: string): pg.Client {
   return new pg.Client(pgClientConfig(url));
 }

@@ -14,18 +14,16 @@ import {
   createLogger,
   EventProducer,
   explainPgError,
-  migrate,
   OutboxRelay,
   registerOutboxRelay,
   resolvePgSettings,
 } from '@outreach/shared';
 import { waitFor } from '@outreach/shared/testing';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { clientFor, securedDatabaseFixture, type SecuredDatabaseFixture } from './secured-fixtures.js';
+import { clientFor, migrateService, securedDatabaseFixture, type SecuredDatabaseFixture } from './secured-fixtures.js';
 
 const infra = inject('securedInfra');
 const root = join(import.meta.dirname, '..', '..');
-const migrations = (service: string) => join(root, 'services', service, 'migrations');
 
 async function query(url: string, sql: string): Promise<{ rows: Array<Record<string, unknown>> }> {
   const client = clientFor(url);
@@ -51,15 +49,7 @@ describe.skipIf(!infra)('secured PostgreSQL', () => {
 
   beforeAll(async () => {
     db = await securedDatabaseFixture(infra as NonNullable<typeof infra>, ['sender', 'experiment']);
-    for (const service of ['sender', 'experiment']) {
-      await migrate({
-        databaseUrl: db.url(db.migrator),
-        schema: service,
-        dir: migrations(service),
-        outbox: true,
-        runtimeRole: db.roles[service] as string,
-      });
-    }
+    for (const service of ['sender', 'experiment']) await migrateService(db, service);
   });
   afterAll(async () => {
     await db?.cleanup();

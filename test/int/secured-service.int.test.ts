@@ -9,10 +9,11 @@
  */
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
-import { declaredTopics, migrate } from '@outreach/shared';
+import { declaredTopics } from '@outreach/shared';
 import { freePort, startProcess, waitFor, type RunningProcess } from '@outreach/shared/testing';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import {
+  migrateService,
   securedDatabaseFixture,
   securedKafkaFixture,
   type SecuredDatabaseFixture,
@@ -35,13 +36,7 @@ describe.skipIf(!infra)('a service on the secured stack', () => {
       securedKafkaFixture(secured, ['experiment', 'topics-admin']),
       securedDatabaseFixture(secured, ['experiment']),
     ]);
-    await migrate({
-      databaseUrl: db.url(db.migrator),
-      schema: 'experiment',
-      dir: join(root, 'services', 'experiment', 'migrations'),
-      outbox: true,
-      runtimeRole: db.roles.experiment as string,
-    });
+    await migrateService(db, 'experiment');
   });
   afterAll(async () => {
     await Promise.all(processes.map((p) => p.stop('SIGKILL').catch(() => undefined)));
