@@ -160,10 +160,11 @@ export interface EnsureTopicsResult {
 /**
  * What a KRaft broker answers while its metadata catches up with a create or a delete: the
  * controller has committed the change, the broker's metadata image does not show it yet (a listing
- * that meets a topic being deleted, a new topic without its leaders). kafkajs retries only the
- * second, and only inside createTopics; both pass within moments, more slowly on a busy broker.
+ * that meets a topic being deleted, a new topic without its leaders), or shows a leader whose replica
+ * manager has not taken the partition on yet. kafkajs retries only the second, and only inside
+ * createTopics; all pass within moments, more slowly on a busy broker.
  */
-const SETTLING = new Set(['UNKNOWN_TOPIC_OR_PARTITION', 'LEADER_NOT_AVAILABLE']);
+const SETTLING = new Set(['UNKNOWN_TOPIC_OR_PARTITION', 'LEADER_NOT_AVAILABLE', 'NOT_LEADER_FOR_PARTITION']);
 
 /** Retries `attempt` while Kafka's metadata settles (see SETTLING), up to `timeoutMs`; rethrows anything else. */
 export async function whileMetadataSettles<T>(attempt: () => Promise<T>, timeoutMs = 30_000): Promise<T> {
@@ -183,7 +184,14 @@ export function listTopicsSettled(admin: Admin, timeoutMs?: number): Promise<str
   return whileMetadataSettles(() => admin.listTopics(), timeoutMs);
 }
 
-/** Resolves once every partition of `names` has a leader (kafkajs' waitForLeaders gives up on a busy KRaft broker). */
+/**
+ * Resolves once every partition of `names` has a leader that answers for it (kafkajs' waitForLeaders
+ * gives up on a busy KRaft broker). A leader in the metadata is not enough: a KRaft broker publishes
+ * its metadata image before its replica manager takes the partition on, and a produce in between
+ * fails on that partition while the others of the same request are written, so a retried
+ * non-idempotent produce writes those twice. ListOffsets goes to each partition's leader, and kafkajs
+ * retries it until the leader answers.
+ */
 async function leadersElected(admin: Admin, names: readonly string[]): Promise<void> {
   await whileMetadataSettles(async () => {
     const { topics: described } = await admin.fetchTopicMetadata({ topics: [...names] });
@@ -193,6 +201,7 @@ async function leadersElected(admin: Admin, names: readonly string[]): Promise<v
         type: 'LEADER_NOT_AVAILABLE',
       });
   }, 60_000);
+  for (const name of names) await whileMetadataSettles(() => admin.fetchTopicOffsets(name), 60_000);
 }
 
 /**

@@ -27,7 +27,8 @@ afterAll(async () => {
 });
 
 async function produce(topic: string, perPartition: readonly number[]): Promise<void> {
-  const producer = kafka.producer();
+  // Idempotent: a produce retried after one partition failed must not write the others twice.
+  const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
   await producer.connect();
   try {
     await producer.send({
