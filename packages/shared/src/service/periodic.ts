@@ -10,7 +10,8 @@ export interface PeriodicTaskOptions {
 
 /**
  * Runs `task` now, then `intervalMs` after each run ends (never overlapping), until stopped. A
- * failed run is logged and retried at the next tick. `wake()` runs it again soon. `liveness()`
+ * failed run is logged and retried at the next tick. `stop()` aborts the signal the task is given,
+ * so a task that loops over batches ends after the one in hand instead of holding up a shutdown. `wake()` runs it again soon. `liveness()`
  * reports a task that stopped turning: a run that never ends (a query waiting on a lock forever,
  * a connection that stopped answering) or a schedule that was lost.
  */
@@ -21,10 +22,11 @@ export class PeriodicTask {
   private stopped = false;
   private runStartedAt: number | undefined;
   private readonly stallAfterMs: number;
+  private readonly stopping = new AbortController();
 
   constructor(
     readonly name: string,
-    private readonly task: () => Promise<unknown>,
+    private readonly task: (signal: AbortSignal) => Promise<unknown>,
     private readonly intervalMs: number,
     private readonly logger: Logger,
     options: PeriodicTaskOptions = {},
@@ -44,6 +46,7 @@ export class PeriodicTask {
   /** Waits for a run in progress to finish. */
   async stop(): Promise<void> {
     this.stopped = true;
+    this.stopping.abort();
     clearTimeout(this.timer);
     this.timer = undefined;
     await this.running;
@@ -66,7 +69,7 @@ export class PeriodicTask {
       this.runStartedAt = Date.now();
       // Through a promise, so a task that throws synchronously is a failed run, not a lost schedule.
       this.running = Promise.resolve()
-        .then(() => this.task())
+        .then(() => this.task(this.stopping.signal))
         .then(() => undefined)
         .catch((error: unknown) =>
           this.logger.warn({ err: error, task: this.name }, `${this.name} failed; retrying at the next tick`),

@@ -20,7 +20,7 @@ export class Sweeper {
     intervalMs: number,
     private readonly batchSize = 500,
   ) {
-    this.loop = new PeriodicTask('stall sweep', () => this.sweep(), intervalMs, logger);
+    this.loop = new PeriodicTask('stall sweep', (stopping) => this.sweep(stopping), intervalMs, logger);
     this.sweeps = counter(registry, 'outreach_liveness_sweeps_total');
     this.flags = counter(registry, 'outreach_liveness_flags_total');
     this.closes = counter(registry, 'outreach_liveness_closes_total');
@@ -34,8 +34,11 @@ export class Sweeper {
     return this.loop.stop();
   }
 
-  /** Sweeps until a batch comes back short; returns how many conversations it flagged and closed. */
-  async sweep(): Promise<{ flagged: number; closed: number }> {
+  /**
+   * Sweeps until a batch comes back short, or `stopping` aborts (the batch in hand is finished);
+   * returns how many conversations it flagged and closed.
+   */
+  async sweep(stopping?: AbortSignal): Promise<{ flagged: number; closed: number }> {
     let flagged = 0;
     let closed = 0;
     for (;;) {
@@ -62,7 +65,7 @@ export class Sweeper {
       }
       flagged += stalled.length;
       closed += ended.length;
-      if (stalled.length + ended.length < this.batchSize) break;
+      if (stalled.length + ended.length < this.batchSize || stopping?.aborted) break;
     }
     this.sweeps.inc();
     return { flagged, closed };

@@ -117,8 +117,8 @@ export default fp(
       app,
       new PeriodicTask(
         'scheduler',
-        async () => {
-          while ((await emitDue({ pool: app.pg, repository }, 200)) === 200) {
+        async (stopping) => {
+          while ((await emitDue({ pool: app.pg, repository }, 200)) === 200 && !stopping.aborted) {
             // a full batch: more may be due
           }
         },
@@ -130,11 +130,11 @@ export default fp(
       app,
       new PeriodicTask(
         'request-status-retention',
-        async () => {
+        async (stopping) => {
           const logger = log('request-status-retention');
-          // Batches, so no statement holds its locks for long; bounded per run, so a backlog does not
-          // hold up a shutdown (the next run goes on).
-          for (let round = 0; round < PURGE_ROUNDS_PER_RUN; round++) {
+          // Batches, so no statement holds its locks for long; bounded per run, and ended by a
+          // shutdown, so a backlog does not hold one up (the next run goes on).
+          for (let round = 0; round < PURGE_ROUNDS_PER_RUN && !stopping.aborted; round++) {
             const purged = await requests.purgeOlderThan(config.REQUEST_STATUS_RETENTION_DAYS, PURGE_BATCH);
             if (purged.requests > 0 || purged.outcomes > 0)
               logger.info(
