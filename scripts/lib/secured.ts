@@ -111,6 +111,9 @@ export function securedKafkaProperties(
     // No validator class: Kafka's default accepts unsecured JWS tokens, whose `sub` is the principal.
     // Hence a listener of its own: a token naming `admin` is a super user here, and only here.
     `listener.name.oauth.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="${KAFKA_SUPER_USER}";`,
+    // As managed clusters do (MSK IAM, Confluent Cloud): a session lasts no longer than its token (and
+    // at most this long); a client that does not re-authenticate in time is disconnected.
+    'listener.name.oauth.oauthbearer.connections.max.reauth.ms=60000',
     // PEM stores (KIP-651): openssl's files as they are, no keytool.
     'ssl.keystore.type=PEM',
     `ssl.keystore.location=${pki.kafkaBroker.pem}`,

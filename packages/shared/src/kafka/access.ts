@@ -160,7 +160,11 @@ export function explainKafkaError(
     if (name === 'KafkaJSSASLAuthenticationError') {
       return {
         failure: 'authentication',
-        message: `kafka: the brokers refused our credentials (${security.description}): ${message ?? ''}. Check KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD_FILE (or the token provider)`,
+        message: `kafka: the brokers refused our credentials (${security.description}): ${message ?? ''}. ${
+          security.sasl?.mechanism === 'oauthbearer'
+            ? 'Check the token KAFKA_OAUTH_PROVIDER gives: expired, or issued for another cluster or audience'
+            : 'Check KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD_FILE'
+        }`,
       };
     }
     if (code && TLS_TRUST.has(code)) {

@@ -1,7 +1,8 @@
 import { Kafka, logLevel, type KafkaConfig, type LogEntry } from 'kafkajs';
 import type { Logger } from '../logger.js';
 import { waitFor } from '../wait.js';
-import { patchKafkajsIdleTimer } from './kafkajs-patches.js';
+import { patchKafkajsIdleTimer, patchKafkajsReauthentication } from './kafkajs-patches.js';
+import { oauthBearerAuthenticator } from './oauthbearer.js';
 import { kafkaSecurityFromEnv, type KafkaSecurity } from './security.js';
 
 export interface KafkaClientOptions {
@@ -33,6 +34,7 @@ const levels: Record<number, 'error' | 'warn' | 'info' | 'debug'> = {
  */
 export function createKafka(options: KafkaClientOptions): Kafka {
   patchKafkajsIdleTimer();
+  patchKafkajsReauthentication();
   const { logger } = options;
   const config: KafkaConfig = {
     clientId: options.clientId,
@@ -44,7 +46,13 @@ export function createKafka(options: KafkaClientOptions): Kafka {
   };
   const security = options.security ?? kafkaSecurityFromEnv();
   if (security.ssl) config.ssl = security.ssl;
-  if (security.sasl) config.sasl = security.sasl;
+  if (security.sasl?.mechanism === 'oauthbearer') {
+    // Our OAUTHBEARER exchange: kafkajs' own mistakes a refused token for a success (oauthbearer.ts).
+    config.sasl = {
+      mechanism: 'oauthbearer',
+      authenticationProvider: oauthBearerAuthenticator(security.sasl.oauthBearerProvider),
+    };
+  } else if (security.sasl) config.sasl = security.sasl;
   if (logger) {
     const kafkaLogger = logger.child({ component: 'kafkajs' });
     config.logCreator =

@@ -61,3 +61,78 @@ export function patchKafkajsIdleTimer(): boolean {
 export function unpatchKafkajsIdleTimerForTest(): void {
   if (patch) patch.prototype.scheduleCheckPendingRequests = patch.original;
 }
+
+/**
+ * A second fault of kafkajs 2.2.4: a re-authentication storm when a session is short (ADR 001).
+ *
+ * A broker with `connections.max.reauth.ms` (MSK IAM, Confluent Cloud, and OAUTHBEARER listeners
+ * generally) gives each session a lifetime no longer than its credential: an OAUTHBEARER session
+ * ends when its token expires. kafkajs re-authenticates a connection once less than
+ * `reauthenticationThreshold` (10 s) of it is left, measured against the lifetime the broker gave the
+ * session. A session that starts with 10 s or less left (a token re-read from a file near its
+ * expiry, a broker that grants short sessions) is due again the moment it is made: kafkajs
+ * re-authenticates a second time before the request it authenticated for, the broker refuses that
+ * with ILLEGAL_SASL_STATE, and every request on the connection fails until the token expires.
+ *
+ * The fix: the margin is the threshold or 15% of the session, whichever is less (Kafka's Java client
+ * re-authenticates at 85 to 95% of a session), so a new session is never due at once.
+ */
+interface ConnectionPrototype {
+  [key: symbol]: (this: ConnectionState) => boolean;
+}
+interface ConnectionState {
+  sessionLifetime: { toString(): string };
+  authenticatedAt: [number, number] | null;
+  reauthenticationThreshold: number;
+}
+
+const SHOULD_REAUTHENTICATE = 'private:Connection:shouldReauthenticate';
+
+let reauthPatch:
+  | {
+      prototype: ConnectionPrototype;
+      key: symbol;
+      original: (this: ConnectionState) => boolean;
+      fixed: (this: ConnectionState) => boolean;
+    }
+  | null
+  | undefined;
+
+/** When a session is due for re-authentication, with the margin above; exported for its unit test. */
+export function reauthenticationDue(elapsedMs: number, sessionLifetimeMs: number, thresholdMs: number): boolean {
+  if (sessionLifetimeMs <= 0) return false;
+  return elapsedMs + Math.min(thresholdMs, sessionLifetimeMs * 0.15) >= sessionLifetimeMs;
+}
+
+/** Applies the fix once; true when it is in place (the kafkajs version and the method are as read). */
+export function patchKafkajsReauthentication(): boolean {
+  if (reauthPatch === undefined) {
+    const { version } = require('kafkajs/package.json') as { version: string };
+    const Connection = require('kafkajs/src/network/connection.js') as { prototype?: ConnectionPrototype } | undefined;
+    const prototype = Connection?.prototype;
+    const key = prototype
+      ? Object.getOwnPropertySymbols(prototype).find((s) => s.description === SHOULD_REAUTHENTICATE)
+      : undefined;
+    const original = prototype && key ? prototype[key] : undefined;
+    if (version !== PATCHED_KAFKAJS_VERSION || !prototype || !key || typeof original !== 'function') {
+      reauthPatch = null;
+    } else {
+      const fixed = function shouldReauthenticate(this: ConnectionState): boolean {
+        const lifetime = Number(this.sessionLifetime.toString());
+        if (lifetime === 0) return false;
+        if (this.authenticatedAt === null) return true;
+        const [seconds, nanos] = process.hrtime(this.authenticatedAt);
+        return reauthenticationDue(seconds * 1000 + nanos / 1e6, lifetime, this.reauthenticationThreshold);
+      };
+      reauthPatch = { prototype, key, original, fixed };
+    }
+  }
+  if (reauthPatch === null) return false;
+  reauthPatch.prototype[reauthPatch.key] = reauthPatch.fixed;
+  return true;
+}
+
+/** For the test that shows the fault the fix removes: kafkajs as shipped, until patchKafkajsReauthentication(). */
+export function unpatchKafkajsReauthenticationForTest(): void {
+  if (reauthPatch) reauthPatch.prototype[reauthPatch.key] = reauthPatch.original;
+}

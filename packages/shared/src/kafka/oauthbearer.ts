@@ -1,0 +1,89 @@
+/**
+ * SASL OAUTHBEARER (RFC 7628, KIP-255) for kafkajs, with the half kafkajs 2.2.4 leaves out: a refused
+ * token. A broker that does not accept a token (expired, wrong audience, bad signature) does not fail
+ * the exchange at once; it answers the client's message with a JSON error (`{"status":
+ * "invalid_token"}`) and waits for the client to acknowledge it with a single %x01 before it fails.
+ * kafkajs sends nothing and takes the unread error for a success, so its next request meets a
+ * broker still mid-exchange: every request on that connection fails with ILLEGAL_SASL_STATE,
+ * an error that names neither the token nor its expiry, and a re-authentication with an expired
+ * token leaves a running service in that state for good.
+ *
+ * createKafka installs this authenticator in place of the built-in one for `oauthbearer` (kafkajs
+ * takes a custom `authenticationProvider` for any mechanism). It sends what kafkajs sends, reads
+ * the broker's answer, and on an error acknowledges it and fails with the broker's status, as
+ * KafkaJSSASLAuthenticationError, which the start-up check and the logs name as a refused token.
+ */
+import kafkajs, { type AuthenticationProviderArgs, type Authenticator } from 'kafkajs';
+import type { OAuthBearerProvider, OAuthBearerToken } from './oauth.js';
+
+// kafkajs' types declare its errors without the message their constructors take.
+const SaslAuthenticationError = kafkajs.KafkaJSSASLAuthenticationError as unknown as new (message: string) => Error;
+
+const SOH = '\u0001';
+
+/** The client's first message (RFC 7628 §3.1): no authorization identity, the token, its extensions. */
+export function clientInitialResponse(token: OAuthBearerToken): Buffer {
+  const extensions = Object.entries(token.extensions ?? {})
+    .map(([key, value]) => `${SOH}${key}=${value}`)
+    .join('');
+  return Buffer.from(`n,,${SOH}auth=Bearer ${token.value}${extensions}${SOH}${SOH}`, 'utf8');
+}
+
+/** kafkajs hands mechanism bytes around with the protocol's BYTES length prefix. */
+function withLength(payload: Buffer): Buffer {
+  const length = Buffer.alloc(4);
+  length.writeInt32BE(payload.length);
+  return Buffer.concat([length, payload]);
+}
+
+function withoutLength(framed: Buffer): Buffer {
+  if (framed.length < 4) return Buffer.alloc(0);
+  const length = framed.readInt32BE(0);
+  return length <= 0 ? Buffer.alloc(0) : framed.subarray(4, 4 + length);
+}
+
+const MAX_STATUS_LENGTH = 200;
+
+/**
+ * The broker's error challenge in words: its `status` (and `scope`, when given), which RFC 7628 §3.2.2
+ * defines; nothing else of it is repeated. Printable ASCII only, and bounded.
+ */
+export function describeErrorChallenge(challenge: Buffer): string {
+  const clean = (text: string) => text.replace(/[^\x20-\x7e]/g, '?').slice(0, MAX_STATUS_LENGTH);
+  try {
+    const parsed = JSON.parse(challenge.toString('utf8')) as { status?: unknown; scope?: unknown };
+    if (typeof parsed.status === 'string' && parsed.status !== '') {
+      const scope = typeof parsed.scope === 'string' && parsed.scope !== '' ? `, scope ${clean(parsed.scope)}` : '';
+      return `${clean(parsed.status)}${scope}`;
+    }
+  } catch {
+    // not JSON: said as such below
+  }
+  return 'an error the broker did not name';
+}
+
+/** kafkajs' `authenticationProvider` for OAUTHBEARER, asking `provider` for the token at each (re)authentication. */
+export function oauthBearerAuthenticator(
+  provider: OAuthBearerProvider,
+): (args: AuthenticationProviderArgs) => Authenticator {
+  return ({ saslAuthenticate }) => ({
+    async authenticate() {
+      const token = await provider();
+      if (typeof token?.value !== 'string' || token.value === '') {
+        throw new SaslAuthenticationError('SASL OAUTHBEARER: the token provider gave no token');
+      }
+      const challenge = await saslAuthenticate<Buffer>({
+        request: { encode: () => withLength(clientInitialResponse(token)) },
+        response: { decode: (raw) => withoutLength(raw), parse: (data) => data },
+      });
+      if (!challenge || challenge.length === 0) return;
+      // RFC 7628 §3.2.2: an error. Acknowledge it (%x01) so the broker ends the exchange; it then
+      // fails the authentication and closes the connection, which is what we report either way.
+      const status = describeErrorChallenge(challenge);
+      await saslAuthenticate({ request: { encode: () => withLength(Buffer.from(SOH)) } }).catch(() => undefined);
+      throw new SaslAuthenticationError(
+        `SASL OAUTHBEARER authentication failed: the broker refused the token (${status})`,
+      );
+    },
+  });
+}
