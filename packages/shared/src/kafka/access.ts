@@ -157,7 +157,10 @@ export function explainKafkaError(
     if (cause instanceof OAuthTokenError) {
       return { failure: cause.definitive ? 'authentication' : 'unreachable', message: `kafka: ${cause.message}` };
     }
-    if (name === 'KafkaJSSASLAuthenticationError') {
+    if (
+      name === 'KafkaJSSASLAuthenticationError' ||
+      (cause as { type?: unknown }).type === 'SASL_AUTHENTICATION_FAILED'
+    ) {
       return {
         failure: 'authentication',
         message: `kafka: the brokers refused our credentials (${security.description}): ${message ?? ''}. ${

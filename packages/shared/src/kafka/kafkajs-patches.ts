@@ -98,9 +98,20 @@ let reauthPatch:
   | null
   | undefined;
 
-/** When a session is due for re-authentication, with the margin above; exported for its unit test. */
+/**
+ * A broker refuses a re-authentication that starts less than 1 s after the last one
+ * (KafkaChannel.MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS) with ILLEGAL_SASL_STATE. Sessions shrink as a
+ * token nears its expiry (each is what is left of the token), so without this floor the last few
+ * re-authentications before a lapse would come under a second apart. A session that ends before
+ * the floor is re-authenticated after it: the broker takes a re-authentication of a session past
+ * its end (it only refuses other requests on it).
+ */
+export const MIN_REAUTHENTICATION_INTERVAL_MS = 1_250;
+
+/** When a session is due for re-authentication, with the margin and the floor above; exported for its unit test. */
 export function reauthenticationDue(elapsedMs: number, sessionLifetimeMs: number, thresholdMs: number): boolean {
   if (sessionLifetimeMs <= 0) return false;
+  if (elapsedMs < MIN_REAUTHENTICATION_INTERVAL_MS) return false;
   return elapsedMs + Math.min(thresholdMs, sessionLifetimeMs * 0.15) >= sessionLifetimeMs;
 }
 

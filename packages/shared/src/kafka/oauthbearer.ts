@@ -45,21 +45,24 @@ function withoutLength(framed: Buffer): Buffer {
 const MAX_STATUS_LENGTH = 200;
 
 /**
- * The broker's error challenge in words: its `status` (and `scope`, when given), which RFC 7628 §3.2.2
- * defines; nothing else of it is repeated. Printable ASCII only, and bounded.
+ * The broker's error challenge in words, or undefined when the answer is not one: RFC 7628 §3.2.2's
+ * JSON object with a `status` (and `scope`, when given); nothing else of it is repeated. Printable
+ * ASCII only, and bounded. Kafka answers a good token with nothing; any other answer that is not an
+ * error is taken as kafkajs takes it, a success.
  */
-export function describeErrorChallenge(challenge: Buffer): string {
+export function errorChallengeStatus(challenge: Buffer): string | undefined {
   const clean = (text: string) => text.replace(/[^\x20-\x7e]/g, '?').slice(0, MAX_STATUS_LENGTH);
+  let parsed: unknown;
   try {
-    const parsed = JSON.parse(challenge.toString('utf8')) as { status?: unknown; scope?: unknown };
-    if (typeof parsed.status === 'string' && parsed.status !== '') {
-      const scope = typeof parsed.scope === 'string' && parsed.scope !== '' ? `, scope ${clean(parsed.scope)}` : '';
-      return `${clean(parsed.status)}${scope}`;
-    }
+    parsed = JSON.parse(challenge.toString('utf8'));
   } catch {
-    // not JSON: said as such below
+    return undefined;
   }
-  return 'an error the broker did not name';
+  if (typeof parsed !== 'object' || parsed === null) return undefined;
+  const { status, scope } = parsed as { status?: unknown; scope?: unknown };
+  if (typeof status !== 'string') return undefined;
+  const named = status === '' ? 'no status' : clean(status);
+  return typeof scope === 'string' && scope !== '' ? `${named}, scope ${clean(scope)}` : named;
 }
 
 /** kafkajs' `authenticationProvider` for OAUTHBEARER, asking `provider` for the token at each (re)authentication. */
@@ -72,14 +75,25 @@ export function oauthBearerAuthenticator(
       if (typeof token?.value !== 'string' || token.value === '') {
         throw new SaslAuthenticationError('SASL OAUTHBEARER: the token provider gave no token');
       }
-      const challenge = await saslAuthenticate<Buffer>({
-        request: { encode: () => withLength(clientInitialResponse(token)) },
-        response: { decode: (raw) => withoutLength(raw), parse: (data) => data },
-      });
-      if (!challenge || challenge.length === 0) return;
+      let challenge: Buffer | void;
+      try {
+        challenge = await saslAuthenticate<Buffer>({
+          request: { encode: () => withLength(clientInitialResponse(token)) },
+          response: { decode: (raw) => withoutLength(raw), parse: (data) => data },
+        });
+      } catch (error) {
+        // The broker failed the exchange outright (SASL_AUTHENTICATION_FAILED: a message it could not
+        // read, a validator that failed, another principal on re-authentication): a refusal, as
+        // kafkajs' own exchange reported it. A lost connection stays what it is, worth retrying.
+        if (typeof (error as { type?: unknown }).type === 'string') {
+          throw new SaslAuthenticationError(`SASL OAUTHBEARER authentication failed: ${(error as Error).message}`);
+        }
+        throw error;
+      }
+      const status = challenge ? errorChallengeStatus(challenge) : undefined;
+      if (status === undefined) return;
       // RFC 7628 §3.2.2: an error. Acknowledge it (%x01) so the broker ends the exchange; it then
       // fails the authentication and closes the connection, which is what we report either way.
-      const status = describeErrorChallenge(challenge);
       await saslAuthenticate({ request: { encode: () => withLength(Buffer.from(SOH)) } }).catch(() => undefined);
       throw new SaslAuthenticationError(
         `SASL OAUTHBEARER authentication failed: the broker refused the token (${status})`,

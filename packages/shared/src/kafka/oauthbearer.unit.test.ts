@@ -6,8 +6,8 @@
 import { createRequire } from 'node:module';
 import type { AuthenticationProviderArgs, Logger } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
-import { reauthenticationDue } from './kafkajs-patches.js';
-import { clientInitialResponse, describeErrorChallenge, oauthBearerAuthenticator } from './oauthbearer.js';
+import { patchKafkajsReauthentication, reauthenticationDue } from './kafkajs-patches.js';
+import { clientInitialResponse, errorChallengeStatus, oauthBearerAuthenticator } from './oauthbearer.js';
 
 const require = createRequire(import.meta.url);
 const kafkajsRequest = require('kafkajs/src/protocol/sasl/oauthBearer/request.js') as (
@@ -83,15 +83,44 @@ describe('OAUTHBEARER', () => {
     expect(sent).toEqual([]);
   });
 
+  it('reports an outright failure of the exchange as a refusal, and a lost connection as it is', async () => {
+    const refused = Object.assign(new Error('Authentication failed: invalid credentials'), {
+      type: 'SASL_AUTHENTICATION_FAILED',
+    });
+    const first = scripted([refused]);
+    const error = await oauthBearerAuthenticator(async () => ({ value: 'tok' }))(first.args)
+      .authenticate()
+      .catch((e: unknown) => e as Error);
+    expect((error as Error).name).toBe('KafkaJSSASLAuthenticationError');
+    expect((error as Error).message).toBe(
+      'SASL OAUTHBEARER authentication failed: Authentication failed: invalid credentials',
+    );
+    const lost = Object.assign(new Error('Connection closed by the server'), { name: 'KafkaJSConnectionError' });
+    const second = scripted([lost]);
+    await expect(oauthBearerAuthenticator(async () => ({ value: 'tok' }))(second.args).authenticate()).rejects.toBe(
+      lost,
+    );
+  });
+
+  it('takes an answer that is not an error as a success, as kafkajs does, and acknowledges nothing', async () => {
+    for (const answer of ['ok', '[1,2]', '{"status":1}', 'null']) {
+      const { sent, args } = scripted([Buffer.from(answer)]);
+      await oauthBearerAuthenticator(async () => ({ value: 'tok' }))(args).authenticate();
+      expect(sent, answer).toHaveLength(1);
+    }
+  });
+
   it.each([
-    ['not JSON', Buffer.from('<html>'), 'an error the broker did not name'],
-    ['JSON without a status', Buffer.from('{"error":"x"}'), 'an error the broker did not name'],
-    ['a status that is not a string', Buffer.from('{"status":{"a":1}}'), 'an error the broker did not name'],
+    ['a status and a scope', Buffer.from('{"status":"invalid_token","scope":"a b"}'), 'invalid_token, scope a b'],
+    ['an empty status', Buffer.from('{"status":""}'), 'no status'],
     ['control characters', Buffer.from('{"status":"bad\\u001b[31m\\nline"}'), 'bad?[31m?line'],
     ['a huge status', Buffer.from(JSON.stringify({ status: 'x'.repeat(100_000) })), 'x'.repeat(200)],
-    ['invalid UTF-8', Buffer.from([0x7b, 0xff, 0xfe, 0x7d]), 'an error the broker did not name'],
-  ])('describes a hostile error challenge (%s) in bounded, printable words', (_, challenge, expected) => {
-    expect(describeErrorChallenge(challenge)).toBe(expected);
+    ['not JSON', Buffer.from('<html>'), undefined],
+    ['JSON without a status', Buffer.from('{"error":"x"}'), undefined],
+    ['a status that is not a string', Buffer.from('{"status":{"a":1}}'), undefined],
+    ['invalid UTF-8', Buffer.from([0x7b, 0xff, 0xfe, 0x7d]), undefined],
+  ])('reads an error challenge with %s in bounded, printable words', (_, challenge, expected) => {
+    expect(errorChallengeStatus(challenge)).toBe(expected);
   });
 });
 
@@ -108,5 +137,33 @@ describe('re-authentication margin (kafkajs-patches.ts)', () => {
     expect(reauthenticationDue(0, 1_000, 10_000)).toBe(false);
     // No lifetime (a broker that does not end sessions): never.
     expect(reauthenticationDue(1e12, 0, 10_000)).toBe(false);
+  });
+
+  it('leaves at least 1.25 s between two authentications of a connection (brokers refuse a re-authentication within 1 s)', () => {
+    // A 1.1 s session, the last before a token lapses: not due within the broker's second, due after it.
+    expect(reauthenticationDue(900, 1_100, 10_000)).toBe(false);
+    expect(reauthenticationDue(1_249, 1_100, 10_000)).toBe(false);
+    expect(reauthenticationDue(1_250, 1_100, 10_000)).toBe(true);
+  });
+
+  it('is installed in kafkajs, in place of its own rule', () => {
+    expect(patchKafkajsReauthentication()).toBe(true);
+    const Connection = require('kafkajs/src/network/connection.js') as { prototype: Record<symbol, unknown> };
+    const Long = require('kafkajs/src/utils/long.js') as { fromValue(value: string): unknown };
+    const key = Object.getOwnPropertySymbols(Connection.prototype).find(
+      (k) => k.description === 'private:Connection:shouldReauthenticate',
+    ) as symbol;
+    const shouldReauthenticate = Connection.prototype[key] as (this: object) => boolean;
+    // Authenticated just now, with a 10 s session: kafkajs as shipped says "due" (10 s threshold).
+    const connection = {
+      sessionLifetime: Long.fromValue('10000'),
+      authenticatedAt: process.hrtime(),
+      reauthenticationThreshold: 10_000,
+    };
+    expect(shouldReauthenticate.call(connection)).toBe(false);
+    const [seconds, nanos] = process.hrtime();
+    // Authenticated 9 s ago: due (margin 1.5 s).
+    expect(shouldReauthenticate.call({ ...connection, authenticatedAt: [seconds - 9, nanos] })).toBe(true);
+    expect(shouldReauthenticate.call({ ...connection, sessionLifetime: Long.fromValue('0') })).toBe(false);
   });
 });

@@ -336,3 +336,33 @@ describe('AWS MSK IAM (through AWS signer library)', () => {
     expect(value).not.toContain('wJalrXUtnFEMI');
   });
 });
+
+describe('explainKafkaError: refused credentials', () => {
+  const oauth = kafkaSecurityFromEnv({
+    KAFKA_SSL: 'true',
+    KAFKA_SASL_MECHANISM: 'oauthbearer',
+    KAFKA_OAUTH_PROVIDER: 'unsecured',
+    KAFKA_OAUTH_SUBJECT: 'sender',
+  });
+  const scram = kafkaSecurityFromEnv({
+    KAFKA_SSL: 'true',
+    KAFKA_SASL_MECHANISM: 'scram-sha-512',
+    KAFKA_SASL_USERNAME: 'sender',
+    KAFKA_SASL_PASSWORD: 'pw',
+  });
+
+  it('names a bare SASL_AUTHENTICATION_FAILED from the broker, wrapped or not, as refused credentials (78 at start)', () => {
+    const refused = Object.assign(new Error('Authentication failed'), { type: 'SASL_AUTHENTICATION_FAILED' });
+    for (const error of [refused, Object.assign(new Error('retries exceeded'), { cause: refused })]) {
+      expect(explainKafkaError(error, scram)?.failure).toBe('authentication');
+    }
+  });
+
+  it('points an OAUTHBEARER refusal at the token, and a password refusal at the password', () => {
+    const error = Object.assign(new Error('the broker refused the token (invalid_token)'), {
+      name: 'KafkaJSSASLAuthenticationError',
+    });
+    expect(explainKafkaError(error, oauth)?.message).toMatch(/Check the token KAFKA_OAUTH_PROVIDER gives/);
+    expect(explainKafkaError(error, scram)?.message).toMatch(/Check KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD_FILE$/);
+  });
+});

@@ -189,8 +189,10 @@ export function listTopicsSettled(admin: Admin, timeoutMs?: number): Promise<str
  * gives up on a busy KRaft broker). A leader in the metadata is not enough: a KRaft broker publishes
  * its metadata image before its replica manager takes the partition on, and a produce in between
  * fails on that partition while the others of the same request are written, so a retried
- * non-idempotent produce writes those twice. ListOffsets goes to each partition's leader, and kafkajs
- * retries it until the leader answers.
+ * non-idempotent produce writes those twice. ListOffsets goes to each partition's leader; kafkajs
+ * gives up at once on NOT_LEADER_FOR_PARTITION, so we ask again until every leader answers. (It asks
+ * the leader of its cached metadata: a new topic whose leader moves within these moments waits out
+ * the deadline, which only a multi-broker cluster in trouble could cause.)
  */
 async function leadersElected(admin: Admin, names: readonly string[]): Promise<void> {
   await whileMetadataSettles(async () => {
