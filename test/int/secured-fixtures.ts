@@ -4,6 +4,7 @@
  * nothing behind); on the TLS PostgreSQL, a database of their own with the migrator and runtime
  * roles `db:roles` makes. Credentials go to files, as production mounts them.
  */
+import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,11 +22,21 @@ import {
   type AclBinding,
   type KafkaRoleName,
   type KafkaSecurity,
+  type OutreachRequested,
 } from '@outreach/shared';
 import { uniqueName } from '@outreach/shared/testing';
 import pg from 'pg';
 import type { SecuredInfra } from '../../scripts/infra.js';
 import { aclsInEffect, superUserSecurity } from '../../scripts/lib/secured.js';
+import { outreachRequest } from '../../scripts/lib/stack.js';
+
+/** An outreach request for `candidate`, as a publisher sends it: what the secured specs produce. */
+export function sampleRequest(candidate: string, producer = 'secured-test'): OutreachRequested {
+  return outreachRequest(
+    { requestId: randomUUID(), campaignId: 'secured', candidateId: candidate, email: `${candidate}@example.test` },
+    producer,
+  );
+}
 
 export type Mechanism = 'plain' | 'scram-sha-256' | 'scram-sha-512' | 'mtls' | 'oauth-unsecured';
 

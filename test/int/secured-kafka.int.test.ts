@@ -21,34 +21,14 @@ import {
   StartupError,
   topicName,
   type KafkaSecurity,
-  type OutreachRequested,
 } from '@outreach/shared';
 import { readTopic } from '@outreach/shared/testing';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { securedKafkaFixture, type Mechanism, type SecuredKafkaFixture } from './secured-fixtures.js';
+import { sampleRequest, securedKafkaFixture, type Mechanism, type SecuredKafkaFixture } from './secured-fixtures.js';
 
 const infra = inject('securedInfra');
 
-function request(candidate: string): OutreachRequested {
-  return {
-    type: 'OutreachRequested',
-    eventId: randomUUID(),
-    occurredAt: Date.now(),
-    producer: 'secured-test',
-    correlationId: randomUUID(),
-    causationId: null,
-    requestId: randomUUID(),
-    campaignId: 'secured',
-    candidateId: candidate,
-    email: `${candidate}@example.test`,
-    step: 'intro',
-    experimentId: null,
-    contents: [{ variant: null, subject: 'hello', body: 'hello' }],
-    sendAt: null,
-    conversationId: null,
-    followUps: [],
-  };
-}
+const request = (candidate: string) => sampleRequest(candidate);
 
 /** The first error code kafkajs reports for a refused produce, from the error or its causes. */
 async function produceError(security: KafkaSecurity, brokers: string, topic: string): Promise<string | undefined> {

@@ -13,7 +13,6 @@
  *     liveness says why, so the orchestrator restarts the process (whose start-up check then names
  *     the refused token until a fresh one is there).
  */
-import { randomUUID } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import {
   checkKafkaAccess,
@@ -30,7 +29,7 @@ import {
   type KafkaSecurity,
 } from '@outreach/shared';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { securedKafkaFixture, type SecuredKafkaFixture } from './secured-fixtures.js';
+import { sampleRequest, securedKafkaFixture, type SecuredKafkaFixture } from './secured-fixtures.js';
 
 const infra = inject('securedInfra');
 
@@ -67,24 +66,7 @@ describe.skipIf(!infra)('OAUTHBEARER tokens that expire', () => {
       .publish([
         {
           topic: topicName('sendRecorded', t.topicPrefix),
-          event: {
-            type: 'OutreachRequested',
-            eventId: randomUUID(),
-            occurredAt: Date.now(),
-            producer: 'token-expiry-test',
-            correlationId: randomUUID(),
-            causationId: null,
-            requestId: randomUUID(),
-            campaignId: 'expiry',
-            candidateId: 'c-1',
-            email: 'c-1@example.test',
-            step: 'intro',
-            experimentId: null,
-            contents: [{ variant: null, subject: 'hello', body: 'hello' }],
-            sendAt: null,
-            conversationId: null,
-            followUps: [],
-          },
+          event: sampleRequest('c-1', 'token-expiry-test'),
         },
       ])
       .then(

@@ -14,7 +14,9 @@ export { createKafka, waitForKafka, type KafkaClientOptions } from './kafka/clie
 export {
   kafkaSecurityFromEnv,
   PLAINTEXT,
+  reloadWarnings,
   type KafkaSecurity,
+  type KafkaSecurityOptions,
   type OAuthProviderKind,
   type SaslMechanism,
 } from './kafka/security.js';

@@ -3,7 +3,7 @@ import type { Logger } from '../logger.js';
 import { waitFor } from '../wait.js';
 import { patchKafkajsIdleTimer, patchKafkajsReauthentication } from './kafkajs-patches.js';
 import { oauthBearerAuthenticator } from './oauthbearer.js';
-import { kafkaSecurityFromEnv, type KafkaSecurity } from './security.js';
+import { kafkaSecurityFromEnv, reloadWarnings, type KafkaSecurity } from './security.js';
 
 export interface KafkaClientOptions {
   readonly brokers: readonly string[];
@@ -44,7 +44,8 @@ export function createKafka(options: KafkaClientOptions): Kafka {
     logLevel: logger ? logLevel.INFO : logLevel.NOTHING,
     retry: { initialRetryTime: 100, retries: options.retries ?? 8 },
   };
-  const security = options.security ?? kafkaSecurityFromEnv();
+  const security =
+    options.security ?? kafkaSecurityFromEnv(process.env, undefined, logger ? reloadWarnings(logger) : {});
   if (security.ssl) config.ssl = security.ssl;
   if (security.sasl?.mechanism === 'oauthbearer') {
     // Our OAUTHBEARER exchange: kafkajs' own mistakes a refused token for a success (oauthbearer.ts).

@@ -81,11 +81,12 @@ export function oidcClientCredentialsProvider(options: OidcClientCredentialsOpti
   const now = options.now ?? Date.now;
   const endpoint = new URL(options.tokenEndpoint);
   const shownEndpoint = `${endpoint.origin}${endpoint.pathname}`;
-  const basic = Buffer.from(
-    `${encodeURIComponent(options.clientId)}:${encodeURIComponent(options.clientSecret)}`,
-  ).toString('base64');
   return caching(
     async () => {
+      // Read at each fetch: the options may read their files again (a rotated client secret).
+      const basic = Buffer.from(
+        `${encodeURIComponent(options.clientId)}:${encodeURIComponent(options.clientSecret)}`,
+      ).toString('base64');
       const body = new URLSearchParams({ grant_type: 'client_credentials' });
       if (options.scope) body.set('scope', options.scope);
       if (options.audience) body.set('audience', options.audience);

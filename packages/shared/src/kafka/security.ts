@@ -1,18 +1,24 @@
 /**
  * TLS and SASL for every Kafka client, from the KAFKA_SSL* / KAFKA_SASL* / KAFKA_OAUTH* variables
- * (config.ts, KafkaSecurityConfigSchema). Read once, at start: a bad combination or an unreadable
- * file is a ConfigError naming the variable (exit 78). Secrets live only inside the kafkajs options
- * this returns; `description` says how we connect, and as whom, without them.
+ * (config.ts, KafkaSecurityConfigSchema). Checked at start: a bad combination or an unreadable file
+ * is a ConfigError naming the variable (exit 78). Credential files (CA, client certificate and key,
+ * key passphrase, SASL username and password) are read again for every new connection, so a rotated
+ * Secret (Strimzi renewing a user certificate or the cluster CA, a new SCRAM password) takes effect
+ * without a restart; a file that cannot be read again keeps the value in hand, and says so through
+ * `onReloadProblem`. Secrets live only inside the kafkajs options this returns; `description` says
+ * how we connect, and as whom (at start), without them.
  */
 import { X509Certificate } from 'node:crypto';
 import type { ConnectionOptions } from 'node:tls';
 import type { SASLOptions } from 'kafkajs';
 import { ConfigError } from '../config.js';
+import type { Logger } from '../logger.js';
 import { readPemFile, readSecret, readSecretFile, readTextFile, type Env, type ReadFile } from '../security/secrets.js';
 import {
   awsMskIamTokenProvider,
   oidcClientCredentialsProvider,
   tokenFileProvider,
+  type OidcClientCredentialsOptions,
   unsecuredTokenProvider,
   type OAuthBearerProvider,
 } from './oauth.js';
@@ -32,6 +38,54 @@ export interface KafkaSecurity {
 
 export const PLAINTEXT: KafkaSecurity = { description: 'PLAINTEXT' };
 
+export interface KafkaSecurityOptions {
+  /** Hears of a credential file that could not be read again (the value in hand is kept): its variable and why, never a value. */
+  readonly onReloadProblem?: (variable: string, reason: string) => void;
+}
+
+/** onReloadProblem as a warning in `logger`'s log: the variable and why, never the value. */
+export function reloadWarnings(logger: Pick<Logger, 'warn'>): KafkaSecurityOptions {
+  return {
+    onReloadProblem: (variable, reason) =>
+      logger.warn(
+        { variable, reason },
+        `${variable} could not be read again; new Kafka connections keep the previous value`,
+      ),
+  };
+}
+
+/**
+ * `read()` at every call (kafkajs asks for each new connection); a read that fails keeps the last
+ * good value, and the problem is reported once until a read succeeds again.
+ */
+function rereading<T>(
+  variable: string,
+  initial: T,
+  read: () => T,
+  onProblem: KafkaSecurityOptions['onReloadProblem'],
+): () => T {
+  let last = initial;
+  let reported: string | undefined;
+  return () => {
+    try {
+      last = read();
+      reported = undefined;
+    } catch (error) {
+      const reason = error instanceof Error ? error.message : String(error);
+      if (reason !== reported) {
+        reported = reason;
+        onProblem?.(variable, reason);
+      }
+    }
+    return last;
+  };
+}
+
+/** Defines `key` on `target` as an enumerable getter (kafkajs copies TLS options with Object.assign, which calls it). */
+function liveProperty<T extends object>(target: T, key: string, get: () => unknown): void {
+  Object.defineProperty(target, key, { get, enumerable: true, configurable: true });
+}
+
 /**
  * The Kafka security of this process, from its environment. Each call builds fresh token providers
  * (each with its own cache), so call it once per client.
@@ -46,7 +100,39 @@ function isHttpsOrLoopback(endpoint: string): boolean {
   }
 }
 
-export function kafkaSecurityFromEnv(env: Env = process.env, readFile: ReadFile = readTextFile): KafkaSecurity {
+export function kafkaSecurityFromEnv(
+  env: Env = process.env,
+  readFile: ReadFile = readTextFile,
+  securityOptions: KafkaSecurityOptions = {},
+): KafkaSecurity {
+  const { onReloadProblem } = securityOptions;
+  /** A PEM file's content now, read again for each connection. */
+  const livePem = (target: object, key: string, variable: string, path: string): string => {
+    const initial = readPemFile(variable, path, readFile);
+    liveProperty(
+      target,
+      key,
+      rereading(variable, initial, () => readPemFile(variable, path, readFile), onReloadProblem),
+    );
+    return initial;
+  };
+  /** readSecret's value now; from a file, read again for each connection. */
+  const liveSecret = (target: object, key: string, name: string): string | undefined => {
+    const initial = readSecret(env, name, readFile);
+    const path = env[`${name}_FILE`] ?? '';
+    if (initial === undefined) return undefined;
+    if (path === '') {
+      Object.defineProperty(target, key, { value: initial, enumerable: true, writable: false, configurable: true });
+    } else {
+      const variable = `${name}_FILE`;
+      liveProperty(
+        target,
+        key,
+        rereading(variable, initial, () => readSecretFile(variable, path, readFile), onReloadProblem),
+      );
+    }
+    return initial;
+  };
   const flag = (name: string) => (env[name] ?? '').trim().toLowerCase();
   const value = (name: string) => (env[name] ?? '').trim();
   // As services' loadConfig reads it (a JSON-schema boolean): `true` or `false`, unset is false. Any
@@ -74,18 +160,17 @@ export function kafkaSecurityFromEnv(env: Env = process.env, readFile: ReadFile 
   let certificateSubject: string | undefined;
   if (sslOn) {
     const options: { -readonly [K in keyof ConnectionOptions]: ConnectionOptions[K] } = {};
-    if (value('KAFKA_SSL_CA_FILE')) options.ca = readPemFile('KAFKA_SSL_CA_FILE', value('KAFKA_SSL_CA_FILE'), readFile);
+    if (value('KAFKA_SSL_CA_FILE')) livePem(options, 'ca', 'KAFKA_SSL_CA_FILE', value('KAFKA_SSL_CA_FILE'));
     const certFile = value('KAFKA_SSL_CERT_FILE');
     const keyFile = value('KAFKA_SSL_KEY_FILE');
     if ((certFile === '') !== (keyFile === '')) {
       throw new ConfigError('invalid configuration: KAFKA_SSL_CERT_FILE and KAFKA_SSL_KEY_FILE go together');
     }
     if (certFile !== '') {
-      options.cert = readPemFile('KAFKA_SSL_CERT_FILE', certFile, readFile);
-      options.key = readPemFile('KAFKA_SSL_KEY_FILE', keyFile, readFile);
-      const passphrase = readSecret(env, 'KAFKA_SSL_KEY_PASSWORD', readFile);
-      if (passphrase !== undefined) options.passphrase = passphrase;
-      certificateSubject = subjectCommonName(options.cert);
+      const cert = livePem(options, 'cert', 'KAFKA_SSL_CERT_FILE', certFile);
+      livePem(options, 'key', 'KAFKA_SSL_KEY_FILE', keyFile);
+      liveSecret(options, 'passphrase', 'KAFKA_SSL_KEY_PASSWORD');
+      certificateSubject = subjectCommonName(cert);
     }
     ssl = Object.keys(options).length > 0 ? options : true;
   }
@@ -110,7 +195,7 @@ export function kafkaSecurityFromEnv(env: Env = process.env, readFile: ReadFile 
   }
 
   if (mechanism === 'oauthbearer') {
-    const { provider, subject, source } = oauthProvider(env, readFile);
+    const { provider, subject, source } = oauthProvider(env, readFile, liveSecret);
     return {
       ...(ssl ? { ssl } : {}),
       sasl: { mechanism: 'oauthbearer', oauthBearerProvider: provider },
@@ -118,8 +203,9 @@ export function kafkaSecurityFromEnv(env: Env = process.env, readFile: ReadFile 
       ...(subject ? { principal: subject } : {}),
     };
   }
-  const username = readSecret(env, 'KAFKA_SASL_USERNAME', readFile);
-  const password = readSecret(env, 'KAFKA_SASL_PASSWORD', readFile);
+  const sasl = { mechanism } as { mechanism: SaslMechanism };
+  const username = liveSecret(sasl, 'username', 'KAFKA_SASL_USERNAME');
+  const password = liveSecret(sasl, 'password', 'KAFKA_SASL_PASSWORD');
   if (username === undefined) {
     throw new ConfigError(
       `invalid configuration: KAFKA_SASL_USERNAME (or KAFKA_SASL_USERNAME_FILE) is required with KAFKA_SASL_MECHANISM=${mechanism}`,
@@ -132,7 +218,7 @@ export function kafkaSecurityFromEnv(env: Env = process.env, readFile: ReadFile 
   }
   return {
     ...(ssl ? { ssl } : {}),
-    sasl: { mechanism, username, password } as SASLOptions,
+    sasl: sasl as SASLOptions,
     description: `${protocol} ${mechanism.toUpperCase()} as "${username}"`,
     principal: username,
   };
@@ -141,6 +227,7 @@ export function kafkaSecurityFromEnv(env: Env = process.env, readFile: ReadFile 
 function oauthProvider(
   env: Env,
   readFile: ReadFile,
+  liveSecret: (target: object, key: string, name: string) => string | undefined,
 ): { provider: OAuthBearerProvider; subject?: string; source: string } {
   const value = (name: string) => (env[name] ?? '').trim();
   const kind = value('KAFKA_OAUTH_PROVIDER') as OAuthProviderKind | '';
@@ -159,22 +246,22 @@ function oauthProvider(
           'invalid configuration: KAFKA_OAUTH_TOKEN_ENDPOINT must be an https URL (the client secret is sent to it)',
         );
       }
-      const clientId = readSecret(env, 'KAFKA_OAUTH_CLIENT_ID', readFile);
-      const clientSecret = readSecret(env, 'KAFKA_OAUTH_CLIENT_SECRET', readFile);
+      // The client id and secret are read again for each token request (live properties, not copied).
+      const options = {
+        tokenEndpoint,
+        ...(value('KAFKA_OAUTH_SCOPE') ? { scope: value('KAFKA_OAUTH_SCOPE') } : {}),
+        ...(value('KAFKA_OAUTH_AUDIENCE') ? { audience: value('KAFKA_OAUTH_AUDIENCE') } : {}),
+        ...(extensions ? { extensions } : {}),
+      } as OidcClientCredentialsOptions;
+      const clientId = liveSecret(options, 'clientId', 'KAFKA_OAUTH_CLIENT_ID');
+      const clientSecret = liveSecret(options, 'clientSecret', 'KAFKA_OAUTH_CLIENT_SECRET');
       if (clientId === undefined || clientSecret === undefined) {
         throw new ConfigError(
           'invalid configuration: KAFKA_OAUTH_CLIENT_ID and KAFKA_OAUTH_CLIENT_SECRET (or their _FILE forms) are required with KAFKA_OAUTH_PROVIDER=oidc',
         );
       }
       return {
-        provider: oidcClientCredentialsProvider({
-          tokenEndpoint,
-          clientId,
-          clientSecret,
-          ...(value('KAFKA_OAUTH_SCOPE') ? { scope: value('KAFKA_OAUTH_SCOPE') } : {}),
-          ...(value('KAFKA_OAUTH_AUDIENCE') ? { audience: value('KAFKA_OAUTH_AUDIENCE') } : {}),
-          ...(extensions ? { extensions } : {}),
-        }),
+        provider: oidcClientCredentialsProvider(options),
         subject: clientId,
         source: `OIDC client credentials at ${new URL(tokenEndpoint).origin}`,
       };

@@ -366,3 +366,103 @@ describe('explainKafkaError: refused credentials', () => {
     expect(explainKafkaError(error, scram)?.message).toMatch(/Check KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD_FILE$/);
   });
 });
+
+describe('credential files are read again for each new connection (rotation without a restart)', () => {
+  /** Files that the test rewrites, and the problems reported. */
+  function rotating(initial: Record<string, string>) {
+    const disk: Record<string, string> = { ...initial };
+    const problems: Array<[string, string]> = [];
+    const read = (path: string) => {
+      const content = disk[path];
+      if (content === undefined) throw Object.assign(new Error(`ENOENT ${path}`), { code: 'ENOENT' });
+      return content;
+    };
+    const make = (env: Record<string, string>) =>
+      kafkaSecurityFromEnv(env, read, { onReloadProblem: (variable, reason) => problems.push([variable, reason]) });
+    return { disk, problems, make };
+  }
+  const other = selfSignedCertificate({ commonName: 'sender', keyType: 'ec' });
+  const otherKey = other.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+
+  it('SCRAM: a new password (and username) in the files is what the next authentication sends', () => {
+    const { disk, problems, make } = rotating({ '/u': 'sender\n', '/p': 'old-password\n' });
+    const s = make({
+      KAFKA_SSL: 'true',
+      KAFKA_SASL_MECHANISM: 'scram-sha-512',
+      KAFKA_SASL_USERNAME_FILE: '/u',
+      KAFKA_SASL_PASSWORD_FILE: '/p',
+    });
+    const sasl = s.sasl as { username: string; password: string };
+    expect(sasl.password).toBe('old-password');
+    disk['/p'] = 'new-password\n';
+    expect(sasl.password).toBe('new-password');
+    expect(problems).toEqual([]);
+    // What was read at start names the principal; the description does not change.
+    expect(s.description).toBe('SASL_SSL SCRAM-SHA-512 as "sender"');
+  });
+
+  it('a file that cannot be read again keeps the value in hand, and says so once, without the value', () => {
+    const { disk, problems, make } = rotating({ '/u': 'sender\n', '/p': 'old-password\n' });
+    const sasl = make({
+      KAFKA_SSL: 'true',
+      KAFKA_SASL_MECHANISM: 'scram-sha-512',
+      KAFKA_SASL_USERNAME_FILE: '/u',
+      KAFKA_SASL_PASSWORD_FILE: '/p',
+    }).sasl as { password: string };
+    for (const bad of ['', 'two\nlines-XYZZY\n', '\uFEFFbom-XYZZY']) {
+      disk['/p'] = bad;
+      expect(sasl.password).toBe('old-password');
+      expect(sasl.password).toBe('old-password');
+    }
+    delete disk['/p'];
+    expect(sasl.password).toBe('old-password');
+    expect(problems.map(([variable]) => variable)).toEqual(Array(4).fill('KAFKA_SASL_PASSWORD_FILE'));
+    expect(problems.map(([, reason]) => reason)).toEqual([
+      expect.stringMatching(/is empty|cannot be read/),
+      expect.stringMatching(/more than one line/),
+      expect.stringMatching(/byte-order mark/),
+      expect.stringMatching(/cannot be read \(ENOENT\)/),
+    ]);
+    expect(JSON.stringify(problems)).not.toMatch(/XYZZY|old-password/);
+    // Fixed: the new value, and a later problem is reported again.
+    disk['/p'] = 'new-password\n';
+    expect(sasl.password).toBe('new-password');
+    disk['/p'] = '';
+    expect(sasl.password).toBe('new-password');
+    expect(problems).toHaveLength(5);
+  });
+
+  it('an inline password is the same for every connection (nothing to read again)', () => {
+    const { make } = rotating({});
+    const sasl = make({
+      KAFKA_SSL: 'true',
+      KAFKA_SASL_MECHANISM: 'plain',
+      KAFKA_SASL_USERNAME: 'u',
+      KAFKA_SASL_PASSWORD: 'inline',
+    }).sasl as { password: string };
+    expect(sasl.password).toBe('inline');
+  });
+
+  it('mutual TLS: a renewed certificate and key, and a renewed CA, reach the options kafkajs copies for each connection', () => {
+    const { disk, problems, make } = rotating({ '/ca': pem, '/crt': pem, '/key': keyPem });
+    const s = make({
+      KAFKA_SSL: 'true',
+      KAFKA_SSL_CA_FILE: '/ca',
+      KAFKA_SSL_CERT_FILE: '/crt',
+      KAFKA_SSL_KEY_FILE: '/key',
+    });
+    // kafkajs' socket factory: Object.assign({ host, port }, ..., ssl).
+    expect(Object.assign({}, s.ssl)).toEqual({ ca: pem, cert: pem, key: keyPem });
+    disk['/crt'] = other.certificatePem;
+    disk['/key'] = otherKey;
+    disk['/ca'] = `${pem}${other.certificatePem}`;
+    expect(Object.assign({}, s.ssl)).toEqual({
+      ca: `${pem}${other.certificatePem}`,
+      cert: other.certificatePem,
+      key: otherKey,
+    });
+    disk['/crt'] = 'not a certificate';
+    expect(Object.assign({}, s.ssl)).toMatchObject({ cert: other.certificatePem });
+    expect(problems).toEqual([['KAFKA_SSL_CERT_FILE', expect.stringMatching(/is not a PEM file/)]]);
+  });
+});

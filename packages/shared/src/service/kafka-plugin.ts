@@ -4,7 +4,7 @@ import { checkKafkaAccess } from '../kafka/access.js';
 import type { KafkaAccessNeeds } from '../kafka/acls.js';
 import { createKafka } from '../kafka/client.js';
 import { EventProducer } from '../kafka/producer.js';
-import { kafkaSecurityFromEnv, type KafkaSecurity } from '../kafka/security.js';
+import { kafkaSecurityFromEnv, reloadWarnings, type KafkaSecurity } from '../kafka/security.js';
 import { dlqTopicOf } from '../kafka/topics.js';
 import type { Logger } from '../logger.js';
 
@@ -59,7 +59,8 @@ export interface KafkaPluginOptions {
  */
 export const kafkaPlugin = fp<KafkaPluginOptions>(
   async (app, options) => {
-    const security = options.security ?? kafkaSecurityFromEnv();
+    const security =
+      options.security ?? kafkaSecurityFromEnv(process.env, undefined, reloadWarnings(app.log as Logger));
     const kafka = createKafka({
       brokers: options.brokers,
       clientId: options.clientId,
