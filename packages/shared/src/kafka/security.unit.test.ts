@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ConfigError } from '../config.js';
 import { selfSignedCertificate } from '../testing/x509.js';
+import { waitFor } from '../wait.js';
 import { explainKafkaError } from './access.js';
 import {
   awsMskIamTokenProvider,
@@ -254,6 +255,34 @@ describe('OIDC client credentials', () => {
       scope: 'kafka',
       audience: 'cluster-1',
     });
+  });
+
+  it('reads a rotated client secret file at the next token request', async () => {
+    const endpoint = await tokenEndpoint(() => ({ status: 200, json: { access_token: 'tok', expires_in: 1 } }));
+    const disk: Record<string, string> = { '/id': 'sender\n', '/secret': 'old-secret\n' };
+    const s = kafkaSecurityFromEnv(
+      {
+        KAFKA_SSL: 'true',
+        KAFKA_SASL_MECHANISM: 'oauthbearer',
+        KAFKA_OAUTH_PROVIDER: 'oidc',
+        KAFKA_OAUTH_TOKEN_ENDPOINT: endpoint.url,
+        KAFKA_OAUTH_CLIENT_ID_FILE: '/id',
+        KAFKA_OAUTH_CLIENT_SECRET_FILE: '/secret',
+      },
+      (path) => disk[path] ?? '',
+    );
+    const provider = (s.sasl as { oauthBearerProvider: () => Promise<unknown> }).oauthBearerProvider;
+    await provider();
+    disk['/secret'] = 'new-secret\n';
+    // A 1 s token is kept for 0.8 s: the next request is a new fetch.
+    await waitFor(async () => (await provider(), endpoint.requests.length >= 2), {
+      timeoutMs: 5_000,
+      description: 'a second token request',
+    });
+    expect(endpoint.requests.map((r) => Buffer.from((r.authorization ?? '').slice(6), 'base64').toString())).toEqual([
+      'sender:old-secret',
+      'sender:new-secret',
+    ]);
   });
 
   it('reports a refusal as definitive, naming the endpoint and the OAuth error, never the secret', async () => {
