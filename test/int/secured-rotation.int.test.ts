@@ -74,10 +74,16 @@ describe.skipIf(!infra)('Kafka credentials rotated in place', () => {
     writeFileSync(keyFile, publisher.key);
     expect(await ingressAs(kafka)).toBe('ok');
 
-    // A renewal that left a broken file: the next connection keeps the certificate in hand.
+    // Half a renewal (a certificate that is not the key's), then a broken file: the next connections
+    // keep the pair in hand, whole, and still connect as the publisher.
+    writeFileSync(certFile, sender.cert);
+    expect(await ingressAs(kafka)).toBe('ok');
     writeFileSync(certFile, 'not a certificate\n');
     expect(await ingressAs(kafka)).toBe('ok');
-    expect(problems).toEqual(['KAFKA_SSL_CERT_FILE']);
+    expect(problems).toEqual([
+      'KAFKA_SSL_CA_FILE, KAFKA_SSL_CERT_FILE, KAFKA_SSL_KEY_FILE',
+      'KAFKA_SSL_CA_FILE, KAFKA_SSL_CERT_FILE, KAFKA_SSL_KEY_FILE',
+    ]);
   });
 
   it('SCRAM: a new username and password in the files are used by the next connection of the same client', async () => {

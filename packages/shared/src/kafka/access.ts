@@ -188,7 +188,7 @@ export function explainKafkaError(
     if (code && /^ERR_SSL_.*ALERT/.test(code)) {
       return {
         failure: 'tls',
-        message: `kafka: the broker refused the TLS handshake (${code}): ${security.ssl && typeof security.ssl === 'object' && security.ssl.cert ? 'is our client certificate (KAFKA_SSL_CERT_FILE) signed by a CA the broker trusts?' : 'the listener may require a client certificate (KAFKA_SSL_CERT_FILE, KAFKA_SSL_KEY_FILE)'}`,
+        message: `kafka: the broker refused the TLS handshake (${code}): ${security.mutualTls ? 'is our client certificate (KAFKA_SSL_CERT_FILE) signed by a CA the broker trusts?' : 'the listener may require a client certificate (KAFKA_SSL_CERT_FILE, KAFKA_SSL_KEY_FILE)'}`,
       };
     }
     const type = protocolType(cause);

@@ -3,6 +3,7 @@ import type { Logger } from '../logger.js';
 import { waitFor } from '../wait.js';
 import { patchKafkajsIdleTimer, patchKafkajsReauthentication } from './kafkajs-patches.js';
 import { oauthBearerAuthenticator } from './oauthbearer.js';
+import { snapshotAuthenticator } from './password-sasl.js';
 import { kafkaSecurityFromEnv, reloadWarnings, type KafkaSecurity } from './security.js';
 
 export interface KafkaClientOptions {
@@ -53,6 +54,12 @@ export function createKafka(options: KafkaClientOptions): Kafka {
       mechanism: 'oauthbearer',
       authenticationProvider: oauthBearerAuthenticator(security.sasl.oauthBearerProvider),
     };
+  } else if (security.sasl && security.saslCredentials) {
+    // One snapshot of the username and password per login (password-sasl.ts).
+    const authenticationProvider = snapshotAuthenticator(security.sasl.mechanism, security.saslCredentials);
+    config.sasl = authenticationProvider
+      ? { mechanism: security.sasl.mechanism, authenticationProvider }
+      : security.sasl;
   } else if (security.sasl) config.sasl = security.sasl;
   if (logger) {
     const kafkaLogger = logger.child({ component: 'kafkajs' });

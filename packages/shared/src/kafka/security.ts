@@ -9,7 +9,7 @@
  * how we connect, and as whom (at start), without them.
  */
 import { X509Certificate } from 'node:crypto';
-import type { ConnectionOptions } from 'node:tls';
+import { createSecureContext, type ConnectionOptions, type SecureContext } from 'node:tls';
 import type { SASLOptions } from 'kafkajs';
 import { ConfigError } from '../config.js';
 import type { Logger } from '../logger.js';
@@ -32,8 +32,15 @@ export interface KafkaSecurity {
   readonly sasl?: SASLOptions;
   /** `SASL_SSL SCRAM-SHA-512 as "sender"`: for start-up messages and logs; no secret in it. */
   readonly description: string;
-  /** The identity the brokers will see, when we know it (SASL username, token subject, certificate CN). */
+  /** The identity the brokers will see, when we know it (SASL username, token subject, certificate CN), at start. */
   readonly principal?: string;
+  /** True when we present a client certificate (mutual TLS). */
+  readonly mutualTls?: boolean;
+  /**
+   * PLAIN and SCRAM: the username and password as one snapshot, read again (from files) at each call.
+   * createKafka takes one per authentication, so a login never mixes an old and a new value.
+   */
+  readonly saslCredentials?: () => { readonly username: string; readonly password: string };
 }
 
 export const PLAINTEXT: KafkaSecurity = { description: 'PLAINTEXT' };
@@ -54,36 +61,69 @@ export function reloadWarnings(logger: Pick<Logger, 'warn'>): KafkaSecurityOptio
   };
 }
 
+/** What a failed re-read says, without the prefix its start-up ConfigError carries. */
+function reasonOf(error: unknown): string {
+  return (error instanceof Error ? error.message : String(error)).replace(/^invalid configuration: /, '');
+}
+
 /**
- * `read()` at every call (kafkajs asks for each new connection); a read that fails keeps the last
- * good value, and the problem is reported once until a read succeeds again.
+ * A set of credentials read from their files at every call (kafkajs asks for each new connection
+ * or authentication) and taken as a set: read twice until both reads agree (a Secret swapped
+ * between the reads of two of its files is read again), then `check`ed. A read or check that fails
+ * keeps the last good set, whole (never a new certificate with an old key), and is reported once
+ * until a read succeeds again. An unchanged set is the same object.
  */
-function rereading<T>(
-  variable: string,
+function liveSet<T extends object>(
+  variables: string,
   initial: T,
   read: () => T,
   onProblem: KafkaSecurityOptions['onReloadProblem'],
+  check: (value: T) => void = () => undefined,
 ): () => T {
+  const same = (a: T, b: T) => JSON.stringify(a) === JSON.stringify(b);
   let last = initial;
   let reported: string | undefined;
   return () => {
     try {
-      last = read();
+      let current = read();
+      for (let attempt = 0; attempt < 3; attempt++) {
+        const again = read();
+        if (same(current, again)) break;
+        current = again;
+      }
+      if (!same(current, last)) {
+        check(current);
+        last = current;
+      }
       reported = undefined;
     } catch (error) {
-      const reason = error instanceof Error ? error.message : String(error);
+      const reason = reasonOf(error);
       if (reason !== reported) {
         reported = reason;
-        onProblem?.(variable, reason);
+        onProblem?.(variables, reason);
       }
     }
     return last;
   };
 }
 
-/** Defines `key` on `target` as an enumerable getter (kafkajs copies TLS options with Object.assign, which calls it). */
-function liveProperty<T extends object>(target: T, key: string, get: () => unknown): void {
-  Object.defineProperty(target, key, { get, enumerable: true, configurable: true });
+interface TlsMaterial {
+  ca?: string;
+  cert?: string;
+  key?: string;
+  passphrase?: string;
+}
+
+/** Whether Node can make a TLS context of `material` (a certificate with its own key, the right passphrase, readable PEM). */
+function checkTlsMaterial(material: TlsMaterial): void {
+  try {
+    createSecureContext(material);
+  } catch (error) {
+    const code = (error as { code?: string }).code;
+    throw new ConfigError(
+      `invalid configuration: KAFKA_SSL_CA_FILE, KAFKA_SSL_CERT_FILE, KAFKA_SSL_KEY_FILE and KAFKA_SSL_KEY_PASSWORD do not make a TLS context: ${(error as Error).message.split('\n')[0]}${code ? ` (${code})` : ''}`,
+    );
+  }
 }
 
 /**
@@ -106,31 +146,25 @@ export function kafkaSecurityFromEnv(
   securityOptions: KafkaSecurityOptions = {},
 ): KafkaSecurity {
   const { onReloadProblem } = securityOptions;
-  /** A PEM file's content now, read again for each connection. */
-  const livePem = (target: object, key: string, variable: string, path: string): string => {
-    const initial = readPemFile(variable, path, readFile);
-    liveProperty(
-      target,
-      key,
-      rereading(variable, initial, () => readPemFile(variable, path, readFile), onReloadProblem),
-    );
-    return initial;
-  };
-  /** readSecret's value now; from a file, read again for each connection. */
+  /** readSecret's value now; from a file, read again at each access (the OIDC client id and secret: each token request). */
   const liveSecret = (target: object, key: string, name: string): string | undefined => {
     const initial = readSecret(env, name, readFile);
-    const path = env[`${name}_FILE`] ?? '';
     if (initial === undefined) return undefined;
-    if (path === '') {
-      Object.defineProperty(target, key, { value: initial, enumerable: true, writable: false, configurable: true });
-    } else {
-      const variable = `${name}_FILE`;
-      liveProperty(
-        target,
-        key,
-        rereading(variable, initial, () => readSecretFile(variable, path, readFile), onReloadProblem),
-      );
-    }
+    const variable = `${name}_FILE`;
+    const path = env[variable] ?? '';
+    const get =
+      path === ''
+        ? () => initial
+        : (() => {
+            const current = liveSet(
+              variable,
+              { value: initial },
+              () => ({ value: readSecretFile(variable, path, readFile) }),
+              onReloadProblem,
+            );
+            return () => current().value;
+          })();
+    Object.defineProperty(target, key, { get, enumerable: true, configurable: true });
     return initial;
   };
   const flag = (name: string) => (env[name] ?? '').trim().toLowerCase();
@@ -159,20 +193,57 @@ export function kafkaSecurityFromEnv(
   let ssl: ConnectionOptions | true | undefined;
   let certificateSubject: string | undefined;
   if (sslOn) {
-    const options: { -readonly [K in keyof ConnectionOptions]: ConnectionOptions[K] } = {};
-    if (value('KAFKA_SSL_CA_FILE')) livePem(options, 'ca', 'KAFKA_SSL_CA_FILE', value('KAFKA_SSL_CA_FILE'));
+    const caFile = value('KAFKA_SSL_CA_FILE');
     const certFile = value('KAFKA_SSL_CERT_FILE');
     const keyFile = value('KAFKA_SSL_KEY_FILE');
     if ((certFile === '') !== (keyFile === '')) {
       throw new ConfigError('invalid configuration: KAFKA_SSL_CERT_FILE and KAFKA_SSL_KEY_FILE go together');
     }
-    if (certFile !== '') {
-      const cert = livePem(options, 'cert', 'KAFKA_SSL_CERT_FILE', certFile);
-      livePem(options, 'key', 'KAFKA_SSL_KEY_FILE', keyFile);
-      liveSecret(options, 'passphrase', 'KAFKA_SSL_KEY_PASSWORD');
-      certificateSubject = subjectCommonName(cert);
+    const readMaterial = (): TlsMaterial => {
+      const material: TlsMaterial = {};
+      if (caFile !== '') material.ca = readPemFile('KAFKA_SSL_CA_FILE', caFile, readFile);
+      if (certFile !== '') {
+        material.cert = readPemFile('KAFKA_SSL_CERT_FILE', certFile, readFile);
+        material.key = readPemFile('KAFKA_SSL_KEY_FILE', keyFile, readFile);
+        const passphrase = readSecret(env, 'KAFKA_SSL_KEY_PASSWORD', readFile);
+        if (passphrase !== undefined) material.passphrase = passphrase;
+      }
+      return material;
+    };
+    const initial = readMaterial();
+    if (Object.keys(initial).length > 0) {
+      checkTlsMaterial(initial);
+      if (initial.cert !== undefined) certificateSubject = subjectCommonName(initial.cert);
+      const variables = [
+        'KAFKA_SSL_CA_FILE',
+        'KAFKA_SSL_CERT_FILE',
+        'KAFKA_SSL_KEY_FILE',
+        'KAFKA_SSL_KEY_PASSWORD_FILE',
+      ]
+        .filter((name) => value(name) !== '')
+        .join(', ');
+      const material = liveSet(variables, initial, readMaterial, onReloadProblem, checkTlsMaterial);
+      let context: { material: TlsMaterial; secureContext: SecureContext } | undefined;
+      const options: ConnectionOptions = {};
+      // kafkajs copies these options for each connection (Object.assign, which calls the getter):
+      // one context, from one snapshot of the files, rebuilt only when they changed.
+      Object.defineProperty(options, 'secureContext', {
+        enumerable: true,
+        get: () => {
+          const now = material();
+          if (context?.material !== now) context = { material: now, secureContext: createSecureContext(now) };
+          return context.secureContext;
+        },
+      });
+      // What the context was made of, for reading (not copied into a connection's options).
+      for (const key of ['ca', 'cert', 'key', 'passphrase'] as const) {
+        if (initial[key] !== undefined)
+          Object.defineProperty(options, key, { enumerable: false, get: () => material()[key] });
+      }
+      ssl = options;
+    } else {
+      ssl = true;
     }
-    ssl = Object.keys(options).length > 0 ? options : true;
   }
 
   const protocol = `${mechanism === '' ? '' : 'SASL_'}${sslOn ? 'SSL' : 'PLAINTEXT'}`;
@@ -184,7 +255,7 @@ export function kafkaSecurityFromEnv(
     return {
       ...(ssl ? { ssl } : {}),
       description: `${sslOn ? (certificateSubject ? 'SSL (mutual TLS)' : 'SSL') : 'PLAINTEXT'}${as}`,
-      ...(certificateSubject ? { principal: certificateSubject } : {}),
+      ...(certificateSubject ? { principal: certificateSubject, mutualTls: true } : {}),
     };
   }
   // The secret itself crosses the wire with PLAIN and OAUTHBEARER; SCRAM never sends the password.
@@ -201,11 +272,14 @@ export function kafkaSecurityFromEnv(
       sasl: { mechanism: 'oauthbearer', oauthBearerProvider: provider },
       description: `${protocol} OAUTHBEARER (${source})${subject ? ` as "${subject}"` : ''}`,
       ...(subject ? { principal: subject } : {}),
+      ...(certificateSubject ? { mutualTls: true } : {}),
     };
   }
-  const sasl = { mechanism } as { mechanism: SaslMechanism };
-  const username = liveSecret(sasl, 'username', 'KAFKA_SASL_USERNAME');
-  const password = liveSecret(sasl, 'password', 'KAFKA_SASL_PASSWORD');
+  const readCredentials = () => ({
+    username: readSecret(env, 'KAFKA_SASL_USERNAME', readFile),
+    password: readSecret(env, 'KAFKA_SASL_PASSWORD', readFile),
+  });
+  const { username, password } = readCredentials();
   if (username === undefined) {
     throw new ConfigError(
       `invalid configuration: KAFKA_SASL_USERNAME (or KAFKA_SASL_USERNAME_FILE) is required with KAFKA_SASL_MECHANISM=${mechanism}`,
@@ -216,11 +290,37 @@ export function kafkaSecurityFromEnv(
       `invalid configuration: KAFKA_SASL_PASSWORD_FILE (or KAFKA_SASL_PASSWORD) is required with KAFKA_SASL_MECHANISM=${mechanism}`,
     );
   }
+  const files = ['KAFKA_SASL_USERNAME_FILE', 'KAFKA_SASL_PASSWORD_FILE'].filter((name) => value(name) !== '');
+  const initial = { username, password };
+  const credentials =
+    files.length === 0
+      ? () => initial
+      : liveSet(
+          files.join(', '),
+          initial,
+          () => {
+            const now = readCredentials();
+            // Both were set at start; a variable cannot go away, so undefined is not possible here.
+            return { username: now.username ?? username, password: now.password ?? password };
+          },
+          onReloadProblem,
+        );
+  const sasl = {
+    mechanism,
+    get username() {
+      return credentials().username;
+    },
+    get password() {
+      return credentials().password;
+    },
+  };
   return {
     ...(ssl ? { ssl } : {}),
     sasl: sasl as SASLOptions,
     description: `${protocol} ${mechanism.toUpperCase()} as "${username}"`,
     principal: username,
+    ...(certificateSubject ? { mutualTls: true } : {}),
+    saslCredentials: credentials,
   };
 }
 

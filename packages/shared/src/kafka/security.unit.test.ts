@@ -32,6 +32,13 @@ const readFile = (path: string) => {
   return content;
 };
 const security = (env: Record<string, string>) => kafkaSecurityFromEnv(env, readFile);
+/** What the TLS options were made of (kafkajs gets a context built from them). */
+const material = (ssl: unknown) => {
+  const o = ssl as Record<string, unknown>;
+  return Object.fromEntries(
+    (['ca', 'cert', 'key', 'passphrase'] as const).filter((k) => o[k] !== undefined).map((k) => [k, o[k]]),
+  );
+};
 const configError = (env: Record<string, string>) => {
   try {
     security(env);
@@ -67,7 +74,7 @@ describe('Kafka security from the environment', () => {
       KAFKA_SASL_PASSWORD_FILE: '/s/password',
     });
     expect(s.sasl).toEqual({ mechanism: 'scram-sha-512', username: 'sender', password: 's3cret-Password' });
-    expect(s.ssl).toEqual({ ca: pem });
+    expect(material(s.ssl)).toEqual({ ca: pem });
     expect(s.description).toBe('SASL_SSL SCRAM-SHA-512 as "sender"');
     expect(JSON.stringify({ d: s.description, p: s.principal })).not.toContain('s3cret');
   });
@@ -79,7 +86,8 @@ describe('Kafka security from the environment', () => {
       KAFKA_SSL_CERT_FILE: '/s/client.pem',
       KAFKA_SSL_KEY_FILE: '/s/client.key',
     });
-    expect(s.ssl).toEqual({ ca: pem, cert: pem, key: keyPem });
+    expect(material(s.ssl)).toEqual({ ca: pem, cert: pem, key: keyPem });
+    expect(s.mutualTls).toBe(true);
     expect(s.principal).toBe('sender');
     expect(s.description).toBe('SSL (mutual TLS) as certificate "sender"');
   });
@@ -413,7 +421,7 @@ describe('credential files are read again for each new connection (rotation with
   const other = selfSignedCertificate({ commonName: 'sender', keyType: 'ec' });
   const otherKey = other.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
 
-  it('SCRAM: a new password (and username) in the files is what the next authentication sends', () => {
+  it('SCRAM: a new password in the file is what the next authentication sends', () => {
     const { disk, problems, make } = rotating({ '/u': 'sender\n', '/p': 'old-password\n' });
     const s = make({
       KAFKA_SSL: 'true',
@@ -445,7 +453,9 @@ describe('credential files are read again for each new connection (rotation with
     }
     delete disk['/p'];
     expect(sasl.password).toBe('old-password');
-    expect(problems.map(([variable]) => variable)).toEqual(Array(4).fill('KAFKA_SASL_PASSWORD_FILE'));
+    expect(problems.map(([variable]) => variable)).toEqual(
+      Array(4).fill('KAFKA_SASL_USERNAME_FILE, KAFKA_SASL_PASSWORD_FILE'),
+    );
     expect(problems.map(([, reason]) => reason)).toEqual([
       expect.stringMatching(/is empty|cannot be read/),
       expect.stringMatching(/more than one line/),
@@ -472,7 +482,7 @@ describe('credential files are read again for each new connection (rotation with
     expect(sasl.password).toBe('inline');
   });
 
-  it('mutual TLS: a renewed certificate and key, and a renewed CA, reach the options kafkajs copies for each connection', () => {
+  it('mutual TLS: a renewed certificate, key and CA become the context of the next connection, as one set', () => {
     const { disk, problems, make } = rotating({ '/ca': pem, '/crt': pem, '/key': keyPem });
     const s = make({
       KAFKA_SSL: 'true',
@@ -480,18 +490,59 @@ describe('credential files are read again for each new connection (rotation with
       KAFKA_SSL_CERT_FILE: '/crt',
       KAFKA_SSL_KEY_FILE: '/key',
     });
-    // kafkajs' socket factory: Object.assign({ host, port }, ..., ssl).
-    expect(Object.assign({}, s.ssl)).toEqual({ ca: pem, cert: pem, key: keyPem });
+    // kafkajs' socket factory: Object.assign({ host, port }, ..., ssl): a context, and nothing else.
+    const first = Object.assign({}, s.ssl) as { secureContext?: unknown };
+    expect(Object.keys(first)).toEqual(['secureContext']);
+    expect(material(s.ssl)).toEqual({ ca: pem, cert: pem, key: keyPem });
+    // Unchanged files: the same context, not a new one per connection.
+    expect((Object.assign({}, s.ssl) as { secureContext?: unknown }).secureContext).toBe(first.secureContext);
+
     disk['/crt'] = other.certificatePem;
     disk['/key'] = otherKey;
     disk['/ca'] = `${pem}${other.certificatePem}`;
-    expect(Object.assign({}, s.ssl)).toEqual({
-      ca: `${pem}${other.certificatePem}`,
-      cert: other.certificatePem,
-      key: otherKey,
-    });
+    const renewed = (Object.assign({}, s.ssl) as { secureContext?: unknown }).secureContext;
+    expect(renewed).not.toBe(first.secureContext);
+    expect(material(s.ssl)).toEqual({ ca: `${pem}${other.certificatePem}`, cert: other.certificatePem, key: otherKey });
+
+    // Half a renewal (a new certificate with the old key), a broken PEM: the whole last good set stays.
+    disk['/crt'] = pem;
+    expect((Object.assign({}, s.ssl) as { secureContext?: unknown }).secureContext).toBe(renewed);
+    expect(material(s.ssl)).toMatchObject({ cert: other.certificatePem, key: otherKey });
     disk['/crt'] = 'not a certificate';
-    expect(Object.assign({}, s.ssl)).toMatchObject({ cert: other.certificatePem });
-    expect(problems).toEqual([['KAFKA_SSL_CERT_FILE', expect.stringMatching(/is not a PEM file/)]]);
+    expect(material(s.ssl)).toMatchObject({ cert: other.certificatePem, key: otherKey });
+    expect(problems).toEqual([
+      [
+        'KAFKA_SSL_CA_FILE, KAFKA_SSL_CERT_FILE, KAFKA_SSL_KEY_FILE',
+        expect.stringMatching(/do not make a TLS context: .*key values mismatch/),
+      ],
+      [
+        'KAFKA_SSL_CA_FILE, KAFKA_SSL_CERT_FILE, KAFKA_SSL_KEY_FILE',
+        expect.stringMatching(/KAFKA_SSL_CERT_FILE \(\/crt\) is not a PEM file/),
+      ],
+    ]);
+    expect(JSON.stringify(problems)).not.toContain('PRIVATE KEY');
+  });
+
+  it('a certificate with another key, or a wrong passphrase, stops the start naming the variables', () => {
+    const { make } = rotating({ '/crt': other.certificatePem, '/key': keyPem });
+    expect(() => make({ KAFKA_SSL: 'true', KAFKA_SSL_CERT_FILE: '/crt', KAFKA_SSL_KEY_FILE: '/key' })).toThrow(
+      /KAFKA_SSL_CERT_FILE, KAFKA_SSL_KEY_FILE and KAFKA_SSL_KEY_PASSWORD do not make a TLS context: .*key values mismatch/,
+    );
+  });
+
+  it('SCRAM: a username and password are one set; a login never gets a new username with an old password', () => {
+    const { disk, problems, make } = rotating({ '/u': 'sender\n', '/p': 'sender-password\n' });
+    const s = make({
+      KAFKA_SSL: 'true',
+      KAFKA_SASL_MECHANISM: 'scram-sha-512',
+      KAFKA_SASL_USERNAME_FILE: '/u',
+      KAFKA_SASL_PASSWORD_FILE: '/p',
+    });
+    disk['/u'] = 'publisher\n';
+    disk['/p'] = '';
+    expect(s.saslCredentials?.()).toEqual({ username: 'sender', password: 'sender-password' });
+    disk['/p'] = 'publisher-password\n';
+    expect(s.saslCredentials?.()).toEqual({ username: 'publisher', password: 'publisher-password' });
+    expect(problems.map(([variables]) => variables)).toEqual(['KAFKA_SASL_USERNAME_FILE, KAFKA_SASL_PASSWORD_FILE']);
   });
 });
