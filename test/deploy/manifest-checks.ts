@@ -521,17 +521,24 @@ function credentialOwner(objects: readonly K8sObject[], file: MountedFile): stri
   return match && match[1] !== 'ca' ? match[1] : undefined;
 }
 
-const certificates = new Map<string, string>();
-/** What a mounted file would hold: a certificate (CN = whose Secret it is), a PEM key, a secret. */
+const certificates = new Map<string, { cert: string; key: string }>();
+/** What a mounted file would hold: a certificate (CN = whose Secret it is) and its key, a secret. */
 function fakeContent(objects: readonly K8sObject[], file: MountedFile): string {
   const owner = credentialOwner(objects, file) ?? file.name;
-  if (/\.(crt|pem)$/.test(file.key)) {
-    const cached =
-      certificates.get(owner) ?? selfSignedCertificate({ commonName: owner, keyType: 'ec' }).certificatePem;
-    certificates.set(owner, cached);
-    return cached;
-  }
-  if (/\.key$/.test(file.key)) return '-----BEGIN PRIVATE KEY-----\nnot-a-key\n-----END PRIVATE KEY-----\n';
+  const pair = (): { cert: string; key: string } => {
+    const cached = certificates.get(owner);
+    if (cached) return cached;
+    const made = selfSignedCertificate({ commonName: owner, keyType: 'ec' });
+    const fresh = {
+      cert: made.certificatePem,
+      key: made.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(),
+    };
+    certificates.set(owner, fresh);
+    return fresh;
+  };
+  // A certificate and the key beside it in one Secret are a pair: services check that they fit.
+  if (/\.(crt|pem)$/.test(file.key)) return pair().cert;
+  if (/\.key$/.test(file.key)) return pair().key;
   if (file.key === 'username') return owner;
   return `the ${file.key} of ${file.name}`;
 }

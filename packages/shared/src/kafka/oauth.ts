@@ -66,6 +66,8 @@ export interface OidcClientCredentialsOptions {
   readonly tokenEndpoint: string;
   readonly clientId: string;
   readonly clientSecret: string;
+  /** The id and secret now, as one set (read again from their files); clientId and clientSecret otherwise. */
+  readonly credentials?: () => { readonly clientId: string; readonly clientSecret: string };
   readonly scope?: string;
   readonly audience?: string;
   readonly extensions?: Record<string, string>;
@@ -83,10 +85,11 @@ export function oidcClientCredentialsProvider(options: OidcClientCredentialsOpti
   const shownEndpoint = `${endpoint.origin}${endpoint.pathname}`;
   return caching(
     async () => {
-      // Read at each fetch: the options may read their files again (a rotated client secret).
-      const basic = Buffer.from(
-        `${encodeURIComponent(options.clientId)}:${encodeURIComponent(options.clientSecret)}`,
-      ).toString('base64');
+      // One set per request: the files may have been rotated since the last one.
+      const { clientId, clientSecret } = options.credentials?.() ?? options;
+      const basic = Buffer.from(`${encodeURIComponent(clientId)}:${encodeURIComponent(clientSecret)}`).toString(
+        'base64',
+      );
       const body = new URLSearchParams({ grant_type: 'client_credentials' });
       if (options.scope) body.set('scope', options.scope);
       if (options.audience) body.set('audience', options.audience);
@@ -118,7 +121,7 @@ export function oidcClientCredentialsProvider(options: OidcClientCredentialsOpti
       if (!response.ok) {
         const code = typeof json.error === 'string' ? ` ${json.error.slice(0, 100)}` : '';
         throw new OAuthTokenError(
-          `the OAuth token endpoint ${shownEndpoint} refused the client credentials of "${options.clientId}": HTTP ${response.status}${code}`,
+          `the OAuth token endpoint ${shownEndpoint} refused the client credentials of "${clientId}": HTTP ${response.status}${code}`,
           response.status >= 400 && response.status < 500 && response.status !== 408 && response.status !== 429,
         );
       }

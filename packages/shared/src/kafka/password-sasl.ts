@@ -7,6 +7,7 @@
  */
 import { createRequire } from 'node:module';
 import type { AuthenticationProviderArgs, Authenticator } from 'kafkajs';
+import { PATCHED_KAFKAJS_VERSION } from './kafkajs-patches.js';
 
 const require = createRequire(import.meta.url);
 
@@ -22,14 +23,31 @@ const BUILT_IN_FILES: Readonly<Record<string, string>> = {
   'scram-sha-512': 'scram512',
 };
 
-/** kafkajs' `authenticationProvider` for `mechanism`, or undefined for a mechanism it does not build in. */
+/** kafkajs' built-in provider of `mechanism`, when this kafkajs is the version read (2.2.4) and has it where it was. */
+function builtInProvider(mechanism: string): BuiltIn | undefined {
+  const file = BUILT_IN_FILES[mechanism];
+  if (file === undefined) return undefined;
+  try {
+    const { version } = require('kafkajs/package.json') as { version: string };
+    if (version !== PATCHED_KAFKAJS_VERSION) return undefined;
+    const provider = require(`kafkajs/src/broker/saslAuthenticator/${file}.js`) as unknown;
+    return typeof provider === 'function' ? (provider as BuiltIn) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * kafkajs' `authenticationProvider` for `mechanism` from one snapshot per login; undefined for a
+ * mechanism kafkajs does not build in, or another kafkajs version (which then reads the options'
+ * getters as before, each read a fresh one).
+ */
 export function snapshotAuthenticator(
   mechanism: string,
   credentials: () => { readonly username: string; readonly password: string },
 ): ((args: AuthenticationProviderArgs) => Authenticator) | undefined {
-  const file = BUILT_IN_FILES[mechanism];
-  if (file === undefined) return undefined;
-  const builtIn = require(`kafkajs/src/broker/saslAuthenticator/${file}.js`) as BuiltIn;
+  const builtIn = builtInProvider(mechanism);
+  if (builtIn === undefined) return undefined;
   return (args) => {
     const { username, password } = credentials();
     return builtIn({ mechanism, username, password })(args);

@@ -18,7 +18,6 @@ import {
   awsMskIamTokenProvider,
   oidcClientCredentialsProvider,
   tokenFileProvider,
-  type OidcClientCredentialsOptions,
   unsecuredTokenProvider,
   type OAuthBearerProvider,
 } from './oauth.js';
@@ -83,16 +82,27 @@ function liveSet<T extends object>(
   const same = (a: T, b: T) => JSON.stringify(a) === JSON.stringify(b);
   let last = initial;
   let reported: string | undefined;
+  /** The last set `check` refused, so a refused set on disk is not checked again for every connection. */
+  let refused: { json: string; reason: string } | undefined;
   return () => {
     try {
       let current = read();
-      for (let attempt = 0; attempt < 3; attempt++) {
+      let agreed = false;
+      for (let attempt = 0; attempt < 3 && !agreed; attempt++) {
         const again = read();
-        if (same(current, again)) break;
+        agreed = same(current, again);
         current = again;
       }
+      if (!agreed) throw new Error('the files changed while being read; trying again at the next connection');
       if (!same(current, last)) {
-        check(current);
+        const json = JSON.stringify(current);
+        if (refused?.json === json) throw new Error(refused.reason);
+        try {
+          check(current);
+        } catch (error) {
+          refused = { json, reason: error instanceof Error ? error.message : String(error) };
+          throw error;
+        }
         last = current;
       }
       reported = undefined;
@@ -146,29 +156,17 @@ export function kafkaSecurityFromEnv(
   securityOptions: KafkaSecurityOptions = {},
 ): KafkaSecurity {
   const { onReloadProblem } = securityOptions;
-  /** readSecret's value now; from a file, read again at each access (the OIDC client id and secret: each token request). */
-  const liveSecret = (target: object, key: string, name: string): string | undefined => {
-    const initial = readSecret(env, name, readFile);
-    if (initial === undefined) return undefined;
-    const variable = `${name}_FILE`;
-    const path = env[variable] ?? '';
-    const get =
-      path === ''
-        ? () => initial
-        : (() => {
-            const current = liveSet(
-              variable,
-              { value: initial },
-              () => ({ value: readSecretFile(variable, path, readFile) }),
-              onReloadProblem,
-            );
-            return () => current().value;
-          })();
-    Object.defineProperty(target, key, { get, enumerable: true, configurable: true });
-    return initial;
-  };
   const flag = (name: string) => (env[name] ?? '').trim().toLowerCase();
   const value = (name: string) => (env[name] ?? '').trim();
+  /** A set of credentials read again at each call when any of `fileVariables` is set (liveSet); fixed otherwise. */
+  const liveCredentials = <T extends object>(
+    fileVariables: readonly string[],
+    initial: T,
+    read: () => T,
+  ): (() => T) => {
+    const files = fileVariables.filter((name) => value(name) !== '');
+    return files.length === 0 ? () => initial : liveSet(files.join(', '), initial, read, onReloadProblem);
+  };
   // As services' loadConfig reads it (a JSON-schema boolean): `true` or `false`, unset is false. Any
   // other spelling (`on`, `1`, `yes`, `TRUE`) is refused rather than read as false, which would
   // quietly connect without TLS.
@@ -266,7 +264,7 @@ export function kafkaSecurityFromEnv(
   }
 
   if (mechanism === 'oauthbearer') {
-    const { provider, subject, source } = oauthProvider(env, readFile, liveSecret);
+    const { provider, subject, source } = oauthProvider(env, readFile, liveCredentials);
     return {
       ...(ssl ? { ssl } : {}),
       sasl: { mechanism: 'oauthbearer', oauthBearerProvider: provider },
@@ -290,21 +288,15 @@ export function kafkaSecurityFromEnv(
       `invalid configuration: KAFKA_SASL_PASSWORD_FILE (or KAFKA_SASL_PASSWORD) is required with KAFKA_SASL_MECHANISM=${mechanism}`,
     );
   }
-  const files = ['KAFKA_SASL_USERNAME_FILE', 'KAFKA_SASL_PASSWORD_FILE'].filter((name) => value(name) !== '');
-  const initial = { username, password };
-  const credentials =
-    files.length === 0
-      ? () => initial
-      : liveSet(
-          files.join(', '),
-          initial,
-          () => {
-            const now = readCredentials();
-            // Both were set at start; a variable cannot go away, so undefined is not possible here.
-            return { username: now.username ?? username, password: now.password ?? password };
-          },
-          onReloadProblem,
-        );
+  const credentials = liveCredentials(
+    ['KAFKA_SASL_USERNAME_FILE', 'KAFKA_SASL_PASSWORD_FILE'],
+    { username, password },
+    () => {
+      const now = readCredentials();
+      // Both were set at start; a variable cannot go away, so undefined is not possible here.
+      return { username: now.username ?? username, password: now.password ?? password };
+    },
+  );
   const sasl = {
     mechanism,
     get username() {
@@ -327,7 +319,7 @@ export function kafkaSecurityFromEnv(
 function oauthProvider(
   env: Env,
   readFile: ReadFile,
-  liveSecret: (target: object, key: string, name: string) => string | undefined,
+  liveCredentials: <T extends object>(fileVariables: readonly string[], initial: T, read: () => T) => () => T,
 ): { provider: OAuthBearerProvider; subject?: string; source: string } {
   const value = (name: string) => (env[name] ?? '').trim();
   const kind = value('KAFKA_OAUTH_PROVIDER') as OAuthProviderKind | '';
@@ -346,22 +338,34 @@ function oauthProvider(
           'invalid configuration: KAFKA_OAUTH_TOKEN_ENDPOINT must be an https URL (the client secret is sent to it)',
         );
       }
-      // The client id and secret are read again for each token request (live properties, not copied).
-      const options = {
-        tokenEndpoint,
-        ...(value('KAFKA_OAUTH_SCOPE') ? { scope: value('KAFKA_OAUTH_SCOPE') } : {}),
-        ...(value('KAFKA_OAUTH_AUDIENCE') ? { audience: value('KAFKA_OAUTH_AUDIENCE') } : {}),
-        ...(extensions ? { extensions } : {}),
-      } as OidcClientCredentialsOptions;
-      const clientId = liveSecret(options, 'clientId', 'KAFKA_OAUTH_CLIENT_ID');
-      const clientSecret = liveSecret(options, 'clientSecret', 'KAFKA_OAUTH_CLIENT_SECRET');
+      const readClient = () => ({
+        clientId: readSecret(env, 'KAFKA_OAUTH_CLIENT_ID', readFile),
+        clientSecret: readSecret(env, 'KAFKA_OAUTH_CLIENT_SECRET', readFile),
+      });
+      const { clientId, clientSecret } = readClient();
       if (clientId === undefined || clientSecret === undefined) {
         throw new ConfigError(
           'invalid configuration: KAFKA_OAUTH_CLIENT_ID and KAFKA_OAUTH_CLIENT_SECRET (or their _FILE forms) are required with KAFKA_OAUTH_PROVIDER=oidc',
         );
       }
       return {
-        provider: oidcClientCredentialsProvider(options),
+        // The client id and secret, one set, read again for each token request.
+        provider: oidcClientCredentialsProvider({
+          tokenEndpoint,
+          clientId,
+          clientSecret,
+          ...(value('KAFKA_OAUTH_SCOPE') ? { scope: value('KAFKA_OAUTH_SCOPE') } : {}),
+          ...(value('KAFKA_OAUTH_AUDIENCE') ? { audience: value('KAFKA_OAUTH_AUDIENCE') } : {}),
+          ...(extensions ? { extensions } : {}),
+          credentials: liveCredentials(
+            ['KAFKA_OAUTH_CLIENT_ID_FILE', 'KAFKA_OAUTH_CLIENT_SECRET_FILE'],
+            { clientId, clientSecret },
+            () => {
+              const now = readClient();
+              return { clientId: now.clientId ?? clientId, clientSecret: now.clientSecret ?? clientSecret };
+            },
+          ),
+        }),
         subject: clientId,
         source: `OIDC client credentials at ${new URL(tokenEndpoint).origin}`,
       };

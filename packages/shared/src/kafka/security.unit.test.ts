@@ -265,7 +265,7 @@ describe('OIDC client credentials', () => {
     });
   });
 
-  it('reads a rotated client secret file at the next token request', async () => {
+  it('reads a rotated client id and secret at the next token request, as one set', async () => {
     const endpoint = await tokenEndpoint(() => ({ status: 200, json: { access_token: 'tok', expires_in: 1 } }));
     const disk: Record<string, string> = { '/id': 'sender\n', '/secret': 'old-secret\n' };
     const s = kafkaSecurityFromEnv(
@@ -281,15 +281,23 @@ describe('OIDC client credentials', () => {
     );
     const provider = (s.sasl as { oauthBearerProvider: () => Promise<unknown> }).oauthBearerProvider;
     await provider();
-    disk['/secret'] = 'new-secret\n';
-    // A 1 s token is kept for 0.8 s: the next request is a new fetch.
+    // Half a rotation (a new id, the secret file empty): the old pair, whole.
+    disk['/id'] = 'publisher\n';
+    disk['/secret'] = '';
     await waitFor(async () => (await provider(), endpoint.requests.length >= 2), {
       timeoutMs: 5_000,
       description: 'a second token request',
     });
+    disk['/secret'] = 'new-secret\n';
+    // A 1 s token is kept for 0.8 s: the next request is a new fetch.
+    await waitFor(async () => (await provider(), endpoint.requests.length >= 3), {
+      timeoutMs: 5_000,
+      description: 'a third token request',
+    });
     expect(endpoint.requests.map((r) => Buffer.from((r.authorization ?? '').slice(6), 'base64').toString())).toEqual([
       'sender:old-secret',
-      'sender:new-secret',
+      'sender:old-secret',
+      'publisher:new-secret',
     ]);
   });
 
@@ -469,6 +477,23 @@ describe('credential files are read again for each new connection (rotation with
     disk['/p'] = '';
     expect(sasl.password).toBe('new-password');
     expect(problems).toHaveLength(5);
+  });
+
+  it('a file that changes at every read is not taken: the set in hand stays until two reads agree', () => {
+    let reads = 0;
+    const problems: string[] = [];
+    const s = kafkaSecurityFromEnv(
+      {
+        KAFKA_SSL: 'true',
+        KAFKA_SASL_MECHANISM: 'scram-sha-512',
+        KAFKA_SASL_USERNAME: 'u',
+        KAFKA_SASL_PASSWORD_FILE: '/p',
+      },
+      () => `password-${reads++ < 1 ? 'first' : reads}\n`,
+      { onReloadProblem: (_, reason) => problems.push(reason) },
+    );
+    expect(s.saslCredentials?.()).toEqual({ username: 'u', password: 'password-first' });
+    expect(problems).toEqual([expect.stringMatching(/changed while being read/)]);
   });
 
   it('an inline password is the same for every connection (nothing to read again)', () => {
