@@ -80,10 +80,8 @@ describe.skipIf(!infra)('Kafka credentials rotated in place', () => {
     expect(await ingressAs(kafka)).toBe('ok');
     writeFileSync(certFile, 'not a certificate\n');
     expect(await ingressAs(kafka)).toBe('ok');
-    expect(problems).toEqual([
-      'KAFKA_SSL_CA_FILE, KAFKA_SSL_CERT_FILE, KAFKA_SSL_KEY_FILE',
-      'KAFKA_SSL_CA_FILE, KAFKA_SSL_CERT_FILE, KAFKA_SSL_KEY_FILE',
-    ]);
+    // Reported once until a read succeeds again.
+    expect(problems).toEqual(['KAFKA_SSL_CA_FILE, KAFKA_SSL_CERT_FILE, KAFKA_SSL_KEY_FILE']);
   });
 
   it('SCRAM: a new username and password in the files are used by the next connection of the same client', async () => {

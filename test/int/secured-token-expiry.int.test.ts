@@ -154,6 +154,42 @@ describe.skipIf(!infra)('OAUTHBEARER tokens that expire', () => {
     }
   });
 
+  it('a token provider that fails at re-authentication: sends fail naming it, never ILLEGAL_SASL_STATE, and recover with it', async () => {
+    let failing = false;
+    const security: KafkaSecurity = {
+      ...t.security('sender', 'oauth-unsecured'),
+      sasl: {
+        mechanism: 'oauthbearer',
+        oauthBearerProvider: async () => {
+          if (failing) throw new Error('the identity provider is down');
+          return { value: unsecuredJws('sender', Date.now(), 8_000) };
+        },
+      },
+    };
+    const producer = producerFor(security);
+    try {
+      expect(await send(producer)).toBe('ok');
+      failing = true;
+      const failure = await waitFor(
+        async () => {
+          const outcome = await send(producer);
+          return outcome === 'ok' ? undefined : outcome;
+        },
+        { timeoutMs: 30_000, intervalMs: 250, description: 'a send to fail once re-authentication needs a token' },
+      );
+      expect(failure).toMatch(/the token provider failed: the identity provider is down/);
+      expect(failure).not.toMatch(/ILLEGAL_SASL_STATE|SASL state/);
+      failing = false;
+      await waitFor(async () => (await send(producer)) === 'ok', {
+        timeoutMs: 30_000,
+        intervalMs: 250,
+        description: 'a send to succeed once the provider gives tokens again',
+      });
+    } finally {
+      await producer.disconnect().catch(() => undefined);
+    }
+  });
+
   it('a consumer whose token expires with no new one stops for good, and its liveness names the refused token', async () => {
     const file = t.file('consumer.jwt', `${unsecuredJws('sender', Date.now(), 8_000)}\n`);
     const runner = new ConsumerRunner({

@@ -36,9 +36,15 @@ interface Cached {
   readonly token: OAuthBearerToken;
   /** When to fetch a new one (80% of the lifetime). */
   readonly refreshAt: number;
+  /** When it expires: until then it stands in for a new one that could not be fetched. */
+  readonly expiresAt: number;
 }
 
-/** Caches what `fetchToken` returns until its refresh time; one fetch at a time. */
+/**
+ * Caches what `fetchToken` returns until its refresh time; one fetch at a time. A refresh that fails
+ * while the token in hand has not expired gives that token (an identity provider down for a moment
+ * at a refresh costs nothing); the next call tries again.
+ */
 function caching(
   fetchToken: () => Promise<{ value: string; expiresAt: number }>,
   extensions: Record<string, string> | undefined,
@@ -49,12 +55,18 @@ function caching(
   return () => {
     if (cached && now() < cached.refreshAt) return Promise.resolve(cached.token);
     inflight ??= fetchToken()
-      .then(({ value, expiresAt }) => {
-        const issuedAt = now();
-        const token = extensions ? { value, extensions } : { value };
-        cached = { token, refreshAt: issuedAt + Math.max(0, (expiresAt - issuedAt) * 0.8) };
-        return token;
-      })
+      .then(
+        ({ value, expiresAt }) => {
+          const issuedAt = now();
+          const token = extensions ? { value, extensions } : { value };
+          cached = { token, refreshAt: issuedAt + Math.max(0, (expiresAt - issuedAt) * 0.8), expiresAt };
+          return token;
+        },
+        (error: unknown) => {
+          if (cached && now() < cached.expiresAt) return cached.token;
+          throw error;
+        },
+      )
       .finally(() => {
         inflight = undefined;
       });

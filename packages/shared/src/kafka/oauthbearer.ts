@@ -44,6 +44,9 @@ function withoutLength(framed: Buffer): Buffer {
 
 const MAX_STATUS_LENGTH = 200;
 
+/** Kafka's default `sasl.server.max.receive.size`: a longer message is cut off by the broker, which looks like a lost connection. */
+export const MAX_SASL_MESSAGE_BYTES = 512 * 1024;
+
 /**
  * The broker's error challenge in words, or undefined when the answer is not one: RFC 7628 §3.2.2's
  * JSON object with a `status` (and `scope`, when given); nothing else of it is repeated. Printable
@@ -71,14 +74,33 @@ export function oauthBearerAuthenticator(
 ): (args: AuthenticationProviderArgs) => Authenticator {
   return ({ saslAuthenticate }) => ({
     async authenticate() {
-      const token = await provider();
-      if (typeof token?.value !== 'string' || token.value === '') {
-        throw new SaslAuthenticationError('SASL OAUTHBEARER: the token provider gave no token');
+      // kafkajs has sent the handshake before it calls us: from here on, whatever goes wrong must
+      // still end the exchange, or the broker stays mid-exchange and refuses every later request on
+      // the connection (ILLEGAL_SASL_STATE). A message without a token ends it: the broker fails the
+      // authentication and closes the connection, and the next one starts afresh.
+      const abandon = async (reason: string): Promise<never> => {
+        await saslAuthenticate({ request: { encode: () => withLength(Buffer.from(`n,,${SOH}${SOH}`)) } }).catch(
+          () => undefined,
+        );
+        throw new SaslAuthenticationError(`SASL OAUTHBEARER: ${reason}`);
+      };
+      let token: OAuthBearerToken;
+      try {
+        token = await provider();
+      } catch (error) {
+        return abandon(`the token provider failed: ${error instanceof Error ? error.message : String(error)}`);
+      }
+      if (typeof token?.value !== 'string' || token.value === '') return abandon('the token provider gave no token');
+      const message = clientInitialResponse(token);
+      if (message.length > MAX_SASL_MESSAGE_BYTES) {
+        return abandon(
+          `the token is ${token.value.length} bytes, more than a broker takes in one SASL message (sasl.server.max.receive.size, 512 KiB by default)`,
+        );
       }
       let challenge: Buffer | void;
       try {
         challenge = await saslAuthenticate<Buffer>({
-          request: { encode: () => withLength(clientInitialResponse(token)) },
+          request: { encode: () => withLength(message) },
           response: { decode: (raw) => withoutLength(raw), parse: (data) => data },
         });
       } catch (error) {

@@ -7,7 +7,12 @@ import { createRequire } from 'node:module';
 import type { AuthenticationProviderArgs, Logger } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
 import { patchKafkajsReauthentication, reauthenticationDue } from './kafkajs-patches.js';
-import { clientInitialResponse, errorChallengeStatus, oauthBearerAuthenticator } from './oauthbearer.js';
+import {
+  clientInitialResponse,
+  errorChallengeStatus,
+  MAX_SASL_MESSAGE_BYTES,
+  oauthBearerAuthenticator,
+} from './oauthbearer.js';
 
 const require = createRequire(import.meta.url);
 const kafkajsRequest = require('kafkajs/src/protocol/sasl/oauthBearer/request.js') as (
@@ -73,14 +78,29 @@ describe('OAUTHBEARER', () => {
     expect(sent.map((b) => b.toString())).toEqual(['n,,\u0001auth=Bearer secret-token\u0001\u0001', '\u0001']);
   });
 
-  it('refuses a provider that gives no token, before anything is sent', async () => {
-    const { sent, args } = scripted([]);
-    for (const value of ['', undefined, 42]) {
-      await expect(oauthBearerAuthenticator(async () => ({ value }) as never)(args).authenticate()).rejects.toThrow(
-        /the token provider gave no token/,
-      );
+  it('ends the exchange (a message without a token) when the provider fails or gives no token, and says why', async () => {
+    for (const [provider, reason] of [
+      [async () => ({ value: '' }), /the token provider gave no token/],
+      [async () => ({ value: undefined }), /the token provider gave no token/],
+      [async () => ({ value: 42 }), /the token provider gave no token/],
+      [
+        async () => {
+          throw new Error('the OAuth token endpoint https://idp/token answered HTTP 503');
+        },
+        /the token provider failed: the OAuth token endpoint https:\/\/idp\/token answered HTTP 503/,
+      ],
+      [async () => ({ value: 'x'.repeat(MAX_SASL_MESSAGE_BYTES) }), /more than a broker takes in one SASL message/],
+    ] as const) {
+      // The broker fails such a message (SASL_AUTHENTICATION_FAILED) and closes the connection.
+      const { sent, args } = scripted([new Error('Authentication failed')]);
+      const error = await oauthBearerAuthenticator(provider as never)(args)
+        .authenticate()
+        .catch((e: unknown) => e as Error);
+      expect((error as Error).name).toBe('KafkaJSSASLAuthenticationError');
+      expect((error as Error).message).toMatch(reason);
+      // Without it the broker would stay mid-exchange and refuse every later request (ILLEGAL_SASL_STATE).
+      expect(sent.map((b) => b.toString())).toEqual(['n,,\u0001\u0001']);
     }
-    expect(sent).toEqual([]);
   });
 
   it('reports an outright failure of the exchange as a refusal, and a lost connection as it is', async () => {

@@ -69,8 +69,8 @@ function reasonOf(error: unknown): string {
  * A set of credentials read from their files at every call (kafkajs asks for each new connection
  * or authentication) and taken as a set: read twice until both reads agree (a Secret swapped
  * between the reads of two of its files is read again), then `check`ed. A read or check that fails
- * keeps the last good set, whole (never a new certificate with an old key), and is reported once
- * until a read succeeds again. An unchanged set is the same object.
+ * keeps the last good set, whole (never a new certificate with an old key), and the first such
+ * problem is reported, once until a read succeeds again. An unchanged set is the same object.
  */
 function liveSet<T extends object>(
   variables: string,
@@ -107,10 +107,10 @@ function liveSet<T extends object>(
       }
       reported = undefined;
     } catch (error) {
-      const reason = reasonOf(error);
-      if (reason !== reported) {
-        reported = reason;
-        onProblem?.(variables, reason);
+      // Once until a read succeeds again: a rotation written in several steps fails in several ways.
+      if (reported === undefined) {
+        reported = reasonOf(error);
+        onProblem?.(variables, reported);
       }
     }
     return last;
@@ -124,8 +124,31 @@ interface TlsMaterial {
   passphrase?: string;
 }
 
-/** Whether Node can make a TLS context of `material` (a certificate with its own key, the right passphrase, readable PEM). */
+const CERTIFICATE_BLOCK = /-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g;
+
+/**
+ * Whether Node can make a TLS context of `material` (a certificate with its own key, the right
+ * passphrase), and every certificate of the CA bundle is whole: createSecureContext skips a broken
+ * or truncated one without a word, and a bundle cut in half would distrust the brokers.
+ */
 function checkTlsMaterial(material: TlsMaterial): void {
+  if (material.ca !== undefined) {
+    const blocks = material.ca.match(CERTIFICATE_BLOCK) ?? [];
+    const begun = material.ca.split('-----BEGIN CERTIFICATE-----').length - 1;
+    const whole = blocks.filter((block) => {
+      try {
+        new X509Certificate(block);
+        return true;
+      } catch {
+        return false;
+      }
+    }).length;
+    if (begun === 0 || whole !== begun) {
+      throw new ConfigError(
+        `invalid configuration: KAFKA_SSL_CA_FILE holds ${begun === 0 ? 'no certificate' : `${begun - whole} of ${begun} certificates that cannot be read (cut short or damaged)`}`,
+      );
+    }
+  }
   try {
     createSecureContext(material);
   } catch (error) {
@@ -387,9 +410,12 @@ function oauthProvider(
         );
       }
       // Read now, so a missing file stops the start; read again at every authentication.
-      readSecretFile('KAFKA_OAUTH_TOKEN_FILE', path, readFile);
+      const readToken = () => ({ value: readSecretFile('KAFKA_OAUTH_TOKEN_FILE', path, readFile) });
+      // The token in hand stays while the file cannot be read (a sidecar that truncates, then
+      // writes): the broker says when it has expired.
+      const token = liveCredentials(['KAFKA_OAUTH_TOKEN_FILE'], readToken(), readToken);
       return {
-        provider: tokenFileProvider(path, extensions, (p) => readSecretFile('KAFKA_OAUTH_TOKEN_FILE', p, readFile)),
+        provider: tokenFileProvider(path, extensions, () => token().value),
         source: `token from ${path}`,
       };
     }
@@ -426,8 +452,17 @@ function oauthProvider(
 function parseExtensions(text: string): Record<string, string> | undefined {
   if (text === '') return undefined;
   const pairs = text.split(',').map((pair) => pair.split('='));
-  if (pairs.some((p) => p.length !== 2 || !/^[A-Za-z]+$/.test(p[0] ?? '') || (p[1] ?? '') === '')) {
-    throw new ConfigError('invalid configuration: KAFKA_OAUTH_EXTENSIONS must be key=value pairs separated by commas');
+  // RFC 7628 §3.1: a key is letters (and `auth` is the token's); a value is printable ASCII,
+  // spaces and tabs. Anything else would break the message or be refused by the broker as a bad token.
+  if (
+    pairs.some(
+      (p) =>
+        p.length !== 2 || !/^[A-Za-z]+$/.test(p[0] ?? '') || p[0] === 'auth' || !/^[\x21-\x7e \t]+$/.test(p[1] ?? ''),
+    )
+  ) {
+    throw new ConfigError(
+      'invalid configuration: KAFKA_OAUTH_EXTENSIONS must be key=value pairs separated by commas (keys of letters other than auth, values of printable ASCII)',
+    );
   }
   return Object.fromEntries(pairs as Array<[string, string]>);
 }
