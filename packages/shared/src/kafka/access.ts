@@ -152,11 +152,16 @@ export function explainKafkaError(
   error: unknown,
   security: KafkaSecurity,
 ): { failure: StartupFailure; message: string } | undefined {
+  // First the token provider's own error, wherever it is in the chain (our OAUTHBEARER exchange wraps
+  // it in a SASL failure): an identity provider that is down is worth waiting for, one that refused
+  // us is not.
   for (const cause of causes(error)) {
-    const { name, code, message } = cause as { name?: string; code?: string; message?: string };
     if (cause instanceof OAuthTokenError) {
       return { failure: cause.definitive ? 'authentication' : 'unreachable', message: `kafka: ${cause.message}` };
     }
+  }
+  for (const cause of causes(error)) {
+    const { name, code, message } = cause as { name?: string; code?: string; message?: string };
     if (
       name === 'KafkaJSSASLAuthenticationError' ||
       (cause as { type?: unknown }).type === 'SASL_AUTHENTICATION_FAILED'

@@ -78,17 +78,19 @@ export function oauthBearerAuthenticator(
       // still end the exchange, or the broker stays mid-exchange and refuses every later request on
       // the connection (ILLEGAL_SASL_STATE). A message without a token ends it: the broker fails the
       // authentication and closes the connection, and the next one starts afresh.
-      const abandon = async (reason: string): Promise<never> => {
+      const abandon = async (reason: string, cause?: unknown): Promise<never> => {
         await saslAuthenticate({ request: { encode: () => withLength(Buffer.from(`n,,${SOH}${SOH}`)) } }).catch(
           () => undefined,
         );
-        throw new SaslAuthenticationError(`SASL OAUTHBEARER: ${reason}`);
+        // The provider's own error stays reachable: explainKafkaError tells an identity provider that
+        // is down (worth waiting for) from one that refused us.
+        throw Object.assign(new SaslAuthenticationError(`SASL OAUTHBEARER: ${reason}`), cause ? { cause } : {});
       };
       let token: OAuthBearerToken;
       try {
         token = await provider();
       } catch (error) {
-        return abandon(`the token provider failed: ${error instanceof Error ? error.message : String(error)}`);
+        return abandon(`the token provider failed: ${error instanceof Error ? error.message : String(error)}`, error);
       }
       if (typeof token?.value !== 'string' || token.value === '') return abandon('the token provider gave no token');
       const message = clientInitialResponse(token);

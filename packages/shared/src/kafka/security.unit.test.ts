@@ -424,6 +424,16 @@ describe('explainKafkaError: refused credentials', () => {
     }
   });
 
+  it('tells a token endpoint that is down from one that refused us, through the SASL failure that wraps it', () => {
+    const wrapped = (definitive: boolean) =>
+      Object.assign(new Error('SASL OAUTHBEARER: the token provider failed: ...'), {
+        name: 'KafkaJSSASLAuthenticationError',
+        cause: new OAuthTokenError('the OAuth token endpoint https://idp/token answered HTTP 503', definitive),
+      });
+    expect(explainKafkaError(wrapped(false), oauth)?.failure).toBe('unreachable');
+    expect(explainKafkaError(wrapped(true), oauth)?.failure).toBe('authentication');
+  });
+
   it('points an OAUTHBEARER refusal at the token, and a password refusal at the password', () => {
     const error = Object.assign(new Error('the broker refused the token (invalid_token)'), {
       name: 'KafkaJSSASLAuthenticationError',
