@@ -77,6 +77,20 @@ describe.skipIf(!infra)('OAUTHBEARER tokens that expire', () => {
   const producerFor = (security: KafkaSecurity) =>
     new EventProducer(createKafka({ brokers: [brokers()], clientId: 'token-expiry', security, retries: 1 }));
 
+  /** Sends until one fails (polled, with a deadline); its error message. */
+  const firstFailure = (producer: EventProducer, description: string) =>
+    waitFor(
+      async () => {
+        const outcome = await send(producer);
+        return outcome === 'ok' ? undefined : outcome;
+      },
+      { timeoutMs: 30_000, intervalMs: 250, description },
+    );
+
+  /** Sends until one succeeds (polled, with a deadline). */
+  const untilSent = (producer: EventProducer, description: string) =>
+    waitFor(async () => (await send(producer)) === 'ok', { timeoutMs: 30_000, intervalMs: 250, description });
+
   it('a token that expired before the start: the start-up check stops at once, naming the refused token', async () => {
     const expired = unsecuredJws('sender', Date.now() - 120_000, 60_000);
     const started = Date.now();
@@ -133,22 +147,12 @@ describe.skipIf(!infra)('OAUTHBEARER tokens that expire', () => {
     const producer = producerFor(tokenFileSecurity(file));
     try {
       expect(await send(producer)).toBe('ok');
-      const failure = await waitFor(
-        async () => {
-          const outcome = await send(producer);
-          return outcome === 'ok' ? undefined : outcome;
-        },
-        { timeoutMs: 30_000, intervalMs: 250, description: 'a send to fail once the token lapsed' },
-      );
+      const failure = await firstFailure(producer, 'a send to fail once the token lapsed');
       expect(failure).toMatch(/the broker refused the token \(invalid_token\)/);
       expect(failure).not.toMatch(/ILLEGAL_SASL_STATE|SASL state/);
 
       writeFileSync(file, `${unsecuredJws('sender', Date.now(), 10 * 60_000)}\n`);
-      await waitFor(async () => (await send(producer)) === 'ok', {
-        timeoutMs: 30_000,
-        intervalMs: 250,
-        description: 'a send to succeed with the fresh token',
-      });
+      await untilSent(producer, 'a send to succeed with the fresh token');
     } finally {
       await producer.disconnect().catch(() => undefined);
     }
@@ -170,21 +174,11 @@ describe.skipIf(!infra)('OAUTHBEARER tokens that expire', () => {
     try {
       expect(await send(producer)).toBe('ok');
       failing = true;
-      const failure = await waitFor(
-        async () => {
-          const outcome = await send(producer);
-          return outcome === 'ok' ? undefined : outcome;
-        },
-        { timeoutMs: 30_000, intervalMs: 250, description: 'a send to fail once re-authentication needs a token' },
-      );
+      const failure = await firstFailure(producer, 'a send to fail once re-authentication needs a token');
       expect(failure).toMatch(/the token provider failed: the identity provider is down/);
       expect(failure).not.toMatch(/ILLEGAL_SASL_STATE|SASL state/);
       failing = false;
-      await waitFor(async () => (await send(producer)) === 'ok', {
-        timeoutMs: 30_000,
-        intervalMs: 250,
-        description: 'a send to succeed once the provider gives tokens again',
-      });
+      await untilSent(producer, 'a send to succeed once the provider gives tokens again');
     } finally {
       await producer.disconnect().catch(() => undefined);
     }

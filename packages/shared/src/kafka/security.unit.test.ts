@@ -457,17 +457,19 @@ describe('credential files are read again for each new connection (rotation with
       kafkaSecurityFromEnv(env, read, { onReloadProblem: (variable, reason) => problems.push([variable, reason]) });
     return { disk, problems, make };
   }
+  /** SCRAM with the username in /u and the password in /p. */
+  const scramFromFiles = {
+    KAFKA_SSL: 'true',
+    KAFKA_SASL_MECHANISM: 'scram-sha-512',
+    KAFKA_SASL_USERNAME_FILE: '/u',
+    KAFKA_SASL_PASSWORD_FILE: '/p',
+  };
   const other = selfSignedCertificate({ commonName: 'sender', keyType: 'ec' });
   const otherKey = other.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
 
   it('SCRAM: a new password in the file is what the next authentication sends', () => {
     const { disk, problems, make } = rotating({ '/u': 'sender\n', '/p': 'old-password\n' });
-    const s = make({
-      KAFKA_SSL: 'true',
-      KAFKA_SASL_MECHANISM: 'scram-sha-512',
-      KAFKA_SASL_USERNAME_FILE: '/u',
-      KAFKA_SASL_PASSWORD_FILE: '/p',
-    });
+    const s = make(scramFromFiles);
     const sasl = s.sasl as { username: string; password: string };
     expect(sasl.password).toBe('old-password');
     disk['/p'] = 'new-password\n';
@@ -479,12 +481,7 @@ describe('credential files are read again for each new connection (rotation with
 
   it('a file that cannot be read again keeps the value in hand, and says so once, without the value', () => {
     const { disk, problems, make } = rotating({ '/u': 'sender\n', '/p': 'old-password\n' });
-    const sasl = make({
-      KAFKA_SSL: 'true',
-      KAFKA_SASL_MECHANISM: 'scram-sha-512',
-      KAFKA_SASL_USERNAME_FILE: '/u',
-      KAFKA_SASL_PASSWORD_FILE: '/p',
-    }).sasl as { password: string };
+    const sasl = make(scramFromFiles).sasl as { password: string };
     for (const bad of ['', 'two\nlines-XYZZY\n', '\uFEFFbom-XYZZY']) {
       disk['/p'] = bad;
       expect(sasl.password).toBe('old-password');
@@ -643,12 +640,7 @@ describe('credential files are read again for each new connection (rotation with
 
   it('SCRAM: a username and password are one set; a login never gets a new username with an old password', () => {
     const { disk, problems, make } = rotating({ '/u': 'sender\n', '/p': 'sender-password\n' });
-    const s = make({
-      KAFKA_SSL: 'true',
-      KAFKA_SASL_MECHANISM: 'scram-sha-512',
-      KAFKA_SASL_USERNAME_FILE: '/u',
-      KAFKA_SASL_PASSWORD_FILE: '/p',
-    });
+    const s = make(scramFromFiles);
     disk['/u'] = 'publisher\n';
     disk['/p'] = '';
     expect(s.saslCredentials?.()).toEqual({ username: 'sender', password: 'sender-password' });
