@@ -5,7 +5,7 @@
  * roles `db:roles` makes. Credentials go to files, as production mounts them.
  */
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -74,9 +74,13 @@ export async function securedKafkaFixture(
   await applyKafkaAcls(admin, acls);
   await aclsInEffect(info, roles, { topicPrefix, groupPrefix });
 
+  // Written whole and renamed into place, as the kubelet swaps a mounted Secret: concurrent specs
+  // rewrite the same password file while services started by the others read it.
   const file = (name: string, content: string) => {
     const path = join(dir, name);
-    writeFileSync(path, content, { mode: 0o600 });
+    const staged = `${path}.${randomUUID()}`;
+    writeFileSync(staged, content, { mode: 0o600 });
+    renameSync(staged, path);
     return path;
   };
   const env = (principal: string, mechanism: Mechanism, overrides: Record<string, string> = {}) => {
