@@ -58,6 +58,18 @@ const { values: args } = parseArgs({
 const sections = new Set((args.only ?? allSections).split(','));
 const out = resolve(args.out);
 
+// SIGTERM or Ctrl-C stops what the bench started: process.exit runs the exit hooks that kill every
+// service and worker process it spawned (startProcess, Stack).
+for (const [signal, code] of [
+  ['SIGTERM', 143],
+  ['SIGINT', 130],
+] as const) {
+  process.once(signal, () => {
+    say(`${signal}: stopping the processes this run started`);
+    process.exit(code);
+  });
+}
+
 async function main(): Promise<void> {
   const work = join(root, '.infra', 'bench');
   rmSync(work, { recursive: true, force: true });

@@ -3,6 +3,7 @@
  * handed, the names it gives its topics and schemas, the service stack, and how it feeds requests and
  * waits for them.
  */
+import { bindSchemaRegistry, unbindSchemaRegistry } from '@outreach/shared';
 import { waitFor } from '@outreach/shared/testing';
 import { Stack, type Service } from '../lib/stack.js';
 import { say, type BenchRequest } from './common.js';
@@ -88,4 +89,24 @@ export async function benchStack(
   });
   await stack.createTopics();
   return stack;
+}
+
+/**
+ * Puts this process's codec in the wire format of the stack's services (ADR 011), as a data team's
+ * reader is: in the Confluent format, bound to the registry under the run's prefix, so the bench
+ * publishes what a publisher would and decodes what the services write. Call it after the first
+ * service started (the start registers the run's subjects).
+ */
+export async function bindBenchCodec(stack: Stack): Promise<void> {
+  unbindSchemaRegistry();
+  if (stack.eventWireFormat !== 'confluent') return;
+  const binding = await bindSchemaRegistry({
+    EVENT_WIRE_FORMAT: 'confluent',
+    SCHEMA_REGISTRY_URL: stack.registryUrl,
+    SCHEMA_REGISTRY_AUTH: '',
+    SCHEMA_REGISTRY_TIMEOUT_MS: 5_000,
+    SCHEMA_REGISTRY_STARTUP_TIMEOUT_MS: 30_000,
+    TOPIC_PREFIX: stack.prefix,
+  });
+  if (!binding || binding.currentIds.size === 0) throw new Error(`no public subject is bound under ${stack.prefix}`);
 }

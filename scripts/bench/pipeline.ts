@@ -16,7 +16,7 @@ import {
   UsageSampler,
   type BenchRequest,
 } from './common.js';
-import { benchStack, feed, runId, until, type BenchEnv } from './harness.js';
+import { benchStack, bindBenchCodec, feed, runId, until, type BenchEnv } from './harness.js';
 import type { SystemResult } from './report.js';
 
 export interface PipelineOptions {
@@ -59,6 +59,7 @@ export async function pipeline(
   for (const service of ['experiment', 'liveness', 'sender', 'planner'] as const) {
     await stack.start(service, { nodeArgs: nodeArgs(service) });
   }
+  await bindBenchCodec(stack);
   const pids = () => [
     ...[...stack.processes].map(([key, p]) => ({ name: key.replace(/#\d+$/, ''), pid: p.child.pid ?? 0 })),
     ...(env.kafkaPid ? [{ name: 'kafka broker', pid: env.kafkaPid }] : []),

@@ -76,7 +76,7 @@ export class Stack {
     return wireFormatFromEnv({ ...process.env, SCHEMA_REGISTRY_URL: this.registryUrl }).format;
   }
 
-  private get registryUrl(): string | undefined {
+  get registryUrl(): string | undefined {
     return this.options.schemaRegistryUrl || process.env.SCHEMA_REGISTRY_URL || undefined;
   }
 

@@ -259,6 +259,8 @@ export {
 export { replayFromBeginning } from './kafka/replay.js';
 export { replayDeadLetters, type DlqReplayOptions, type DlqReplayResult } from './kafka/dlq-replay.js';
 export { withTransaction, type Queryable } from './pg/transaction.js';
+export { decideAll, runCommands, type AggregateStore, type Decided } from './pg/command.js';
+export { fold, type Decider } from './domain/decider.js';
 export { shutdownTracing, traced, tracingActive, withCause, type TracedSpan } from './telemetry/trace.js';
 export { classifyPgError, sqlState, type PgErrorKind } from './pg/errors.js';
 export { GroupCommit } from './pg/group-commit.js';

@@ -1,16 +1,14 @@
 /**
- * Given/when/then for pure domain functions (STYLE.md habit 3):
+ * Given/when/then for pure domain functions (docs/style.md, deciders):
  *
  *   given(history).when(command).then(expected)      for decide(history, command, now) → events
  *   given(events).thenState(expected)                for evolve(state, event) folded from an initial state
  */
 import { expect } from 'vitest';
 
-export interface Decider<State, Command, Event> {
-  readonly initialState: State;
-  readonly evolve: (state: State, event: Event) => State;
-  readonly decide: (state: State, command: Command) => readonly Event[];
-}
+import type { Decider } from '../domain/decider.js';
+
+export type { Decider };
 
 export function deciderSpec<State, Command, Event>(decider: Decider<State, Command, Event>) {
   return (history: readonly Event[]) => {

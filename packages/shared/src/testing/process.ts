@@ -24,6 +24,18 @@ export interface RunningProcess {
   stop(signal?: NodeJS.Signals, timeoutMs?: number): Promise<number | string>;
 }
 
+/** Every child startProcess started that has not exited yet. */
+const live = new Set<ChildProcess>();
+let exitHookInstalled = false;
+
+/**
+ * Kills (SIGKILL) every child startProcess started that is still running. Runs by itself when this
+ * process exits; a runner that handles SIGTERM or SIGINT calls process.exit so that it does.
+ */
+export function killStartedProcesses(): void {
+  for (const child of live) child.kill('SIGKILL');
+}
+
 /** Starts a Node entry file as its own process and collects its output line by line. */
 export function startProcess(
   entry: string,
@@ -32,6 +44,12 @@ export function startProcess(
   nodeArgs: readonly string[] = [],
 ): RunningProcess {
   const child = spawn(process.execPath, [...nodeArgs, entry, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  live.add(child);
+  child.once('exit', () => live.delete(child));
+  if (!exitHookInstalled) {
+    exitHookInstalled = true;
+    process.on('exit', killStartedProcesses);
+  }
   const stdoutLines: string[] = [];
   const stderrLines: string[] = [];
   const collect = (stream: NodeJS.ReadableStream | null, into: string[]) => {
