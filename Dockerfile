@@ -11,6 +11,7 @@ FROM ${NODE_IMAGE} AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 COPY packages/shared/package.json packages/shared/
+COPY packages/testkit/package.json packages/testkit/
 COPY services/planner/package.json services/planner/
 COPY services/sender/package.json services/sender/
 COPY services/experiment/package.json services/experiment/

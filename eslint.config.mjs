@@ -3,6 +3,7 @@ import eslint from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 const SERVICES = ['planner', 'sender', 'experiment', 'liveness'];
+const TESTKIT = { group: ['@outreach/testkit', '@outreach/testkit/*'], message: 'the test kit is for tests only' };
 
 export default tseslint.config(
   { ignores: ['**/dist/**', '**/node_modules/**', '.infra/**', '.runtime/**', 'coverage/**'] },
@@ -29,8 +30,14 @@ export default tseslint.config(
     },
   },
   {
-    files: ['packages/shared/src/**'],
+    files: ['packages/shared/src/**', 'packages/testkit/src/**'],
     rules: { 'no-restricted-imports': 'off' },
+  },
+  {
+    // The test kit is a dev dependency: production code never loads it (nor smtp-server, mailparser).
+    files: ['packages/shared/src/**/*.ts'],
+    ignores: ['**/*.test.ts'],
+    rules: { 'no-restricted-imports': ['error', { patterns: [TESTKIT] }] },
   },
   // Services use the public surface of @outreach/shared, never its internals, and no service or script
   // reaches into another service's src/ (its tables and internals are that service's own; use its API,
@@ -38,31 +45,11 @@ export default tseslint.config(
   // merging them, so each block below carries the whole list.
   ...restrictedImportBlocks(),
   {
-    // The domain is pure: no IO, no clock, no randomness (STYLE.md habit 1).
+    // The domain is pure: no IO, no clock, no randomness (docs/style.md, habit 1).
     files: ['services/*/src/domain/**/*.ts'],
     // These options replace the blocks' above for domain files, so they repeat the boundary patterns.
     rules: {
-      'no-restricted-imports': [
-        'error',
-        {
-          paths: [
-            ...['pg', 'kafkajs', 'fastify', 'node:fs', 'node:net', 'node:child_process'].map((name) => ({
-              name,
-              message: 'domain code is pure; do IO in adapters and pass values in',
-            })),
-            // Hashing is deterministic and allowed; randomness is not.
-            {
-              name: 'node:crypto',
-              importNames: ['randomUUID', 'randomBytes', 'randomInt', 'getRandomValues'],
-              message: 'randomness comes in as an argument',
-            },
-          ],
-          patterns: [
-            ...boundaryPatterns(),
-            { group: ['**/adapters/**', '**/plugins/**', '**/routes/**'], message: 'domain code is pure' },
-          ],
-        },
-      ],
+      'no-restricted-imports': domainImports([]),
       'no-restricted-syntax': [
         'error',
         {
@@ -77,7 +64,39 @@ export default tseslint.config(
       ],
     },
   },
+  {
+    // Nor does its production code load the test kit (its unit tests do).
+    files: ['services/*/src/domain/**/*.ts'],
+    ignores: ['**/*.test.ts'],
+    rules: { 'no-restricted-imports': domainImports([TESTKIT]) },
+  },
 );
+
+/** The domain's import rule: pure, within the boundaries, plus `extra` patterns. */
+function domainImports(extra) {
+  return [
+    'error',
+    {
+      paths: [
+        ...['pg', 'kafkajs', 'fastify', 'node:fs', 'node:net', 'node:child_process'].map((name) => ({
+          name,
+          message: 'domain code is pure; do IO in adapters and pass values in',
+        })),
+        // Hashing is deterministic and allowed; randomness is not.
+        {
+          name: 'node:crypto',
+          importNames: ['randomUUID', 'randomBytes', 'randomInt', 'getRandomValues'],
+          message: 'randomness comes in as an argument',
+        },
+      ],
+      patterns: [
+        ...boundaryPatterns(),
+        { group: ['**/adapters/**', '**/plugins/**', '**/routes/**'], message: 'domain code is pure' },
+        ...extra,
+      ],
+    },
+  ];
+}
 
 function boundaryPatterns(own) {
   return [
@@ -104,5 +123,13 @@ function restrictedImportBlocks() {
       rules: { 'no-restricted-imports': ['error', { paths: [kafkajs], patterns: [boundaryPatterns()[0]] }] },
     },
     ...SERVICES.map((own) => ({ files: [`services/${own}/**/*.ts`], rules: { 'no-restricted-imports': rule(own) } })),
+    // A service's production source never loads the test kit.
+    ...SERVICES.map((own) => ({
+      files: [`services/${own}/src/**/*.ts`],
+      ignores: ['**/*.test.ts'],
+      rules: {
+        'no-restricted-imports': ['error', { paths: [kafkajs], patterns: [...boundaryPatterns(own), TESTKIT] }],
+      },
+    })),
   ];
 }

@@ -23,7 +23,7 @@ import {
   type NextStepScheduled,
   type OutreachRequested,
 } from '@outreach/shared';
-import { SmtpSink, waitFor } from '@outreach/shared/testing';
+import { SmtpSink, waitFor } from '@outreach/testkit';
 import { infraDir, up } from './infra.js';
 import { Prometheus, prometheusAvailable } from './lib/prometheus.js';
 import { ingressBody, outreachRequest, services, Stack, type Service } from './lib/stack.js';

@@ -13,7 +13,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { asyncApiDocument } from '@outreach/shared';
-import { TEST_EMAIL_HASH_ENV } from '@outreach/shared/testing';
+import { TEST_EMAIL_HASH_ENV } from '@outreach/testkit';
 import { stringify } from 'yaml';
 import { STRIMZI_REPLICAS } from './deploy.js';
 

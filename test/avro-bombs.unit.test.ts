@@ -15,7 +15,7 @@ import {
   schemaFingerprint,
   type AvroSchema,
 } from '@outreach/shared';
-import { measureDecode, zigzagVarint as v } from '@outreach/shared/testing';
+import { measureDecode, zigzagVarint as v } from '@outreach/testkit';
 
 const BOUND = { ms: 50, heapBytes: 16 * 1024 * 1024 };
 

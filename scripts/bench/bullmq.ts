@@ -4,7 +4,7 @@
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { startProcess } from '@outreach/shared/testing';
+import { startProcess } from '@outreach/testkit';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { root } from '../lib/paths.js';

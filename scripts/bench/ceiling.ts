@@ -5,7 +5,7 @@
  */
 import { join } from 'node:path';
 import { createKafka, createTopicsSettled, EventProducer } from '@outreach/shared';
-import { startProcess, waitFor } from '@outreach/shared/testing';
+import { startProcess, waitFor } from '@outreach/testkit';
 import pg from 'pg';
 import { root } from '../lib/paths.js';
 import { dropRunData } from '../lib/stack.js';

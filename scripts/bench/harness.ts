@@ -4,7 +4,7 @@
  * waits for them.
  */
 import { bindSchemaRegistry, unbindSchemaRegistry } from '@outreach/shared';
-import { waitFor } from '@outreach/shared/testing';
+import { waitFor } from '@outreach/testkit';
 import { Stack, type Service } from '../lib/stack.js';
 import { say, type BenchRequest } from './common.js';
 
@@ -99,7 +99,7 @@ export async function benchStack(
  */
 export async function bindBenchCodec(stack: Stack): Promise<void> {
   unbindSchemaRegistry();
-  if (stack.eventWireFormat !== 'confluent') return;
+  if (stack.eventWireFormat !== 'confluent' || !stack.registryUrl) return;
   const binding = await bindSchemaRegistry({
     EVENT_WIRE_FORMAT: 'confluent',
     SCHEMA_REGISTRY_URL: stack.registryUrl,

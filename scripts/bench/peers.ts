@@ -4,7 +4,7 @@
  * counted from the delivery log the workers' null provider appends to, as for ours.
  */
 import { join } from 'node:path';
-import { waitFor, type RunningProcess } from '@outreach/shared/testing';
+import { waitFor, type RunningProcess } from '@outreach/testkit';
 import { duplicateDeliveries, latencyOf, maxOf, readDeliveryLog, UsageSampler, type BenchRequest } from './common.js';
 import { feed, runId, until, type BenchEnv } from './harness.js';
 import type { SystemResult } from './report.js';

@@ -3,7 +3,7 @@
  * key), in a schema of its own, run by pgboss-worker.ts.
  */
 import { join } from 'node:path';
-import { startProcess } from '@outreach/shared/testing';
+import { startProcess } from '@outreach/testkit';
 import PgBoss from 'pg-boss';
 import pg from 'pg';
 import { root } from '../lib/paths.js';

@@ -8,7 +8,7 @@
  *               at the faults, plus the connections the SMTP server cut after it had the message
  *   mismatched  `sent` rows with no delivery, or deliveries recorded as failed, suppressed or not at all: 0
  */
-import type { DeliveredMessage } from '@outreach/shared/testing';
+import type { DeliveredMessage } from '@outreach/testkit';
 
 /** The sent log's final states: a send in any other is still on its way. */
 export const TERMINAL: ReadonlySet<string> = new Set(['sent', 'failed', 'suppressed', 'ambiguous']);

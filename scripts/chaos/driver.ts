@@ -4,7 +4,7 @@
  * restarts the scenario's own broker or database, and collects notes for the report.
  */
 import { EventProducer, topicName, type OutreachRequested } from '@outreach/shared';
-import { waitFor, type SmtpSink } from '@outreach/shared/testing';
+import { waitFor, type SmtpSink } from '@outreach/testkit';
 import { ingressBody, type Stack } from '../lib/stack.js';
 import type { OwnInfra } from './own-infra.js';
 import type { Kafka, PublishOptions, Run } from './scenario.js';

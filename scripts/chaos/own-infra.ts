@@ -5,7 +5,7 @@
  */
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { freePort } from '@outreach/shared/testing';
+import { freePort } from '@outreach/testkit';
 import {
   purgeOwnedPostgres,
   startKafka,

@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { createKafka, normalizeCandidateKey, quoteIdent, sendIdFor, type OutreachRequested } from '@outreach/shared';
-import { SmtpSink, waitFor } from '@outreach/shared/testing';
+import { SmtpSink, waitFor } from '@outreach/testkit';
 import pg from 'pg';
 import { root } from '../lib/paths.js';
 import { outreachRequest, services, Stack, type Service } from '../lib/stack.js';

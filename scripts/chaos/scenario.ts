@@ -1,6 +1,6 @@
 /** The shape of a reliability scenario, and what it can reach while it runs. */
 import type { createKafka, OutreachRequested } from '@outreach/shared';
-import type { SmtpHostility, SmtpSink } from '@outreach/shared/testing';
+import type { SmtpHostility, SmtpSink } from '@outreach/testkit';
 import type { Stack } from '../lib/stack.js';
 
 export type Kafka = ReturnType<typeof createKafka>;

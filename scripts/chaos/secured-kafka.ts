@@ -18,7 +18,7 @@ import {
   type KafkaRoleName,
   type KafkaSecurity,
 } from '@outreach/shared';
-import { waitFor } from '@outreach/shared/testing';
+import { waitFor } from '@outreach/testkit';
 import { runningSecured, securedWanted, up } from '../infra.js';
 import { aclsInEffect, scramSecurity, superUserSecurity, type SecuredKafkaInfo } from '../lib/secured.js';
 import { services, type Service } from '../lib/stack.js';

@@ -3,7 +3,7 @@
  * at each poll. The sender's HTTP list (`GET /v1/sends`) answers one status per call and by pages, so
  * the suite reads the table of the run's own sender schema, read-only. It writes nothing there.
  */
-import { waitFor, type SmtpSink } from '@outreach/shared/testing';
+import { waitFor, type SmtpSink } from '@outreach/testkit';
 import pg from 'pg';
 import { TERMINAL, type SentRow } from './checks.js';
 

@@ -13,7 +13,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { freePort, waitFor } from '@outreach/shared/testing';
+import { freePort, waitFor } from '@outreach/testkit';
 import { isMap, isSeq, parseDocument, stringify } from 'yaml';
 import { root } from './paths.js';
 

@@ -13,7 +13,7 @@ import {
   wireFormatEnv,
   wireFormatFromEnv,
   type RunningProcess,
-} from '@outreach/shared/testing';
+} from '@outreach/testkit';
 import pg from 'pg';
 
 export const services = ['planner', 'sender', 'experiment', 'liveness'] as const;

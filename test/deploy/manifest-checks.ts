@@ -35,7 +35,7 @@ import {
   type AclBinding,
   type KafkaRoleName,
 } from '@outreach/shared';
-import { selfSignedCertificate } from '@outreach/shared/testing';
+import { selfSignedCertificate } from '@outreach/testkit';
 import type { TObject } from '@sinclair/typebox';
 import { ConfigSchema as experimentConfig } from '../../services/experiment/src/config.js';
 import { ConfigSchema as livenessConfig } from '../../services/liveness/src/config.js';

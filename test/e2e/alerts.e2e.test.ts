@@ -28,7 +28,7 @@ import {
   type NextStepScheduled,
   type OutreachRequested,
 } from '@outreach/shared';
-import { SmtpSink, waitFor } from '@outreach/shared/testing';
+import { SmtpSink, waitFor } from '@outreach/testkit';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { infraDir } from '../../scripts/infra.js';
 import {

@@ -4,7 +4,7 @@
  */
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
-import { waitFor } from '@outreach/shared/testing';
+import { waitFor } from '@outreach/testkit';
 import { expect, inject, it } from 'vitest';
 
 const root = join(import.meta.dirname, '..', '..');

@@ -20,7 +20,7 @@ import {
   type OutreachRequested,
   type TopicId,
 } from '@outreach/shared';
-import { readTopic, SmtpSink, waitFor, type ReadMessage } from '@outreach/shared/testing';
+import { readTopic, SmtpSink, waitFor, type ReadMessage } from '@outreach/testkit';
 import { expect, inject, it } from 'vitest';
 import { dropRunData, ingressBody, outreachRequest, Stack, services } from '../../scripts/lib/stack.js';
 

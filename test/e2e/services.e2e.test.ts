@@ -11,7 +11,7 @@ import {
   wireFormatEnv,
   wireFormatFromEnv,
   type RunningProcess,
-} from '@outreach/shared/testing';
+} from '@outreach/testkit';
 import { createKafka, ensureTopics } from '@outreach/shared';
 import { afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 

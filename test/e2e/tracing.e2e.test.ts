@@ -1,6 +1,6 @@
 /**
  * One request, one trace (issue #17): the four services as processes export OTLP/JSON to a receiver
- * this test starts (packages/shared/src/testing/otlp-receiver.ts), and a request that enters the
+ * this test starts (packages/testkit/src/otlp-receiver.ts), and a request that enters the
  * planner over HTTP with the caller's traceparent comes out as one trace id with spans from every
  * service, parent by parent, in causal order: HTTP ingress → Kafka → planner (→ experiment over
  * HTTP) → outbox → relay → Kafka → sender → SMTP → outbox → relay → Kafka → liveness and experiment.
@@ -18,7 +18,7 @@ import {
   topicName,
   type OutreachRequested,
 } from '@outreach/shared';
-import { OtlpReceiver, readTopic, SmtpSink, waitFor, type ReceivedSpan } from '@outreach/shared/testing';
+import { OtlpReceiver, readTopic, SmtpSink, waitFor, type ReceivedSpan } from '@outreach/testkit';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { ingressBody, outreachRequest, services, Stack } from '../../scripts/lib/stack.js';
 

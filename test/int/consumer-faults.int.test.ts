@@ -18,7 +18,7 @@ import {
   withTransaction,
   type StepCompleted,
 } from '@outreach/shared';
-import { freePort, uniqueName, waitFor } from '@outreach/shared/testing';
+import { freePort, uniqueName, waitFor } from '@outreach/testkit';
 import type { Pool } from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {

@@ -18,7 +18,7 @@ import {
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { createPool, waitForPostgres } from '@outreach/shared';
-import { freePort } from '@outreach/shared/testing';
+import { freePort } from '@outreach/testkit';
 import { describe, expect, it } from 'vitest';
 import {
   ownedPostgresHome,

@@ -39,7 +39,7 @@ import {
   waitFor,
   type ReadMessage,
   type RunningProcess,
-} from '@outreach/shared/testing';
+} from '@outreach/testkit';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { buildJavaPublisher, javaToolsPresent, type JavaPublisherBuild } from '../../scripts/lib/java-interop.js';
 import { Stack, type Service } from '../../scripts/lib/stack.js';

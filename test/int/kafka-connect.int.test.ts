@@ -31,7 +31,7 @@ import {
   type EventType,
   type OutreachEvent,
 } from '@outreach/shared';
-import { deleteTopicsWithPrefix, freePort, readTopic, uniqueName, waitFor } from '@outreach/shared/testing';
+import { deleteTopicsWithPrefix, freePort, readTopic, uniqueName, waitFor } from '@outreach/testkit';
 import avro from 'avsc';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import {

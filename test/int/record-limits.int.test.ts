@@ -14,7 +14,7 @@ import {
   recordBytes,
   type RawRecord,
 } from '@outreach/shared';
-import { uniqueName } from '@outreach/shared/testing';
+import { uniqueName } from '@outreach/testkit';
 
 const kafka = createKafka({ brokers: inject('kafkaBrokers').split(','), clientId: 'attack-limits' });
 const admin = kafka.admin();

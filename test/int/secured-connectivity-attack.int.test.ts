@@ -24,7 +24,7 @@ import {
   registerOutboxRelay,
   type OutboxRelay,
 } from '@outreach/shared';
-import { waitFor } from '@outreach/shared/testing';
+import { waitFor } from '@outreach/testkit';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { parse } from 'yaml';

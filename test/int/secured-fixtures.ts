@@ -24,7 +24,7 @@ import {
   type KafkaSecurity,
   type OutreachRequested,
 } from '@outreach/shared';
-import { uniqueName } from '@outreach/shared/testing';
+import { uniqueName } from '@outreach/testkit';
 import pg from 'pg';
 import type { SecuredInfra } from '../../scripts/infra.js';
 import { aclsInEffect, superUserSecurity } from '../../scripts/lib/secured.js';

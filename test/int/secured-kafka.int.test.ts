@@ -22,7 +22,7 @@ import {
   topicName,
   type KafkaSecurity,
 } from '@outreach/shared';
-import { readTopic } from '@outreach/shared/testing';
+import { readTopic } from '@outreach/testkit';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { sampleRequest, securedKafkaFixture, type Mechanism, type SecuredKafkaFixture } from './secured-fixtures.js';
 

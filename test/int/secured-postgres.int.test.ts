@@ -18,7 +18,7 @@ import {
   registerOutboxRelay,
   resolvePgSettings,
 } from '@outreach/shared';
-import { waitFor } from '@outreach/shared/testing';
+import { waitFor } from '@outreach/testkit';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { clientFor, migrateService, securedDatabaseFixture, type SecuredDatabaseFixture } from './secured-fixtures.js';
 

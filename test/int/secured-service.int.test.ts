@@ -10,7 +10,7 @@
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { declaredTopics } from '@outreach/shared';
-import { freePort, startProcess, waitFor, type RunningProcess } from '@outreach/shared/testing';
+import { freePort, startProcess, waitFor, type RunningProcess } from '@outreach/testkit';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import {
   migrateService,

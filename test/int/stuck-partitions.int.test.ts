@@ -17,7 +17,7 @@ import {
   waitFor,
   type StepCompleted,
 } from '@outreach/shared';
-import { uniqueName } from '@outreach/shared/testing';
+import { uniqueName } from '@outreach/testkit';
 
 const brokers = inject('kafkaBrokers');
 /** A valid StepCompleted (the shape of the shared fixture, which the public surface does not export). */

@@ -2,7 +2,7 @@
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { declaredTopics } from '@outreach/shared';
-import { uniqueName } from '@outreach/shared/testing';
+import { uniqueName } from '@outreach/testkit';
 import { expect, inject, it } from 'vitest';
 
 const root = join(import.meta.dirname, '..', '..');

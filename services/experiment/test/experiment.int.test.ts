@@ -7,7 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { createLogger, eventCodec, sendIdFor, type SendRecorded, type VariantContaminated } from '@outreach/shared';
-import { readTopic, serviceTestEnv, waitFor, type ServiceTestEnv } from '@outreach/shared/testing';
+import { readTopic, serviceTestEnv, waitFor, type ServiceTestEnv } from '@outreach/testkit';
 import type { FastifyInstance } from 'fastify';
 import pg from 'pg';
 import { afterEach, describe, expect, inject, it } from 'vitest';

@@ -11,7 +11,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createLogger, eventCodec, sendIdFor, type SendRecorded, type VariantContaminated } from '@outreach/shared';
-import { readTopic, serviceTestEnv, waitFor, type ServiceTestEnv } from '@outreach/shared/testing';
+import { readTopic, serviceTestEnv, waitFor, type ServiceTestEnv } from '@outreach/testkit';
 import type { FastifyInstance } from 'fastify';
 import pg from 'pg';
 import { afterEach, describe, expect, inject, it } from 'vitest';

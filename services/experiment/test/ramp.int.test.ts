@@ -8,7 +8,7 @@ import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { migrate, quoteIdent, sharedMigrationsDir } from '@outreach/shared';
-import { serviceTestEnv, uniqueName, type ServiceTestEnv } from '@outreach/shared/testing';
+import { serviceTestEnv, uniqueName, type ServiceTestEnv } from '@outreach/testkit';
 import type { FastifyInstance } from 'fastify';
 import pg from 'pg';
 import { afterEach, describe, expect, inject, it } from 'vitest';

@@ -14,7 +14,7 @@ import {
   scopeTable,
   serviceTestEnv,
   type ServiceTestEnv,
-} from '@outreach/shared/testing';
+} from '@outreach/testkit';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { buildApp, migrationsDir } from '../src/app.js';

@@ -7,7 +7,7 @@
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { createPool, quoteIdent } from '@outreach/shared';
-import { uniqueName } from '@outreach/shared/testing';
+import { uniqueName } from '@outreach/testkit';
 import type { Pool } from 'pg';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import { deadlines, project, stallDeadline, type ConversationInput } from '../src/domain/conversation.js';

@@ -4,7 +4,7 @@
  * read through the index made for each, not scanned whole.
  */
 import { createMetricsRegistry, migrate, type Registry } from '@outreach/shared';
-import { isolatedSchema, planScans, type IsolatedSchema } from '@outreach/shared/testing';
+import { isolatedSchema, planScans, type IsolatedSchema } from '@outreach/testkit';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import { ConversationsRepository } from '../src/adapters/conversations-repository.js';
 import { registerLivenessGauges } from '../src/adapters/gauges.js';

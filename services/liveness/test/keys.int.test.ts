@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { canonicalCampaignId, dlqTopicOf, type MessageReceived, type SequencePlanned } from '@outreach/shared';
-import { readTopic, serviceTestEnv, waitFor, type ServiceTestEnv } from '@outreach/shared/testing';
+import { readTopic, serviceTestEnv, waitFor, type ServiceTestEnv } from '@outreach/testkit';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import { buildApp, migrationsDir } from '../src/app.js';

@@ -15,7 +15,7 @@ import {
   type OutreachEvent,
   type StepCompleted,
 } from '@outreach/shared';
-import { readTopic, serviceTestEnv, waitFor, type ServiceTestEnv } from '@outreach/shared/testing';
+import { readTopic, serviceTestEnv, waitFor, type ServiceTestEnv } from '@outreach/testkit';
 import { Queue, Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import type { FastifyInstance } from 'fastify';

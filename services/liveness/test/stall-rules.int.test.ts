@@ -12,7 +12,7 @@
  * send's (campaign, candidate, step), else the default conversation, whatever the delivery order.
  */
 import { createPool, migrate, quoteIdent, uuidV5 } from '@outreach/shared';
-import { uniqueName } from '@outreach/shared/testing';
+import { uniqueName } from '@outreach/testkit';
 import fc from 'fast-check';
 import type { Pool } from 'pg';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';

@@ -13,7 +13,7 @@ import {
   type OutreachEvent,
   type StepCompleted,
 } from '@outreach/shared';
-import { readTopic, serviceTestEnv, waitFor, type ReadMessage, type ServiceTestEnv } from '@outreach/shared/testing';
+import { readTopic, serviceTestEnv, waitFor, type ReadMessage, type ServiceTestEnv } from '@outreach/testkit';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { buildApp, migrationsDir } from '../src/app.js';

@@ -18,7 +18,7 @@ import {
   type SendRecorded,
   type SequencePlanned,
 } from '@outreach/shared';
-import { freePort, readTopic, serviceTestEnv, waitFor, type ServiceTestEnv } from '@outreach/shared/testing';
+import { freePort, readTopic, serviceTestEnv, waitFor, type ServiceTestEnv } from '@outreach/testkit';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { buildApp, migrationsDir } from '../src/app.js';
 import { ConfigSchema } from '../src/config.js';

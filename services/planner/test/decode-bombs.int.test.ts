@@ -15,14 +15,7 @@ import {
   type RawRecord,
   type SendRequested,
 } from '@outreach/shared';
-import {
-  eventBombs,
-  freePort,
-  readTopic,
-  serviceTestEnv,
-  waitFor,
-  type ServiceTestEnv,
-} from '@outreach/shared/testing';
+import { eventBombs, freePort, readTopic, serviceTestEnv, waitFor, type ServiceTestEnv } from '@outreach/testkit';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { buildApp, migrationsDir } from '../src/app.js';
 import { ConfigSchema } from '../src/config.js';

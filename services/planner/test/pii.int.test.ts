@@ -8,7 +8,7 @@
  * Each smuggled address has its own domain (`@leak-X.example`), so a failure says which way it came.
  */
 import { addressCandidateKey, dlqTopicOf, type OutreachRequested } from '@outreach/shared';
-import { readTopic, serviceTestEnv, testEmailHashKey, waitFor, type ServiceTestEnv } from '@outreach/shared/testing';
+import { readTopic, serviceTestEnv, testEmailHashKey, waitFor, type ServiceTestEnv } from '@outreach/testkit';
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';

@@ -22,7 +22,7 @@ import {
   waitFor,
   type RunningProcess,
   type ServiceTestEnv,
-} from '@outreach/shared/testing';
+} from '@outreach/testkit';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { buildApp, migrationsDir } from '../src/app.js';
 import { ConfigSchema } from '../src/config.js';

@@ -16,14 +16,7 @@ import {
   type OutreachRejected,
   type OutreachRequested,
 } from '@outreach/shared';
-import {
-  freePort,
-  readTopic,
-  serviceTestEnv,
-  waitFor,
-  type ReadMessage,
-  type ServiceTestEnv,
-} from '@outreach/shared/testing';
+import { freePort, readTopic, serviceTestEnv, waitFor, type ReadMessage, type ServiceTestEnv } from '@outreach/testkit';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { buildApp, migrationsDir } from '../src/app.js';

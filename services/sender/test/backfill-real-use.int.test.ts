@@ -12,7 +12,7 @@ import { copyFileSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { eventCodec, topicName, type SendRecorded, type SendRequested } from '@outreach/shared';
-import { readTopic, TEST_EMAIL_HASH_ENV, waitFor, type SmtpHostility } from '@outreach/shared/testing';
+import { readTopic, TEST_EMAIL_HASH_ENV, waitFor, type SmtpHostility } from '@outreach/testkit';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { API_TOKEN, senderTestEnv, sendRequested, type SenderTestEnv } from './harness.js';
 

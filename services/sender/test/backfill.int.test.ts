@@ -6,7 +6,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { TEST_EMAIL_HASH_ENV, waitFor } from '@outreach/shared/testing';
+import { TEST_EMAIL_HASH_ENV, waitFor } from '@outreach/testkit';
 import { afterEach, expect, inject, it } from 'vitest';
 import { API_TOKEN, senderTestEnv, sendRequested, type SenderTestEnv } from './harness.js';
 

@@ -1,7 +1,7 @@
 /** Issue #18, feedback settings: what the sender refuses at start (a ConfigError naming the variable, exit 78). */
 import { generateKeyPairSync } from 'node:crypto';
 import { ConfigError, loadConfig } from '@outreach/shared';
-import { TEST_SNS_TOPIC_ARN } from '@outreach/shared/testing';
+import { TEST_SNS_TOPIC_ARN } from './fixtures/feedback-fixtures.js';
 import { describe, expect, it } from 'vitest';
 import { checkConfig, ConfigSchema, sendGridWebhookKey, sesTopicArns, type Config } from '../src/config.js';
 

@@ -12,18 +12,14 @@ import { generateKeyPairSync, randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { emailHash, eventCodec, topicName, type AddressSuppressed } from '@outreach/shared';
+import { rawRequest, readTopic, selfSignedCertificate, testEmailHashKey, waitFor } from '@outreach/testkit';
 import {
   deliveryStatusNotification,
-  rawRequest,
-  readTopic,
-  selfSignedCertificate,
   sesNotification,
   signedSnsMessage,
   signSendGridWebhook,
   TEST_SNS_TOPIC_ARN,
-  testEmailHashKey,
-  waitFor,
-} from '@outreach/shared/testing';
+} from './fixtures/feedback-fixtures.js';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { unsubscribeKey, unsubscribeToken } from '../src/domain/unsubscribe-token.js';

@@ -8,13 +8,13 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { AppError } from '@outreach/shared';
+import { selfSignedCertificate } from '@outreach/testkit';
 import {
-  selfSignedCertificate,
   sesNotification,
   signedSnsMessage,
   TEST_SNS_CERT_URL,
   TEST_SNS_TOPIC_ARN,
-} from '@outreach/shared/testing';
+} from './fixtures/feedback-fixtures.js';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { SnsCertificateCache } from '../src/adapters/feedback/sns-certificates.js';
 import { SnsFeedbackIntake } from '../src/adapters/feedback/sns-intake.js';

@@ -4,7 +4,7 @@
  * send: its conditional claimed→sending UPDATE finds another token.
  */
 import { createLogger, createMetricsRegistry, createPool, topicName } from '@outreach/shared';
-import { testEmailHashKey, waitFor } from '@outreach/shared/testing';
+import { testEmailHashKey, waitFor } from '@outreach/testkit';
 import { afterEach, expect, inject, it } from 'vitest';
 import { SmtpProvider } from '../src/adapters/providers/smtp.js';
 import { CampaignsRepository } from '../src/adapters/campaigns-repository.js';

@@ -4,7 +4,7 @@
  * read through the index made for it, not scanned whole or through an index of all sends.
  */
 import { createMetricsRegistry, migrate, type Registry } from '@outreach/shared';
-import { isolatedSchema, planScans, testEmailHashKey, type IsolatedSchema } from '@outreach/shared/testing';
+import { isolatedSchema, planScans, testEmailHashKey, type IsolatedSchema } from '@outreach/testkit';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import { registerSenderGauges } from '../src/adapters/gauges.js';
 import { ReportsRepository } from '../src/adapters/reports-repository.js';

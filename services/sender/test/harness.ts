@@ -10,7 +10,7 @@ import {
   testEmailHashKey,
   type ServiceTestEnv,
   type SmtpSinkOptions,
-} from '@outreach/shared/testing';
+} from '@outreach/testkit';
 import { buildApp, migrationsDir } from '../src/app.js';
 import { ConfigSchema } from '../src/config.js';
 

@@ -5,8 +5,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import { uuidV5 } from '@outreach/shared';
-import type { SmtpHostility } from '@outreach/shared/testing';
-import { waitFor } from '@outreach/shared/testing';
+import type { SmtpHostility } from '@outreach/testkit';
+import { waitFor } from '@outreach/testkit';
 import type { FastifyInstance } from 'fastify';
 import type {} from '../src/plugins/sender.js';
 import { afterEach, describe, expect, inject, it } from 'vitest';

@@ -5,7 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { createPool, migrate } from '@outreach/shared';
-import { testEmailHashKey } from '@outreach/shared/testing';
+import { testEmailHashKey } from '@outreach/testkit';
 import type { Pool } from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { KillSwitch, SharedErrorWindow, SharedRateLimiter } from '../src/adapters/incident-controls.js';

@@ -10,7 +10,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { addressCandidateKey, emailHash, eventCodec, topicName, type SendRecorded } from '@outreach/shared';
-import { readTopic, TEST_EMAIL_HASH_ENV, testEmailHashKey, waitFor } from '@outreach/shared/testing';
+import { readTopic, TEST_EMAIL_HASH_ENV, testEmailHashKey, waitFor } from '@outreach/testkit';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { API_TOKEN, senderTestEnv, sendRequested, type SenderTestEnv } from './harness.js';
 

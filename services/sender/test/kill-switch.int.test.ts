@@ -3,7 +3,7 @@
  * schema, mailing a slow SMTP sink. One PUT on one replica stops both; what may still arrive at the
  * sink after the call returns is measured against the sends that were past the fence at that moment.
  */
-import { waitFor } from '@outreach/shared/testing';
+import { waitFor } from '@outreach/testkit';
 import type { FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { API_TOKEN, deliveriesByRecipient, senderTestEnv, sendRequested, type SenderTestEnv } from './harness.js';

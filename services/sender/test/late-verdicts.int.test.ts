@@ -4,7 +4,7 @@
  * Copies are counted at the peer, outcomes in the sends table.
  */
 import { randomUUID } from 'node:crypto';
-import { waitFor } from '@outreach/shared/testing';
+import { waitFor } from '@outreach/testkit';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import type {} from '../src/plugins/sender.js';
 import { senderTestEnv, sendRequested, type SenderTestEnv } from './harness.js';

@@ -7,7 +7,7 @@
  * without a lookup nothing changes.
  */
 import { randomUUID } from 'node:crypto';
-import { freePort, waitFor, type HttpHostility, type SmtpHostility } from '@outreach/shared/testing';
+import { freePort, waitFor, type HttpHostility, type SmtpHostility } from '@outreach/testkit';
 import type { FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import type {} from '../src/plugins/sender.js';

@@ -5,7 +5,8 @@
  * only with none, never two; anything unknowable `unknown`, which the lookup then settles.
  */
 import { randomUUID } from 'node:crypto';
-import { FakeMailgun, waitFor, type HttpHostility, type MailgunEndpoint } from '@outreach/shared/testing';
+import { waitFor, type HttpHostility } from '@outreach/testkit';
+import { FakeMailgun, type MailgunEndpoint } from './fixtures/fake-mailgun.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { decideAfterLookup } from '../src/adapters/providers/lookup.js';
 import { MailgunLookup, MailgunProvider } from '../src/adapters/providers/mailgun.js';

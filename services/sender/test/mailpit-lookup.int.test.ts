@@ -5,7 +5,7 @@
  * failure must read `unavailable`, never `not_found`, within the lookup's timeout.
  */
 import { randomUUID } from 'node:crypto';
-import { SmtpSink, type HttpHostility, type SmtpHostility } from '@outreach/shared/testing';
+import { SmtpSink, type HttpHostility, type SmtpHostility } from '@outreach/testkit';
 import { afterEach, describe, expect, it } from 'vitest';
 import { decideAfterLookup } from '../src/adapters/providers/lookup.js';
 import { MailpitLookup } from '../src/adapters/providers/mailpit-lookup.js';

@@ -12,8 +12,8 @@ import {
   ROUTE_TEST_ENV,
   ROUTE_TEST_TOKENS,
   scopeTable,
-  TEST_SNS_TOPIC_ARN,
-} from '@outreach/shared/testing';
+} from '@outreach/testkit';
+import { TEST_SNS_TOPIC_ARN } from './fixtures/feedback-fixtures.js';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { senderTestEnv, type SenderTestEnv } from './harness.js';

@@ -4,7 +4,7 @@
  * deliveries; the database says every request reached a terminal outcome.
  */
 import { createKafka, topicName, type SendRequested } from '@outreach/shared';
-import { waitFor, type RunningProcess } from '@outreach/shared/testing';
+import { waitFor, type RunningProcess } from '@outreach/testkit';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { deliveriesByRecipient, senderTestEnv, sendRequested, type SenderTestEnv } from './harness.js';
 

@@ -3,7 +3,7 @@
  * pause/resume, suppression, exposure consistency, provider failures and ambiguity, the HTTP API.
  */
 import { eventCodec, dlqTopicOf, topicName, type SendRecorded } from '@outreach/shared';
-import { readTopic, waitFor } from '@outreach/shared/testing';
+import { readTopic, waitFor } from '@outreach/testkit';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { API_TOKEN, deliveriesByRecipient, senderTestEnv, sendRequested, type SenderTestEnv } from './harness.js';
 

@@ -4,7 +4,7 @@
  * an auto-pause window that outlives the replica that counted, lease renewal of a batch that runs
  * longer than its lease, the suppression list read again at the fence, and hard bounces.
  */
-import { waitFor } from '@outreach/shared/testing';
+import { waitFor } from '@outreach/testkit';
 import type { FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { API_TOKEN, deliveriesByRecipient, senderTestEnv, sendRequested, type SenderTestEnv } from './harness.js';

@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { SmtpSink } from '@outreach/shared/testing';
+import { SmtpSink } from '@outreach/testkit';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { SendResult } from '../src/adapters/providers/port.js';
 import { SmtpProvider, type SmtpProviderOptions } from '../src/adapters/providers/smtp.js';

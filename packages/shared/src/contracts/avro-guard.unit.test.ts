@@ -13,7 +13,7 @@ import {
   probeSchema,
   probeValue,
   zigzagVarint,
-} from '../testing/avro-bombs.js';
+} from '@outreach/testkit';
 import { EventCodec, eventCodec, type DecodeErrorCode } from './codec.js';
 import { fingerprintBytes } from './fingerprint.js';
 import { schemaDefinitions, type OutreachEvent } from './events.generated.js';

@@ -4,7 +4,7 @@
  */
 import avro from 'avsc';
 import { describe, expect, it } from 'vitest';
-import { eventBombs } from '../testing/avro-bombs.js';
+import { eventBombs } from '@outreach/testkit';
 import { confluentSchemaId, EventCodec } from './codec.js';
 import { eventTypes, schemaDefinitions, type OutreachEvent } from './events.generated.js';
 

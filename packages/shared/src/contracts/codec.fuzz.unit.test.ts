@@ -13,7 +13,7 @@
 import avro from 'avsc';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { measureDecode, probeSchema, zigzagVarint } from '../testing/avro-bombs.js';
+import { measureDecode, probeSchema, zigzagVarint } from '@outreach/testkit';
 import { DecodeError, EventCodec, eventCodec } from './codec.js';
 import { eventTypes, schemaDefinitions, type OutreachEvent } from './events.generated.js';
 

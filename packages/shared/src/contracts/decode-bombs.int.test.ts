@@ -9,13 +9,13 @@ import type { Admin, Kafka, Producer } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createKafka } from '../kafka/client.js';
 import { ConsumerRunner, type ConsumedEvent } from '../kafka/consumer.js';
-import { readTopic } from '../kafka/read-topic.js';
+import { readTopic } from '@outreach/testkit';
 import { createTopicsSettled, dlqTopicOf } from '../kafka/topics.js';
 import { createLogger } from '../logger.js';
 import { createMetricsRegistry } from '../metrics.js';
-import { eventBombs, headerOf } from '../testing/avro-bombs.js';
-import { stepCompleted } from '../testing/fixtures/events.js';
-import { uniqueName } from '../testing/names.js';
+import { eventBombs, headerOf } from '@outreach/testkit';
+import { stepCompleted } from '../../test/fixtures/events.js';
+import { uniqueName } from '@outreach/testkit';
 import { waitFor } from '../wait.js';
 import { eventCodec } from './codec.js';
 

@@ -11,8 +11,8 @@ import { eventCodec } from '../contracts/codec.js';
 import { schemaDefinitions, type StepCompleted } from '../contracts/events.generated.js';
 import { createLogger } from '../logger.js';
 import { createMetricsRegistry } from '../metrics.js';
-import { stepCompleted } from '../testing/fixtures/events.js';
-import { uniqueName } from '../testing/names.js';
+import { stepCompleted } from '../../test/fixtures/events.js';
+import { uniqueName } from '@outreach/testkit';
 import { waitFor } from '../wait.js';
 import { createKafka } from './client.js';
 import {
@@ -23,7 +23,7 @@ import {
   type ConsumerRunnerOptions,
   type EventBatchHandler,
 } from './consumer.js';
-import { readTopic } from './read-topic.js';
+import { readTopic } from '@outreach/testkit';
 import { createTopicsSettled, dlqTopicOf } from './topics.js';
 
 let kafka: Kafka;

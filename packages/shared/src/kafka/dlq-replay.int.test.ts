@@ -6,8 +6,8 @@
 import type { Admin, Kafka } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createLogger } from '../logger.js';
-import { stepCompleted } from '../testing/fixtures/events.js';
-import { uniqueName } from '../testing/names.js';
+import { stepCompleted } from '../../test/fixtures/events.js';
+import { uniqueName } from '@outreach/testkit';
 import { waitFor } from '../wait.js';
 import { createKafka } from './client.js';
 import { ConsumerRunner, type ConsumedEvent } from './consumer.js';

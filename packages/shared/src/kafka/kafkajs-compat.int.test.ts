@@ -6,7 +6,7 @@
 import { createRequire } from 'node:module';
 import { Partitioners, type Admin, type Consumer, type EachBatchPayload, type Kafka, type Producer } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { uniqueName, waitFor } from '../testing/index.js';
+import { uniqueName, waitFor } from '@outreach/testkit';
 import { createKafka } from './client.js';
 import { patchKafkajsIdleTimer, unpatchKafkajsIdleTimerForTest } from './kafkajs-patches.js';
 import { createTopicsSettled } from './topics.js';

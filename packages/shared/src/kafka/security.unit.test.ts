@@ -2,7 +2,7 @@ import { createServer, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ConfigError } from '../config.js';
-import { selfSignedCertificate } from '../testing/x509.js';
+import { selfSignedCertificate } from '@outreach/testkit';
 import { waitFor } from '../wait.js';
 import { explainKafkaError } from './access.js';
 import {

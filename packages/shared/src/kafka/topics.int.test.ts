@@ -1,6 +1,6 @@
 import type { Admin } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { uniqueName } from '../testing/names.js';
+import { uniqueName } from '@outreach/testkit';
 import { waitFor } from '../wait.js';
 import { createKafka } from './client.js';
 import { declaredTopics, dlqTopicOf, ensureTopics, topicName } from './topics.js';

@@ -9,7 +9,7 @@ import { createTopicsSettled } from '../kafka/topics.js';
 import { createLogger } from '../logger.js';
 import { trackConsumerLag } from '../service/consumer-lag.js';
 import { buildHttpApp } from '../service/http.js';
-import { uniqueName } from '../testing/names.js';
+import { uniqueName } from '@outreach/testkit';
 import { waitFor } from '../wait.js';
 
 const brokers = inject('kafkaBrokers').split(',');

@@ -10,8 +10,8 @@ import { createMetricsRegistry } from '../metrics.js';
 import { migrate, sharedMigrationsDir } from '../pg/migrate.js';
 import { buildHttpApp } from '../service/http.js';
 import { registerOutboxRelay } from '../service/workers.js';
-import { planScans } from '../testing/explain.js';
-import { isolatedSchema, type IsolatedSchema } from '../testing/index.js';
+import { planScans } from '@outreach/testkit';
+import { isolatedSchema, type IsolatedSchema } from '@outreach/testkit';
 import { waitFor } from '../wait.js';
 import { OUTBOX_BACKLOG_SQL, registerOutboxMetrics } from './outbox.js';
 

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, describe, expect, inject, it } from 'vitest';
-import { uniqueName } from '../testing/names.js';
+import { uniqueName } from '@outreach/testkit';
 import { migrate } from './migrate.js';
 import { quoteIdent } from './pool.js';
 

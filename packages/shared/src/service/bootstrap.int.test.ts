@@ -1,5 +1,5 @@
 /**
- * A service made only of the shared layer (testing/fixtures/echo-service.ts), as a process:
+ * A service made only of the shared layer (test/fixtures/echo-service.ts), as a process:
  * migrations at start, consume → database + outbox in one transaction → relay, readiness, metrics,
  * and a graceful SIGTERM mid-stream after which a restarted process finishes the work exactly once.
  */
@@ -12,18 +12,18 @@ import type { StepCompleted } from '../contracts/events.generated.js';
 import { uuidV5 } from '../domain/keys.js';
 import { createKafka } from '../kafka/client.js';
 import { EventProducer, HEADER } from '../kafka/producer.js';
-import { readTopic } from '../kafka/read-topic.js';
+import { readTopic } from '@outreach/testkit';
 import { createTopicsSettled, dlqTopicOf } from '../kafka/topics.js';
 import { quoteIdent } from '../pg/pool.js';
-import { uniqueName } from '../testing/names.js';
-import { freePort, startProcess, type RunningProcess } from '../testing/process.js';
+import { uniqueName } from '@outreach/testkit';
+import { freePort, startProcess, type RunningProcess } from '@outreach/testkit';
 import { waitFor } from '../wait.js';
 
 const brokers = inject('kafkaBrokers');
 const databaseUrl = inject('databaseUrl');
 const registryUrl = inject('schemaRegistryUrl');
 const root = join(import.meta.dirname, '..', '..', '..', '..');
-const entry = join(import.meta.dirname, '..', 'testing', 'fixtures', 'echo-service.ts');
+const entry = join(import.meta.dirname, '..', '..', 'test', 'fixtures', 'echo-service.ts');
 const kafka = createKafka({ brokers: brokers.split(','), clientId: 'bootstrap-test' });
 const schema = uniqueName('echo');
 const processes: RunningProcess[] = [];

@@ -3,7 +3,7 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLogger } from '../logger.js';
-import { scopeTable } from '../testing/http-attacks.js';
+import { scopeTable } from '@outreach/testkit';
 import { scopePluginRoutes } from './auth.js';
 import { openApiDocument } from './docs.js';
 import { buildHttpApp } from './http.js';

@@ -3,7 +3,7 @@ import { Kafka, logLevel } from 'kafkajs';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLogger } from '../logger.js';
-import { fuzzRoutes, probeRouteGuards } from '../testing/http-attacks.js';
+import { fuzzRoutes, probeRouteGuards } from '@outreach/testkit';
 import type { ScopedTokens } from './auth.js';
 import { AppError } from './errors.js';
 import { buildHttpApp, MAX_BODY_BYTES } from './http.js';

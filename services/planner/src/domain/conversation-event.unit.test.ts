@@ -1,5 +1,5 @@
 import { addressCandidateKey } from '@outreach/shared';
-import { testEmailHashKey } from '@outreach/shared/testing';
+import { testEmailHashKey } from '@outreach/testkit';
 import { describe, expect, it } from 'vitest';
 import {
   conversationEventFrom,

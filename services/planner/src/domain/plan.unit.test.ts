@@ -4,7 +4,7 @@
  * the follow-up it schedules.
  */
 import { sendIdFor, uuidV5, type OutreachRequested } from '@outreach/shared';
-import { testEmailHashKey } from '@outreach/shared/testing';
+import { testEmailHashKey } from '@outreach/testkit';
 import { describe, expect, it } from 'vitest';
 import { decide, planFollowUp, type AdvancedSequence, type StoredFollowUp } from './plan.js';
 import { validateRequest, type Content, type PlannedRequest, type VariantDecision } from './request.js';

@@ -3,7 +3,7 @@
  * of the request but never repeats a value from it, whatever the problem text holds.
  */
 import { schemaDefinitions, uuidV5, type OutreachRequested } from '@outreach/shared';
-import { testEmailHashKey } from '@outreach/shared/testing';
+import { testEmailHashKey } from '@outreach/testkit';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {

@@ -1,5 +1,5 @@
 import { addressCandidateKey, sendIdFor, type OutreachRequested } from '@outreach/shared';
-import { testEmailHashKey } from '@outreach/shared/testing';
+import { testEmailHashKey } from '@outreach/testkit';
 import { describe, expect, it } from 'vitest';
 import { chooseContent, UNKNOWN_EXPERIMENT, validateRequest as validate, variantCoverage } from './request.js';
 

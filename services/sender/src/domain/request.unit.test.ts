@@ -1,5 +1,5 @@
 import { emailHash, sendIdFor, type SendRequested } from '@outreach/shared';
-import { testEmailHashKey } from '@outreach/shared/testing';
+import { testEmailHashKey } from '@outreach/testkit';
 import { describe, expect, it } from 'vitest';
 import { validateSendRequest as validate } from './request.js';
 

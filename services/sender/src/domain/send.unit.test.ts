@@ -4,7 +4,7 @@
  * fails the cells it moves, by name; the repository's SQL follows the table (its int tests, and
  * test/schema.int.test.ts for the migration's constraint and indexes, show what that changes).
  */
-import { deciderSpec } from '@outreach/shared/testing';
+import { deciderSpec } from '@outreach/testkit';
 import { describe, expect, it } from 'vitest';
 import {
   decide,

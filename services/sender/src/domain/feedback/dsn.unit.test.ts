@@ -1,4 +1,4 @@
-import { deliveryStatusNotification, type DsnOptions } from '@outreach/shared/testing';
+import { deliveryStatusNotification, type DsnOptions } from '../../../test/fixtures/feedback-fixtures.js';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_DSN_LIMITS, parseDeliveryStatusNotification } from './dsn.js';

@@ -1,5 +1,5 @@
 import { generateKeyPairSync, sign } from 'node:crypto';
-import { signSendGridWebhook } from '@outreach/shared/testing';
+import { signSendGridWebhook } from '../../../test/fixtures/feedback-fixtures.js';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { parseSendGridEvents, receiveSendGridWebhook, sendGridPublicKey, verifySendGridSignature } from './sendgrid.js';

@@ -1,4 +1,4 @@
-import { sesNotification } from '@outreach/shared/testing';
+import { sesNotification } from '../../../test/fixtures/feedback-fixtures.js';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { parseSesNotification } from './ses.js';

@@ -1,11 +1,11 @@
+import { selfSignedCertificate } from '@outreach/testkit';
 import {
-  selfSignedCertificate,
   sesNotification,
   signedSnsMessage,
   TEST_SNS_CERT_URL,
   TEST_SNS_TOPIC_ARN,
   type SnsMessageFields,
-} from '@outreach/shared/testing';
+} from '../../../test/fixtures/feedback-fixtures.js';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {

@@ -1,10 +1,10 @@
 import pg from 'pg';
-import { createPool, quoteIdent } from '../pg/pool.js';
+import { createPool, quoteIdent } from '@outreach/shared';
 
-export { waitFor, WaitTimeoutError } from '../wait.js';
+export { waitFor, WaitTimeoutError } from '@outreach/shared';
 export { uniqueName } from './names.js';
 export { dropWireFormatSubjects, wireFormatEnv, wireFormatFromEnv, type ProcessWireFormat } from './wire-format.js';
-export { readTopic, type ReadMessage } from '../kafka/read-topic.js';
+export { readTopic, type ReadMessage } from './read-topic.js';
 export { planScans, type PlanScan } from './explain.js';
 import { uniqueName } from './names.js';
 
@@ -53,13 +53,7 @@ export {
   type SmtpHostility,
   type SmtpSinkOptions,
 } from './smtp-sink.js';
-export { type HttpHostility } from './http-hostility.js';
-export {
-  FakeMailgun,
-  type FakeMailgunOptions,
-  type MailgunEndpoint,
-  type MailgunStoredMessage,
-} from './fake-mailgun.js';
+export { actsOnRequest, playHostility, readRequestBody, sendJson, type HttpHostility } from './http-hostility.js';
 export { deciderSpec, type Decider } from './given.js';
 export {
   deleteTopicsWithPrefix,
@@ -100,15 +94,3 @@ export {
   type Violation,
 } from './http-attacks.js';
 export { selfSignedCertificate, type TestCertificate, type TestCertificateOptions } from './x509.js';
-export {
-  deliveryStatusNotification,
-  sesNotification,
-  signedSnsMessage,
-  signSendGridWebhook,
-  TEST_SNS_CERT_URL,
-  TEST_SNS_TOPIC_ARN,
-  type DsnOptions,
-  type DsnRecipient,
-  type SesNotificationOptions,
-  type SnsMessageFields,
-} from './feedback-fixtures.js';

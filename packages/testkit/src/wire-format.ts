@@ -4,9 +4,9 @@
  * under the run's own topic prefix before a service starts (a service looks its ids up at start and
  * refuses to start without them, as in production). In the single-object format nothing is needed.
  */
-import { registerSchemas } from '../registry/register.js';
-import { publisherSubjects, registrySubjects } from '../registry/subjects.js';
-import { SchemaRegistryClient } from '../registry/client.js';
+import { registerSchemas } from '@outreach/shared';
+import { publisherSubjects, registrySubjects } from '@outreach/shared';
+import { SchemaRegistryClient } from '@outreach/shared';
 
 export type ProcessWireFormat = 'confluent' | 'single-object';
 

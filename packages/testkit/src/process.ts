@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
-import { waitFor } from '../wait.js';
+import { waitFor } from '@outreach/shared';
 
 /** A port the OS considers free right now. */
 export function freePort(): Promise<number> {

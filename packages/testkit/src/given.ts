@@ -6,7 +6,7 @@
  */
 import { expect } from 'vitest';
 
-import type { Decider } from '../domain/decider.js';
+import type { Decider } from '@outreach/shared';
 
 export type { Decider };
 

@@ -1,6 +1,6 @@
 import type { Kafka, KafkaMessage } from 'kafkajs';
-import { waitFor } from '../wait.js';
-import { uniqueName } from '../testing/names.js';
+import { waitFor } from '@outreach/shared';
+import { uniqueName } from './names.js';
 
 export interface ReadMessage {
   readonly partition: number;

@@ -6,10 +6,10 @@
 import { performance } from 'node:perf_hooks';
 import { getHeapStatistics } from 'node:v8';
 import avro from 'avsc';
-import { eventCodec, type EventCodec } from '../contracts/codec.js';
-import type { DecodeErrorCode } from '../contracts/decode-error.js';
-import { schemaDefinitions, type EventType, type OutreachEvent } from '../contracts/events.generated.js';
-import { fingerprintBytes } from '../contracts/fingerprint.js';
+import { eventCodec, type EventCodec } from '@outreach/shared';
+import type { DecodeErrorCode } from '@outreach/shared';
+import { schemaDefinitions, type EventType, type OutreachEvent } from '@outreach/shared';
+import { fingerprintBytes } from '@outreach/shared';
 
 export interface AvroBomb {
   readonly name: string;

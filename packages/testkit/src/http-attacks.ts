@@ -13,8 +13,8 @@
 import net from 'node:net';
 import fc from 'fast-check';
 import type { FastifyInstance } from 'fastify';
-import type { RegisteredRoute, Scope } from '../service/auth.js';
-import { MAX_BODY_BYTES } from '../service/http.js';
+import type { RegisteredRoute, Scope } from '@outreach/shared';
+import { MAX_BODY_BYTES } from '@outreach/shared';
 
 /** One token per scope and one holding all three, for a service under attack (ROUTE_TEST_ENV). */
 export const ROUTE_TEST_TOKENS = {
