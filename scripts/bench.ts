@@ -16,6 +16,7 @@
  * never asserted.
  *
  *   npm run bench [-- --requests 50000 --fault-requests 10000 --scaling 10000,50000,200000 --only ...]
+ *   (npm test runs every section at tiny sizes, test/e2e/bench-smoke.e2e.test.ts, so none can rot)
  *   --only takes a comma-separated list of: pipeline, ceiling, bullmq, pgboss, steady, faults, scaling,
  *   check, experiment, sweep, profile
  */
@@ -49,6 +50,10 @@ const { values: args } = parseArgs({
     'check-rows': { type: 'string', default: '1000000' },
     'sweep-sizes': { type: 'string', default: '10000,100000,1000000' },
     'steady-requests': { type: 'string', default: '10000' },
+    /** Worker SIGKILLs in the fault section, per system. */
+    kills: { type: 'string', default: '3' },
+    /** How long the timed HTTP load runs (check endpoint, experiment assignments) last; default theirs (20 s, 15 s). */
+    'load-seconds': { type: 'string' },
     only: { type: 'string' },
     'port-base': { type: 'string', default: '8280' },
     /** Where report.{md,json} go: a partial run (`--only`) can leave the committed report alone. */
@@ -144,12 +149,13 @@ async function main(): Promise<void> {
   // Paced, and with a provider that answers 50 ms after accepting (as an SMTP server does), so that
   // every system has sends in flight at each kill.
   const faultRequests = requestSet(Number(args['fault-requests']));
-  const faulty = { kills: 3, pace, providerDelayMs: 50 };
+  const kills = Number(args.kills);
+  const faulty = { kills, pace, providerDelayMs: 50 };
   report.faults = [];
   await steps(report.faults, 'faults', [
-    ['our pipeline, sender SIGKILL ×3', () => pipeline(env, faultRequests, faulty)],
-    ['BullMQ, worker SIGKILL ×3', () => peerRun(env, bullmqPeer(), faultRequests, faulty)],
-    ['pg-boss, worker SIGKILL ×3', () => peerRun(env, pgbossPeer(env.databaseUrl), faultRequests, faulty)],
+    [`our pipeline, sender SIGKILL ×${kills}`, () => pipeline(env, faultRequests, faulty)],
+    [`BullMQ, worker SIGKILL ×${kills}`, () => peerRun(env, bullmqPeer(), faultRequests, faulty)],
+    [`pg-boss, worker SIGKILL ×${kills}`, () => peerRun(env, pgbossPeer(env.databaseUrl), faultRequests, faulty)],
   ]);
 
   report.scaling = [];
@@ -163,10 +169,14 @@ async function main(): Promise<void> {
     write();
   }
 
-  const check = await step('check endpoint at 1k req/s', 'check', () => checkEndpoint(env, Number(args['check-rows'])));
+  const check = await step('check endpoint at 1k req/s', 'check', () =>
+    checkEndpoint(env, Number(args['check-rows']), ...(args['load-seconds'] ? [Number(args['load-seconds'])] : [])),
+  );
   if (check) report.check = check;
   write();
-  const experiment = await step('experiment assignments', 'experiment', () => experimentAssignments(env));
+  const experiment = await step('experiment assignments', 'experiment', () =>
+    experimentAssignments(env, ...(args['load-seconds'] ? [Number(args['load-seconds'])] : [])),
+  );
   if (experiment) report.experiment = experiment;
   write();
   const sweeps: SweepResult[] = [];

@@ -57,7 +57,7 @@ async function seed(stack: Stack, file: string): Promise<{ newSends: number; sec
   return { newSends: result.newSends, seconds: result.seconds };
 }
 
-export async function checkEndpoint(env: BenchEnv, rows: number): Promise<CheckResult> {
+export async function checkEndpoint(env: BenchEnv, rows: number, seconds = 20): Promise<CheckResult> {
   const stack = await benchStack(env, runId('check'), () => ({ MAIL_PROVIDER: 'null' }));
   // The sender migrates its schema on start; the backfill then writes into it.
   await stack.start('sender');
@@ -71,7 +71,7 @@ export async function checkEndpoint(env: BenchEnv, rows: number): Promise<CheckR
     url: stack.url('sender', ''),
     connections: 32,
     overallRate: TARGET_RATE,
-    duration: 20,
+    duration: seconds,
     requests: [
       {
         method: 'GET',

@@ -8,7 +8,8 @@ import type { ExperimentResult } from './report.js';
 
 const BATCH = 500;
 
-export async function experimentAssignments(env: BenchEnv): Promise<ExperimentResult> {
+/** Each of the two runs lasts `seconds`. */
+export async function experimentAssignments(env: BenchEnv, seconds = 15): Promise<ExperimentResult> {
   const stack = await benchStack(env, runId('exp'));
   await stack.start('experiment');
   await stack.json('experiment', '/v1/experiments', {
@@ -27,7 +28,7 @@ export async function experimentAssignments(env: BenchEnv): Promise<ExperimentRe
   const singleRun = await autocannon({
     url: stack.url('experiment', ''),
     connections: 16,
-    duration: 15,
+    duration: seconds,
     requests: [
       {
         method: 'PUT',
@@ -43,7 +44,7 @@ export async function experimentAssignments(env: BenchEnv): Promise<ExperimentRe
   const batchRun = await autocannon({
     url: stack.url('experiment', ''),
     connections: 4,
-    duration: 15,
+    duration: seconds,
     requests: [
       {
         method: 'POST',

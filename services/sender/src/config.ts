@@ -224,7 +224,19 @@ export function checkConfig(config: Config): void {
   if (config.SMTP_PASSWORD !== '' && config.SMTP_PASSWORD_FILE !== '')
     throw new ConfigError('invalid configuration: set SMTP_PASSWORD_FILE or SMTP_PASSWORD, not both');
   sesTopicArns(config);
-  if (config.NODE_ENV === 'production' && config.MAIL_PROVIDER !== 'null') checkProductionIdentity(config);
+  if (config.NODE_ENV === 'production') {
+    // Development stand-ins never run in production: the null provider reports every send `sent` and
+    // delivers nothing, and Mailpit's search API is a development sink's, not a provider's.
+    if (config.MAIL_PROVIDER === 'null')
+      throw new ConfigError(
+        'invalid configuration: MAIL_PROVIDER=null delivers nothing and reports every send sent; it is refused when NODE_ENV=production (use smtp or mailgun)',
+      );
+    if (config.PROVIDER_LOOKUP === 'mailpit')
+      throw new ConfigError(
+        "invalid configuration: PROVIDER_LOOKUP=mailpit reads a development sink's search API; it is refused when NODE_ENV=production (use mailgun or none)",
+      );
+    checkProductionIdentity(config);
+  }
   if (config.MAIL_PROVIDER === 'smtp' && config.SMTP_FINAL_REPLY_TIMEOUT_MS <= config.PROVIDER_TIMEOUT_MS)
     // The final-reply wait runs past the call's timeout; one not longer than it would end calls that
     // are still in their budget, and report ambiguous what the call's own deadline decides.

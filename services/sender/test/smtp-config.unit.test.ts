@@ -53,7 +53,27 @@ describe('sender SMTP and identity settings', () => {
       expect(check({ ...prod, [name]: value }), `${name}=${value}`).toThrow(new RegExp(`${name} must be set`));
     }
     expect(check({ ...prod, UNSUBSCRIBE_URL: 'http://outreach.acme-corp.com/u' })).toThrow(/https/);
-    // The null provider sends nothing: its identity does not matter.
-    expect(check({ NODE_ENV: 'production', MAIL_PROVIDER: 'null' })).not.toThrow();
+  });
+
+  it('refuses the development stand-ins in production: the null provider and the Mailpit lookup', () => {
+    const prod = {
+      NODE_ENV: 'production',
+      MAIL_FROM: 'Outreach <outreach@acme-corp.com>',
+      MESSAGE_ID_DOMAIN: 'mail.acme-corp.com',
+      UNSUBSCRIBE_MAILTO: 'unsubscribe@acme-corp.com',
+      UNSUBSCRIBE_URL: 'https://outreach.acme-corp.com/v1/unsubscribe',
+    };
+    expect(check(prod)).not.toThrow();
+    // With or without a valid identity: it is the provider that is refused, named, and how to fix it.
+    expect(check({ NODE_ENV: 'production', MAIL_PROVIDER: 'null' })).toThrow(
+      /MAIL_PROVIDER=null .* refused when NODE_ENV=production/,
+    );
+    expect(check({ ...prod, MAIL_PROVIDER: 'null' })).toThrow(/MAIL_PROVIDER=null/);
+    expect(check({ ...prod, PROVIDER_LOOKUP: 'mailpit' })).toThrow(
+      /PROVIDER_LOOKUP=mailpit .* refused when NODE_ENV=production/,
+    );
+    // Outside production both stay available (the demo, the benchmarks, docker-compose).
+    expect(check({ NODE_ENV: 'development', MAIL_PROVIDER: 'null' })).not.toThrow();
+    expect(check({ NODE_ENV: 'development', PROVIDER_LOOKUP: 'mailpit' })).not.toThrow();
   });
 });

@@ -9,10 +9,13 @@ import type { MailMessage, MailProvider, SendResult } from './port.js';
  * comes `delayMs` after the message was accepted, as a real provider's does: a process killed in
  * between has delivered a message it never heard back about.
  */
+/** How many accepted keys the null provider remembers for its lookup: the newest, so memory stays flat. */
+export const NULL_PROVIDER_MEMORY = 100_000;
+
 export class NullProvider implements MailProvider {
   readonly name = 'null';
+  /** The newest accepted keys, oldest first (a Set iterates in insertion order). */
   private readonly accepted = new Set<string>();
-  readonly delivered: Array<{ to: string; idempotencyKey: string }> = [];
   private readonly log: number | undefined;
 
   constructor(
@@ -22,15 +25,23 @@ export class NullProvider implements MailProvider {
     this.log = deliveryLog ? openSync(deliveryLog, 'a') : undefined;
   }
 
-  async send(message: MailMessage, idempotencyKey: string): Promise<SendResult> {
+  async send(_message: MailMessage, idempotencyKey: string): Promise<SendResult> {
     this.accepted.add(idempotencyKey);
-    this.delivered.push({ to: message.to, idempotencyKey });
+    if (this.accepted.size > NULL_PROVIDER_MEMORY) {
+      for (const oldest of this.accepted) {
+        this.accepted.delete(oldest);
+        break;
+      }
+    }
     if (this.log !== undefined) writeSync(this.log, `${idempotencyKey}\t${Date.now()}\n`);
     if (this.delayMs > 0) await new Promise((resolve) => setTimeout(resolve, this.delayMs));
     return { kind: 'sent', providerMessageId: `null-${idempotencyKey}` };
   }
 
-  /** Its memory is this process's: a key it never saw may have been sent by a previous process. */
+  /**
+   * Its memory is this process's, and only its newest NULL_PROVIDER_MEMORY keys: a key it does not
+   * hold may have been sent by a previous process, or long ago, so the answer is `unknown`, never `no`.
+   */
   async lookup(idempotencyKey: string): Promise<'sent' | 'unknown'> {
     return this.accepted.has(idempotencyKey) ? 'sent' : 'unknown';
   }
