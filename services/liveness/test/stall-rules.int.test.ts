@@ -31,6 +31,7 @@ import {
   type Graces,
   type TimedInput,
 } from '../src/domain/conversation.js';
+import { projectEvents } from '../src/workflow/projector.js';
 
 const databaseUrl = inject('databaseUrl');
 const MINUTE = 60_000;
@@ -256,9 +257,9 @@ it(
 
         const delivery = [...projected].sort((a, b) => a.arrival - b.arrival);
         for (let from = 0; from < delivery.length; from += r.batchSize) {
-          await repository.project(delivery.slice(from, from + r.batchSize));
+          await projectEvents(repository, delivery.slice(from, from + r.batchSize));
         }
-        if (r.redeliver) await repository.project(delivery);
+        if (r.redeliver) await projectEvents(repository, delivery);
         if (r.change) {
           changedTotal += await repository.setGraces(r.change.campaign, r.change.graces);
           settled.set(r.change.campaign, effective(r.change.graces));

@@ -1,6 +1,8 @@
 /**
- * The liveness projection. Events are stored once (by event id) and each touched conversation is
- * re-folded from its stored events under a row lock, so redeliveries, out-of-order arrivals and two
+ * The liveness projection's storage. Events are stored once (by event id) and each touched
+ * conversation is re-folded from its stored events under a row lock (the projector workflow runs the
+ * domain's decider, domain/conversation-decider.ts, through `runCommands` with `conversations`, the
+ * aggregate store: it loads locked and applies), so redeliveries, out-of-order arrivals and two
  * projector instances (one per topic partition) all converge on the same state. The sweep flags
  * stalls and closes conversations whose reply window ended, with `FOR UPDATE SKIP LOCKED` and a
  * `status = 'open' AND stalled_reason IS NULL` guard: each exactly once.
@@ -16,16 +18,25 @@ import {
   enqueueEvents,
   uuidV5,
   withTransaction,
+  type AggregateStore,
   type ConversationClosed,
   type ConversationRecovered,
   type ConversationStalled,
+  type Decided,
   type OutgoingEvent,
 } from '@outreach/shared';
 import type { Pool, PoolClient } from 'pg';
+import type {
+  ConversationChange,
+  ConversationProjected,
+  ProjectConversation,
+  StoredConversation,
+} from '../domain/conversation-decider.js';
 import {
-  refold,
+  gracesOf,
   type CloseReason,
   type ConversationInput,
+  type GraceSettings,
   type Graces,
   type Refolded,
   type StallReason,
@@ -48,8 +59,7 @@ export interface ProjectedEvent {
   readonly routeStep?: string;
 }
 
-/** A campaign's graces as stored: a null reply window is the service's default. */
-export type GraceSettings = Omit<Graces, 'replyWindowMs'> & { readonly replyWindowMs: number | null };
+export type { GraceSettings };
 
 /** What one sweep did: the stalls it flagged and the conversations it closed. */
 export interface SweepResult {
@@ -113,32 +123,17 @@ function routeKey(campaignId: string, candidateKey: string, step: string): strin
   return `${campaignId}\u0000${candidateKey}\u0000${step}`;
 }
 
-/** The recovery of a flagged conversation, caused by (the first of) the events that healed it. */
-function recovery(row: ConversationRow, cause: ProjectedEvent | undefined, now: number): ConversationRecovered {
-  return {
-    type: 'ConversationRecovered',
-    eventId: uuidV5('conversation-recovered', row.conversationId, String(row.stallCount)),
-    occurredAt: now,
-    producer: 'liveness',
-    correlationId: cause?.correlationId ?? row.conversationId,
-    causationId: cause?.eventId ?? null,
-    conversationId: row.conversationId,
-    campaignId: row.campaignId,
-    candidateKey: row.candidateKey,
-    reason: row.stalledReason as StallReason,
-    recoveredAt: now,
-  };
-}
-
 export class ConversationsRepository {
   constructor(
-    private readonly pool: Pool,
+    readonly pool: Pool,
     /** Stalls and recoveries go to conversation.liveness.v1; closes are conversation events. */
     private readonly topics: { readonly liveness: string; readonly conversationEvents: string },
-    private readonly defaults: Graces,
+    /** The service's graces, for campaigns that have none stored. */
+    readonly defaults: Graces,
   ) {}
 
-  private async gracesFor(client: PoolClient, campaignIds: readonly string[]): Promise<Map<string, Graces>> {
+  /** The campaigns' graces as stored (a campaign with none is absent). */
+  private async graceSettings(client: PoolClient, campaignIds: readonly string[]): Promise<Map<string, GraceSettings>> {
     const { rows } = await client.query<{
       campaignId: string;
       inboundMs: string;
@@ -151,53 +146,26 @@ export class ConversationsRepository {
        FROM campaign_graces WHERE campaign_id = ANY($1::text[])`,
       [campaignIds],
     );
-    const graces = new Map<string, Graces>();
-    for (const r of rows)
-      graces.set(r.campaignId, {
-        inboundMs: Number(r.inboundMs),
-        outboundMs: Number(r.outboundMs),
-        overdueMs: Number(r.overdueMs),
-        replyWindowMs: r.replyWindowMs === null ? this.defaults.replyWindowMs : Number(r.replyWindowMs),
-      });
-    return graces;
-  }
-
-  /**
-   * Stores new events and re-folds the conversations they touch; returns the recoveries emitted.
-   * Three steps in one transaction: store the events, load the touched conversations (locked) with
-   * their stored events, fold each through the domain (`refold`), persist the results.
-   */
-  async project(events: readonly ProjectedEvent[]): Promise<ConversationRecovered[]> {
-    if (events.length === 0) return [];
-    return withTransaction(this.pool, async (client) => {
-      const { touched, filed } = await this.store(client, events);
-      if (touched.length === 0) return [];
-      const { conversations, now } = await this.load(client, touched);
-      const folded = conversations.map(({ row, timeline, graces }) => ({
-        row,
-        empty: timeline.length === 0,
-        ...refold(timeline, graces, now, row.stalledReason !== null),
-      }));
-      const recovered = folded
-        .filter((c) => c.healed)
-        .map((c) =>
-          recovery(
-            c.row,
-            filed.find((e) => e.conversationId === c.row.conversationId),
-            now,
-          ),
-        );
-      await this.persist(client, folded, recovered);
-      return recovered;
-    });
+    return new Map(
+      rows.map((r) => [
+        r.campaignId,
+        {
+          inboundMs: Number(r.inboundMs),
+          outboundMs: Number(r.outboundMs),
+          overdueMs: Number(r.overdueMs),
+          replyWindowMs: r.replyWindowMs === null ? null : Number(r.replyWindowMs),
+        },
+      ]),
+    );
   }
 
   /**
    * Stores the events not stored yet (by event id), filing each send that names no conversation by
    * its step; records the plans' steps and moves sends filed before their plan arrived. Returns the
-   * conversations touched, sorted, and the events as filed.
+   * conversations touched, sorted, and the events as filed. The first step of the projection, in its
+   * transaction: the touched conversations' rows exist afterwards, so they can be locked.
    */
-  private async store(
+  async record(
     client: PoolClient,
     events: readonly ProjectedEvent[],
   ): Promise<{ touched: string[]; filed: ProjectedEvent[] }> {
@@ -340,16 +308,41 @@ export class ConversationsRepository {
     return rows;
   }
 
-  /** Locks the conversations (in id order) and reads what their fold needs: stored events, graces, the database clock. */
-  private async load(
+  /**
+   * The conversations as the decider sees them (domain/conversation-decider.ts): `load` locks their
+   * rows (in id order), then reads their stored events and their campaigns' graces (after the lock:
+   * a grace change committed before it is seen, one committed after it waits for the lock and
+   * re-applies itself to what this transaction wrote), `apply` writes the projections in one UPDATE
+   * (column by column), removes the conversations left without events (their only send moved to the
+   * conversation that planned it) unless ever flagged (its flags and recovery stay on record), and
+   * enqueues the recoveries, which it returns.
+   */
+  readonly conversations: AggregateStore<
+    string,
+    StoredConversation,
+    ProjectConversation,
+    ConversationChange,
+    ConversationRecovered[]
+  > = {
+    keyOf: (command) => command.conversationId,
+    load: (client, conversationIds) => this.loadStored(client, conversationIds),
+    apply: (client, decided) => this.applyProjections(client, decided),
+  };
+
+  private async loadStored(
     client: PoolClient,
     conversationIds: readonly string[],
-  ): Promise<{
-    conversations: Array<{ row: ConversationRow; timeline: TimedInput[]; graces: Graces }>;
-    now: number;
-  }> {
-    const current = await client.query<ConversationRow>(
-      `SELECT ${COLUMNS} FROM conversations WHERE conversation_id = ANY($1::text[]) ORDER BY conversation_id FOR UPDATE`,
+  ): Promise<Map<string, StoredConversation>> {
+    const current = await client.query<{
+      conversationId: string;
+      campaignId: string;
+      candidateKey: string;
+      stalledReason: StallReason | null;
+      stallCount: number;
+    }>(
+      `SELECT conversation_id AS "conversationId", campaign_id AS "campaignId", candidate_key AS "candidateKey",
+              stalled_reason AS "stalledReason", stall_count AS "stallCount"
+       FROM conversations WHERE conversation_id = ANY($1::text[]) ORDER BY conversation_id FOR UPDATE`,
       [conversationIds],
     );
     const stored = await client.query<{
@@ -366,8 +359,7 @@ export class ConversationsRepository {
        FROM conversation_events WHERE conversation_id = ANY($1::text[])`,
       [conversationIds],
     );
-    const now = ((await client.query<{ now: Date }>('SELECT now() AS now')).rows[0] as { now: Date }).now.getTime();
-    const graces = await this.gracesFor(
+    const graces = await this.graceSettings(
       client,
       current.rows.map((r) => r.campaignId),
     );
@@ -382,26 +374,33 @@ export class ConversationsRepository {
       });
       timelines.set(e.conversationId, timeline);
     }
-    return {
-      conversations: current.rows.map((row) => ({
-        row,
-        timeline: timelines.get(row.conversationId) ?? [],
-        graces: graces.get(row.campaignId) ?? this.defaults,
-      })),
-      now,
-    };
+    return new Map(
+      current.rows.map((row) => [
+        row.conversationId,
+        {
+          history: timelines.get(row.conversationId) ?? [],
+          flag:
+            row.stalledReason === null
+              ? null
+              : { reason: row.stalledReason, campaignId: row.campaignId, candidateKey: row.candidateKey },
+          stallCount: row.stallCount,
+          graces: graces.get(row.campaignId) ?? null,
+        },
+      ]),
+    );
   }
 
-  /**
-   * Writes the folded states in one UPDATE (column by column) and enqueues the recoveries. A
-   * conversation left without events (its only send moved to the conversation that planned it) is
-   * removed, unless it was ever flagged (its flags and recovery stay on record).
-   */
-  private async persist(
+  private async applyProjections(
     client: PoolClient,
-    folded: ReadonlyArray<Refolded & { row: ConversationRow; empty: boolean }>,
-    recovered: readonly ConversationRecovered[],
-  ): Promise<void> {
+    decided: readonly Decided<ProjectConversation, StoredConversation, ConversationChange>[],
+  ): Promise<ConversationRecovered[]> {
+    const projected = decided.flatMap(({ events }) => {
+      const projection = events.find((e): e is ConversationProjected => e.type === 'ConversationProjected');
+      return projection ? [{ ...projection, healed: events.some((e) => e.type === 'ConversationRecovered') }] : [];
+    });
+    const recovered = decided.flatMap(({ events }) =>
+      events.filter((e): e is ConversationRecovered => e.type === 'ConversationRecovered'),
+    );
     await client.query(
       `UPDATE conversations SET status = u.status, obligation_since = u.obligation_since,
               obligation_kind = u.obligation_kind, pending_step_id = u.pending_step_id, due_at = u.due_at,
@@ -421,24 +420,24 @@ export class ConversationsRepository {
               awaiting_reply_since, closed_reason, reply_deadline)
        WHERE conversations.conversation_id = u.conversation_id`,
       [
-        folded.map((c) => c.row.conversationId),
-        folded.map((c) => c.state.status),
-        folded.map((c) => date(c.state.obligationSince)),
-        folded.map((c) => c.state.obligationKind),
-        folded.map((c) => c.state.pendingStepId),
-        folded.map((c) => date(c.state.dueAt)),
-        folded.map((c) => date(c.state.lastEventAt)),
-        folded.map((c) => c.state.lastEventType),
-        folded.map((c) => date(c.deadlines.obligation)),
-        folded.map((c) => date(c.deadlines.overdue)),
-        folded.map((c) => date(c.stallDeadline)),
-        folded.map((c) => c.healed),
-        folded.map((c) => date(c.state.awaitingReplySince)),
-        folded.map((c) => c.state.closedReason),
-        folded.map((c) => date(c.deadlines.reply)),
+        projected.map((c) => c.conversationId),
+        projected.map((c) => c.state.status),
+        projected.map((c) => date(c.state.obligationSince)),
+        projected.map((c) => c.state.obligationKind),
+        projected.map((c) => c.state.pendingStepId),
+        projected.map((c) => date(c.state.dueAt)),
+        projected.map((c) => date(c.state.lastEventAt)),
+        projected.map((c) => c.state.lastEventType),
+        projected.map((c) => date(c.deadlines.obligation)),
+        projected.map((c) => date(c.deadlines.overdue)),
+        projected.map((c) => date(c.stallDeadline)),
+        projected.map((c) => c.healed),
+        projected.map((c) => date(c.state.awaitingReplySince)),
+        projected.map((c) => c.state.closedReason),
+        projected.map((c) => date(c.deadlines.reply)),
       ],
     );
-    const empty = folded.filter((c) => c.empty).map((c) => c.row.conversationId);
+    const empty = projected.filter((c) => c.empty).map((c) => c.conversationId);
     if (empty.length > 0) {
       await client.query(`DELETE FROM conversations WHERE conversation_id = ANY($1::text[]) AND stall_count = 0`, [
         empty,
@@ -448,6 +447,7 @@ export class ConversationsRepository {
       client,
       recovered.map((event) => ({ topic: this.topics.liveness, event })),
     );
+    return recovered;
   }
 
   /**
@@ -609,9 +609,9 @@ export class ConversationsRepository {
     await this.pool.query('ANALYZE conversations, conversation_events');
   }
 
-  /** The database clock (epoch ms): every deadline is compared with it. */
-  async now(): Promise<number> {
-    const { rows } = await this.pool.query<{ now: Date }>('SELECT now() AS now');
+  /** The database clock (epoch ms): every deadline is compared with it. In a transaction: its time. */
+  async now(on: Pool | PoolClient = this.pool): Promise<number> {
+    const { rows } = await on.query<{ now: Date }>('SELECT now() AS now');
     return (rows[0] as { now: Date }).now.getTime();
   }
 
@@ -620,7 +620,7 @@ export class ConversationsRepository {
    * under. A null reply window stores none: the service's default applies, now and after it changes.
    */
   async setGraces(campaignId: string, graces: GraceSettings): Promise<number> {
-    const replyWindowMs = graces.replyWindowMs ?? this.defaults.replyWindowMs;
+    const { replyWindowMs } = gracesOf(graces, this.defaults);
     return withTransaction(this.pool, async (client) => {
       await client.query(
         `INSERT INTO campaign_graces (campaign_id, inbound_ms, outbound_ms, overdue_ms, reply_window_ms) VALUES ($1, $2, $3, $4, $5)
@@ -639,8 +639,10 @@ export class ConversationsRepository {
   async graces(campaignId: string): Promise<Graces & { source: 'campaign' | 'default' }> {
     const client = await this.pool.connect();
     try {
-      const found = (await this.gracesFor(client, [campaignId])).get(campaignId);
-      return found ? { ...found, source: 'campaign' } : { ...this.defaults, source: 'default' };
+      const found = (await this.graceSettings(client, [campaignId])).get(campaignId);
+      return found
+        ? { ...gracesOf(found, this.defaults), source: 'campaign' }
+        : { ...this.defaults, source: 'default' };
     } finally {
       client.release();
     }

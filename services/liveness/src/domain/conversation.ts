@@ -258,6 +258,20 @@ export interface Graces {
   readonly replyWindowMs: number;
 }
 
+/** A campaign's graces as stored: a reply window not set (null) is the service's default. */
+export type GraceSettings = Omit<Graces, 'replyWindowMs'> & { readonly replyWindowMs: number | null };
+
+/** The graces that apply to a campaign's conversations: its own (none stored: the service's defaults). */
+export function gracesOf(settings: GraceSettings | null, defaults: Graces): Graces {
+  if (settings === null) return defaults;
+  return {
+    inboundMs: settings.inboundMs,
+    outboundMs: settings.outboundMs,
+    overdueMs: settings.overdueMs,
+    replyWindowMs: settings.replyWindowMs ?? defaults.replyWindowMs,
+  };
+}
+
 export type StallReason = 'no_next_step' | 'next_step_overdue';
 
 export const obligationKinds: readonly ObligationKind[] = ['inbound', 'outbound'];

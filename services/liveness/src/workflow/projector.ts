@@ -4,12 +4,16 @@ import {
   canonicalCorrelationId,
   canonicalStep,
   holdsAtSign,
+  runCommands,
+  withTransaction,
   type ConsumedEvent,
+  type ConversationRecovered,
   type EventBatchHandler,
   type Logger,
   type Rejection,
 } from '@outreach/shared';
 import type { ConversationsRepository, ProjectedEvent } from '../adapters/conversations-repository.js';
+import { conversationDecider, type Cause, type ProjectConversation } from '../domain/conversation-decider.js';
 
 /** The conversation an event belongs to; a send belongs to (campaign, candidate)'s default conversation. */
 export function defaultConversationId(campaignId: string, candidateKey: string): string {
@@ -102,6 +106,39 @@ export function projectionProblem(event: ProjectedEvent): string | undefined {
     : undefined;
 }
 
+/**
+ * Projects a batch of events, in one transaction: stores the events not stored yet (the repository's
+ * `record`: set-based, sends filed by their step), then re-folds every conversation they touched
+ * through the Conversation decider (`runCommands`: load locked, decide, apply). Returns the
+ * recoveries emitted.
+ */
+export async function projectEvents(
+  repository: ConversationsRepository,
+  events: readonly ProjectedEvent[],
+): Promise<ConversationRecovered[]> {
+  if (events.length === 0) return [];
+  return withTransaction(repository.pool, async (client) => {
+    const { touched, filed } = await repository.record(client, events);
+    if (touched.length === 0) return [];
+    const now = await repository.now(client);
+    // A recovery's cause: the first of the batch's events filed under the conversation.
+    const causes = new Map<string, Cause>();
+    for (const e of filed) if (!causes.has(e.conversationId)) causes.set(e.conversationId, e);
+    const commands = touched.map((conversationId): ProjectConversation => ({
+      type: 'ProjectConversation',
+      conversationId,
+      now,
+      defaults: repository.defaults,
+      cause: pickCause(causes.get(conversationId)),
+    }));
+    return runCommands(client, conversationDecider, repository.conversations, commands);
+  });
+}
+
+function pickCause(event: Cause | undefined): Cause | null {
+  return event === undefined ? null : { eventId: event.eventId, correlationId: event.correlationId };
+}
+
 export function projectorHandler(repository: ConversationsRepository, logger: Logger): EventBatchHandler {
   return async (events) => {
     const projected: ProjectedEvent[] = [];
@@ -113,7 +150,7 @@ export function projectorHandler(repository: ConversationsRepository, logger: Lo
       if (problem) rejected.push({ offset: consumed.offset, reason: problem });
       else projected.push(event);
     }
-    const recovered = await repository.project(projected);
+    const recovered = await projectEvents(repository, projected);
     for (const event of recovered) {
       logger.info(
         { alert: 'conversation_recovered', conversationId: event.conversationId, reason: event.reason },
