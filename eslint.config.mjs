@@ -38,7 +38,7 @@ export default tseslint.config(
   // merging them, so each block below carries the whole list.
   ...restrictedImportBlocks(),
   {
-    // The domain is pure: no IO, no clock, no randomness (STYLE.md habit 1).
+    // The domain is pure: no IO, no clock, no randomness (docs/style.md, habit 1).
     files: ['services/*/src/domain/**/*.ts'],
     // These options replace the blocks' above for domain files, so they repeat the boundary patterns.
     rules: {
