@@ -3,7 +3,8 @@
  * Every tracked file is read, and a citation fails here when the next maintainer could not follow it:
  * a document the repository does not hold, a path that leaves the repository, a `docs/` path or a
  * relative Markdown link to nothing, or a section of our own docs (`docs/style.md, habit 4`,
- * `docs/attacks.md, "Path spellings"`, `docs/design.md, guarantee 5`) that the doc does not have.
+ * `docs/attacks.md, "Path spellings"`, `docs/design.md, guarantee 5`) that the doc does not have, or
+ * an `npm run` script that does not exist (a start-up message once named "acls:apply").
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync, statSync } from 'node:fs';
@@ -91,6 +92,19 @@ describe('the repository stands alone', () => {
       const target = resolve(root, dirname(file), match[1] ?? '');
       return inside(target) && existsSync(target) ? undefined : match[0];
     });
+    expect(found).toEqual([]);
+  });
+
+  it('every `npm run <script>` named in a file, a message or a doc is a script', () => {
+    const manifests = files.filter((file) => /(?:^|\/)package\.json$/.test(file));
+    const scripts = new Set(
+      manifests.flatMap((file) =>
+        Object.keys((JSON.parse(sources.get(file) ?? '{}') as { scripts?: object }).scripts ?? {}),
+      ),
+    );
+    const found = findAll(/npm run (?:-s |--silent )?([a-z][\w:.-]*\w)/, (match) =>
+      scripts.has(match[1] ?? '') ? undefined : match[0],
+    );
     expect(found).toEqual([]);
   });
 
