@@ -47,13 +47,13 @@ function findAll(pattern: RegExp, check: (match: RegExpExecArray, file: string) 
 const inside = (path: string) => path === root || path.startsWith(`${root}${sep}`);
 
 /**
- * Documents that were never part of the repository, and paths into a sibling checkout. The
- * upper-case names are the documents' old spellings ("DESIGN guarantee 5", "STYLE.md habit 1"); our
- * own are docs/design.md, docs/style.md, docs/attacks.md and docs/seeds.md.
+ * Citations nobody could follow from a clone: upper-case document names the repository does not hold
+ * (a design "guarantee 5", a style "habit 1" are docs/design.md and docs/style.md here, the attacks
+ * docs/attacks.md, the seed incidents docs/seeds.md), and paths into another checkout.
  */
 const OUTSIDE = [
   /\b(?:DESIGN|STYLE|ATTACKS|DEVELOPERS)\b/,
-  /\bKAFKA-LOCAL\b/,
+  /\bKAFKA[-]LOCAL\b/,
   /\/work\/(?:shared|main|wt-)/,
   /(?<![\w/.-])seeds\//,
 ];
