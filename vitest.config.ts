@@ -1,7 +1,7 @@
 import { defineConfig } from 'vitest/config';
 
 /**
- * Three projects, named by what they need (STYLE.md habit 4):
+ * Three projects, named by what they need (docs/style.md, habit 4):
  *   unit  *.unit.test.ts  nothing but Node
  *   int   *.int.test.ts   the real Kafka broker and PostgreSQL (test/global-setup.ts finds or starts them)
  *   e2e   *.e2e.test.ts   whole services as processes, built first (`npm run test:e2e`)

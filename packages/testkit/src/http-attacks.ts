@@ -2,7 +2,7 @@
  * Attacks on a service's HTTP surface, derived from the routes it registered (app.registeredRoutes),
  * so a route added tomorrow is attacked tomorrow without anyone writing a line:
  *
- * - probeRouteGuards: every spelling of every protected path (ATTACKS.md, "Path spellings"), without
+ * - probeRouteGuards: every spelling of every protected path (docs/attacks.md, "Path spellings"), without
  *   a token, through inject and through a raw socket; other scopes' tokens; the right token.
  * - fuzzRoutes: requests built from each route's own TypeBox schema (valid values mixed with nasty
  *   ones at every position), raw garbage bodies, wrong content types, huge numbers, deep JSON.
@@ -107,7 +107,7 @@ function encodeWhere(path: string, pick: (char: string, index: number) => boolea
   );
 }
 
-/** Every way of writing `path` that ATTACKS.md lists, labelled with whether it reaches the route. */
+/** Every way of writing `path` that docs/attacks.md lists, labelled with whether it reaches the route. */
 export function pathSpellings(method: string, path: string): Spelling[] {
   const [, first = '', ...rest] = path.split('/');
   const tail = rest.join('/');

@@ -1,5 +1,5 @@
 /**
- * The experiment service's HTTP surface under attack (ATTACKS.md "Paths and identity", "JSON
+ * The experiment service's HTTP surface under attack (docs/attacks.md, "Paths and identity", "JSON
  * bodies"): every route's scope, every path spelling without a token, fuzzed input from each
  * route's schema, and integers past what their columns hold.
  */

@@ -1,5 +1,5 @@
 /**
- * The liveness service's HTTP surface under attack (ATTACKS.md "Paths and identity", "JSON
+ * The liveness service's HTTP surface under attack (docs/attacks.md, "Paths and identity", "JSON
  * bodies"): every route's scope, every path spelling without a token, fuzzed input from each
  * route's schema, graces past what PostgreSQL holds, forged cursors, and a long conversation id.
  */

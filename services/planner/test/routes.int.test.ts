@@ -1,5 +1,5 @@
 /**
- * The planner's HTTP surface under attack (ATTACKS.md "Paths and identity", "JSON bodies"): every
+ * The planner's HTTP surface under attack (docs/attacks.md, "Paths and identity", "JSON bodies"): every
  * route's scope, every path spelling without a token, fuzzed input from the ingress schema, and the
  * known 5xx cases: a delay past 2^53, a body over Kafka's message limit, sendAt at the ends of a
  * date-time; the largest body that passes does reach the topic, and a long conversation id is found again.

@@ -1,5 +1,5 @@
 /**
- * Seed step 2: provider history imported into the sent log blocks re-sends, duplicates in it are
+ * Seed 000-1 step 2 (docs/seeds.md): provider history imported into the sent log blocks re-sends, duplicates in it are
  * reported, and importing never sends.
  */
 import { spawnSync } from 'node:child_process';

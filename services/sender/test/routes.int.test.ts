@@ -1,5 +1,5 @@
 /**
- * The sender's HTTP surface under attack (ATTACKS.md "Paths and identity", "JSON bodies"), derived
+ * The sender's HTTP surface under attack (docs/attacks.md, "Paths and identity", "JSON bodies"), derived
  * from the routes it registers: every route's scope, every path spelling without a token, other
  * scopes' tokens, fuzzed input from each route's schema; and the long values that must work.
  */

@@ -1,5 +1,5 @@
 /**
- * The sender as processes, under the faults of the seeds: a rebalance mid-batch with a slow
+ * The sender as processes, under the faults of the seeds (docs/seeds.md): a rebalance mid-batch with a slow
  * provider, SIGKILL at random points, and partitions added mid-run. The SMTP sink counts
  * deliveries; the database says every request reached a terminal outcome.
  */

@@ -201,7 +201,7 @@ export function explainKafkaError(
       const topic = refusedTopic(cause);
       return {
         failure: 'authorization',
-        message: `kafka: ${type} for ${security.principal ?? security.description}${topic ? ` on topic ${topic} (no ACL grants it; see acls:apply and TOPIC_PREFIX)` : ''}: ${message ?? ''}`,
+        message: `kafka: ${type} for ${security.principal ?? security.description}${topic ? ` on topic ${topic} (no ACL grants it: apply the ACLs with npm run acls:print -- --apply, and check TOPIC_PREFIX)` : ''}: ${message ?? ''}`,
       };
     }
     if (type === 'UNSUPPORTED_SASL_MECHANISM' || type === 'ILLEGAL_SASL_STATE') {

@@ -1,7 +1,7 @@
 /**
  * Replays topics from the beginning through a handler, in a throw-away consumer group, until every
  * partition reaches the end offsets read when the replay began. The basis of every "rebuild the
- * projection from the log and compare" command (DESIGN guarantee 5).
+ * projection from the log and compare" command (docs/design.md, guarantee 5).
  */
 import type { Kafka } from 'kafkajs';
 import type { Logger } from '../logger.js';

@@ -1,6 +1,6 @@
 /**
  * Rebuilds the exposure projection from `outreach.send-recorded.v1`, from the beginning, into a
- * scratch schema, and compares its counts with the live projection (DESIGN guarantee 5: every
+ * scratch schema, and compares its counts with the live projection (docs/design.md, guarantee 5: every
  * projection can be rebuilt from the log and reaches the same state).
  */
 import { replayFromBeginning, withScratchSchema, type createKafka, type Logger } from '@outreach/shared';

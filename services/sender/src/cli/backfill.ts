@@ -1,5 +1,5 @@
 /**
- * Imports a mail provider's send history into the sent log (seed step 2), so sends that happened
+ * Imports a mail provider's send history into the sent log (seed 000-1 step 2, docs/seeds.md), so sends that happened
  * before this platform, or outside it, block re-sends too. It never sends anything.
  *
  *   node dist/cli/backfill.js --file history.csv [--step intro] [--campaign camp-1] [--allow-new-steps]

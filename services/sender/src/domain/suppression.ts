@@ -12,7 +12,7 @@
  * suppresses its (canonical) recipient.
  *
  * Suppressions are global per canonical address, as the send checks read them: no campaign or list
- * scope exists in the platform (DESIGN, the seeds), so "never send to that address again" holds for
+ * scope exists in the platform (docs/design.md, docs/seeds.md), so "never send to that address again" holds for
  * every campaign. The stored reason keeps the operator API's words (unsubscribe, bounce, complaint,
  * manual); `AddressSuppressed` says them in the event's words through EVENT_REASON, the one mapping.
  */
