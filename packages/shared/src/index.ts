@@ -58,7 +58,7 @@ export {
   type ReloadingSecretOptions,
 } from './security/secrets.js';
 export { reloadEvery, type ReloadOptions, type Reloading } from './security/reload.js';
-export { readBoundedBody } from './bounded-body.js';
+export { boundedText, readBoundedBody, readBoundedJson, type BoundedJson } from './bounded-body.js';
 export { createPool, waitForPostgres, quoteIdent, redactUrl, type PoolOptions } from './pg/pool.js';
 export {
   explainPgError,

@@ -7,6 +7,7 @@
  * partition: each request has a deadline, and a response body larger than `maxResponseBytes` is
  * refused before it is parsed.
  */
+import { readBoundedBody } from '../bounded-body.js';
 import { readFileSync } from 'node:fs';
 
 export type CompatibilityLevel =
@@ -169,28 +170,15 @@ export class SchemaRegistryClient {
   }
 
   private async readBounded(response: Response, what: string): Promise<string> {
-    const declared = Number(response.headers.get('content-length') ?? NaN);
-    if (declared > this.maxResponseBytes) {
-      await response.body?.cancel();
-      throw new SchemaRegistryError(response.status, undefined, `schema registry ${what}: response over the limit`);
-    }
-    const chunks: Buffer[] = [];
-    let size = 0;
-    if (!response.body) return '';
+    let body: Buffer | undefined;
     try {
-      for await (const chunk of response.body as AsyncIterable<Uint8Array>) {
-        size += chunk.byteLength;
-        if (size > this.maxResponseBytes) {
-          await response.body.cancel().catch(() => undefined);
-          throw new SchemaRegistryError(response.status, undefined, `schema registry ${what}: response over the limit`);
-        }
-        chunks.push(Buffer.from(chunk));
-      }
+      body = await readBoundedBody(response, this.maxResponseBytes);
     } catch (error) {
-      if (error instanceof SchemaRegistryError) throw error;
       throw new SchemaRegistryError(0, undefined, `schema registry ${what}: ${(error as Error).message}`);
     }
-    return Buffer.concat(chunks).toString('utf8');
+    if (body === undefined)
+      throw new SchemaRegistryError(response.status, undefined, `schema registry ${what}: response over the limit`);
+    return body.toString('utf8');
   }
 }
 

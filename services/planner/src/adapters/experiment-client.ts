@@ -7,8 +7,37 @@
  * transient too (not the request's fault), with an alert, `outreach_planner_peer_auth_failures_total` and an
  * `alert: peer_auth_failed` log line, since it will not heal by itself if the rotation is stuck.
  */
-import { counter, TransientError, type Counter, type Logger, type Registry } from '@outreach/shared';
+import {
+  boundedText,
+  counter,
+  readBoundedJson,
+  TransientError,
+  type Counter,
+  type Logger,
+  type Registry,
+} from '@outreach/shared';
+import { Type, type Static, type TSchema } from '@sinclair/typebox';
+import { Value } from '@sinclair/typebox/value';
 import type { VariantDecision } from '../domain/request.js';
+
+/**
+ * The largest answer read: an assignment is ~150 bytes and a call carries one chunk of candidates
+ * (REQUEST_BATCH_SIZE, 500 by default), so 4 MiB is ten times the most a healthy service sends.
+ */
+export const MAX_ANSWER_BYTES = 4 * 1024 * 1024;
+
+/** What the experiment service answers, checked before use: a peer's bytes are input like any other. */
+const AssignmentsAnswer = Type.Object({
+  assignments: Type.Array(
+    Type.Union([
+      Type.Object({ candidateKey: Type.String(), enrolled: Type.Literal(true), variant: Type.String() }),
+      Type.Object({ candidateKey: Type.String(), enrolled: Type.Literal(false), reason: Type.Optional(Type.String()) }),
+    ]),
+  ),
+});
+const ExperimentAnswerBody = Type.Object({
+  variants: Type.Array(Type.Object({ name: Type.String(), weight: Type.Number() })),
+});
 
 export type ExperimentAnswer =
   | { readonly kind: 'unknown_experiment' }
@@ -70,23 +99,19 @@ export class ExperimentClient {
       return { kind: 'refused' };
     }
     if (!response.ok) {
-      const text = await response.text().catch(() => '');
+      const text = await boundedText(response);
       if (response.status === 401 || response.status === 403) throw this.refused(response.status, text);
       // 5xx and 429 are the service's trouble; anything else is a bug worth a loud failure.
       if (response.status >= 500 || response.status === 429)
         throw new TransientError(`experiment service answered ${response.status}: ${text.slice(0, 200)}`);
       throw new Error(`experiment service refused the batch (${response.status}): ${text.slice(0, 200)}`);
     }
-    const body = (await response.json()) as {
-      assignments: Array<{ candidateKey: string; enrolled: boolean; variant?: string; reason?: string }>;
-    };
+    const body = await answer(response, AssignmentsAnswer, 'assignments');
     const byCandidate = new Map<string, VariantDecision>();
     for (const a of body.assignments) {
       byCandidate.set(
         a.candidateKey,
-        a.enrolled
-          ? { enrolled: true, variant: a.variant as string }
-          : { enrolled: false, reason: a.reason ?? 'not enrolled' },
+        a.enrolled ? { enrolled: true, variant: a.variant } : { enrolled: false, reason: a.reason ?? 'not enrolled' },
       );
     }
     return { kind: 'decisions', byCandidate };
@@ -106,10 +131,37 @@ export class ExperimentClient {
     }
     if (response.status === 404) return undefined;
     if (response.status === 401 || response.status === 403) {
-      throw this.refused(response.status, await response.text().catch(() => ''));
+      throw this.refused(response.status, await boundedText(response));
     }
-    if (!response.ok) throw new TransientError(`experiment service answered ${response.status}`);
-    const body = (await response.json()) as { variants: Array<{ name: string; weight: number }> };
+    if (!response.ok) {
+      await response.body?.cancel().catch(() => undefined);
+      throw new TransientError(`experiment service answered ${response.status}`);
+    }
+    const body = await answer(response, ExperimentAnswerBody, 'experiment');
     return body.variants.filter((v) => v.weight > 0).map((v) => v.name);
   }
+}
+
+/**
+ * A 2xx answer's body, bounded (MAX_ANSWER_BYTES) and checked against `schema`. One that is too large,
+ * not JSON or not of the documented shape is the service's fault, not the request's: transient, so the
+ * request waits and retries (and is dead-lettered as TRANSIENT_EXHAUSTED past the cap), never planned
+ * from a guess.
+ */
+async function answer<S extends TSchema>(response: Response, schema: S, what: string): Promise<Static<S>> {
+  const read = await readBoundedJson(response, MAX_ANSWER_BYTES).catch((error: unknown) => {
+    throw new TransientError(`experiment service's ${what} answer failed mid-body: ${(error as Error).message}`);
+  });
+  if (!read.ok)
+    throw new TransientError(
+      read.problem === 'too_large'
+        ? `experiment service's ${what} answer is over ${MAX_ANSWER_BYTES} bytes`
+        : `experiment service's ${what} answer is not JSON`,
+      { code: 'PEER_BAD_ANSWER' },
+    );
+  if (!Value.Check(schema, read.value))
+    throw new TransientError(`experiment service's ${what} answer is not of the documented shape`, {
+      code: 'PEER_BAD_ANSWER',
+    });
+  return read.value;
 }

@@ -6,7 +6,7 @@
 import { createServer, type Server } from 'node:http';
 import { createLogger, createMetricsRegistry, isTransientError, TransientError } from '@outreach/shared';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ExperimentClient } from './experiment-client.js';
+import { ExperimentClient, MAX_ANSWER_BYTES } from './experiment-client.js';
 
 let server: Server;
 let baseUrl: string;
@@ -61,5 +61,110 @@ describe('ExperimentClient', () => {
     expect(isTransientError(refused)).toBe(false);
     status = 404;
     expect(await client.assign('exp', ['c1'])).toEqual({ kind: 'unknown_experiment' });
+  });
+});
+
+/**
+ * A broken or hostile experiment service: the planner reads its answers bounded and checked, and any
+ * answer it cannot trust is transient (the request waits and retries), never planned from.
+ */
+describe('ExperimentClient against answers it must not trust', () => {
+  let hostile: Server;
+  let hostileUrl: string;
+  let answer: (response: import('node:http').ServerResponse) => void = () => undefined;
+
+  beforeAll(async () => {
+    hostile = createServer((request, response) => {
+      request.resume();
+      request.on('end', () => answer(response));
+    });
+    await new Promise<void>((resolve) => hostile.listen(0, '127.0.0.1', resolve));
+    hostileUrl = `http://127.0.0.1:${(hostile.address() as { port: number }).port}`;
+  });
+  afterAll(() => new Promise((resolve) => hostile.close(resolve)));
+
+  const json = (value: unknown) => (response: import('node:http').ServerResponse) => {
+    response.writeHead(200, { 'content-type': 'application/json' });
+    response.end(JSON.stringify(value));
+  };
+  const failure = async (call: (client: ExperimentClient) => Promise<unknown>) => {
+    const error = await call(new ExperimentClient(hostileUrl, () => 't', 2_000)).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(isTransientError(error), String(error)).toBe(true);
+    return error as TransientError;
+  };
+
+  it('accepts the documented shape', async () => {
+    answer = json({
+      assignments: [
+        { candidateKey: 'c1', enrolled: true, variant: 'a' },
+        { candidateKey: 'c2', enrolled: false, reason: 'experiment paused' },
+      ],
+    });
+    const client = new ExperimentClient(hostileUrl, () => 't', 2_000);
+    expect(await client.assign('exp', ['c1', 'c2'])).toEqual({
+      kind: 'decisions',
+      byCandidate: new Map([
+        ['c1', { enrolled: true, variant: 'a' }],
+        ['c2', { enrolled: false, reason: 'experiment paused' }],
+      ]),
+    });
+  });
+
+  it.each([
+    ['an enrolled candidate without a variant', { assignments: [{ candidateKey: 'c1', enrolled: true }] }],
+    ['a variant that is not a string', { assignments: [{ candidateKey: 'c1', enrolled: true, variant: 7 }] }],
+    ['no assignments array', { assignments: 'all of them' }],
+    ['null', null],
+    ['an array', []],
+  ])('refuses %s as transient (PEER_BAD_ANSWER)', async (_, body) => {
+    answer = json(body);
+    expect((await failure((c) => c.assign('exp', ['c1']))).code).toBe('PEER_BAD_ANSWER');
+  });
+
+  it('refuses an experiment whose variants are not of the documented shape', async () => {
+    answer = json({ variants: [{ name: 'a' }] });
+    expect((await failure((c) => c.variants('exp'))).code).toBe('PEER_BAD_ANSWER');
+  });
+
+  it('refuses a body that is not JSON', async () => {
+    answer = (response) => {
+      response.writeHead(200, { 'content-type': 'application/json' });
+      response.end('{"assignments": [');
+    };
+    expect((await failure((c) => c.assign('exp', ['c1']))).message).toMatch(/not JSON/);
+  });
+
+  it('cancels an answer over the limit, declared or streamed without a length, without buffering it', async () => {
+    answer = (response) => {
+      response.writeHead(200, { 'content-type': 'application/json', 'content-length': String(MAX_ANSWER_BYTES + 1) });
+      response.write('{"assignments":[');
+      // Never finishes: the client must not wait for (or hold) the rest.
+    };
+    expect((await failure((c) => c.assign('exp', ['c1']))).message).toMatch(/over \d+ bytes/);
+    let written = 0;
+    answer = (response) => {
+      response.writeHead(200, { 'content-type': 'application/json' });
+      const chunk = Buffer.alloc(64 * 1024, 0x20);
+      const pump = () => {
+        while (written < 2 * MAX_ANSWER_BYTES && response.write(chunk)) written += chunk.length;
+        if (written < 2 * MAX_ANSWER_BYTES) response.once('drain', pump);
+        else response.end();
+      };
+      response.on('error', () => undefined);
+      pump();
+    };
+    expect((await failure((c) => c.assign('exp', ['c1']))).message).toMatch(/over \d+ bytes/);
+  });
+
+  it('treats a connection reset mid-body as transient', async () => {
+    answer = (response) => {
+      response.writeHead(200, { 'content-type': 'application/json', 'content-length': '1000' });
+      response.write('{"assignments":[');
+      setImmediate(() => response.socket?.destroy());
+    };
+    await failure((c) => c.assign('exp', ['c1']));
   });
 });
