@@ -3,7 +3,7 @@
  * consumer retries (and so, past the cap, dead-letters as TRANSIENT_EXHAUSTED), which refuse the
  * request (400) and which are the batch's fault, and that a refused token is retried and reported, not dead-lettered.
  */
-import { createServer, type Server } from 'node:http';
+import { createServer, type Server, type ServerResponse } from 'node:http';
 import { createLogger, createMetricsRegistry, isTransientError, TransientError } from '@outreach/shared';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ExperimentClient, MAX_ANSWER_BYTES } from './experiment-client.js';
@@ -71,7 +71,7 @@ describe('ExperimentClient', () => {
 describe('ExperimentClient against answers it must not trust', () => {
   let hostile: Server;
   let hostileUrl: string;
-  let answer: (response: import('node:http').ServerResponse) => void = () => undefined;
+  let answer: (response: ServerResponse) => void = () => undefined;
 
   beforeAll(async () => {
     hostile = createServer((request, response) => {
@@ -83,7 +83,7 @@ describe('ExperimentClient against answers it must not trust', () => {
   });
   afterAll(() => new Promise((resolve) => hostile.close(resolve)));
 
-  const json = (value: unknown) => (response: import('node:http').ServerResponse) => {
+  const json = (value: unknown) => (response: ServerResponse) => {
     response.writeHead(200, { 'content-type': 'application/json' });
     response.end(JSON.stringify(value));
   };
