@@ -10,6 +10,7 @@ ARG NODE_IMAGE=node:24.22.3-bookworm-slim
 FROM ${NODE_IMAGE} AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
+COPY packages/contracts/package.json packages/contracts/
 COPY packages/shared/package.json packages/shared/
 COPY packages/testkit/package.json packages/testkit/
 COPY services/planner/package.json services/planner/
@@ -18,6 +19,7 @@ COPY services/experiment/package.json services/experiment/
 COPY services/liveness/package.json services/liveness/
 RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.base.json tsconfig.json ./
+COPY packages/contracts packages/contracts
 COPY packages/shared packages/shared
 COPY services services
 RUN npm run build && npm prune --omit=dev --ignore-scripts --no-audit --no-fund
@@ -30,6 +32,8 @@ ENV OUTREACH_COMMIT=${OUTREACH_COMMIT}
 WORKDIR /app
 COPY --from=build /app/package.json ./
 COPY --from=build /app/node_modules node_modules
+COPY --from=build /app/packages/contracts/package.json packages/contracts/
+COPY --from=build /app/packages/contracts/dist packages/contracts/dist
 COPY --from=build /app/packages/shared/package.json packages/shared/
 COPY --from=build /app/packages/shared/dist packages/shared/dist
 COPY --from=build /app/packages/shared/migrations packages/shared/migrations

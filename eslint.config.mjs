@@ -3,6 +3,10 @@ import eslint from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 const SERVICES = ['planner', 'sender', 'experiment', 'liveness'];
+const PLATFORM = {
+  group: ['@outreach/shared', '@outreach/shared/*'],
+  message: 'domain code and the contracts import only @outreach/contracts: the platform loads kafkajs, pg and fastify',
+};
 const TESTKIT = { group: ['@outreach/testkit', '@outreach/testkit/*'], message: 'the test kit is for tests only' };
 
 export default tseslint.config(
@@ -65,10 +69,17 @@ export default tseslint.config(
     },
   },
   {
-    // Nor does its production code load the test kit (its unit tests do).
+    // Its production code imports only the pure contracts (@outreach/contracts), never the platform
+    // (which loads kafkajs, pg and fastify) or the test kit (its unit tests may).
     files: ['services/*/src/domain/**/*.ts'],
     ignores: ['**/*.test.ts'],
-    rules: { 'no-restricted-imports': domainImports([TESTKIT]) },
+    rules: { 'no-restricted-imports': domainImports([TESTKIT, PLATFORM]) },
+  },
+  {
+    // The contracts are pure: what a domain may import must not load the platform either.
+    files: ['packages/contracts/src/**/*.ts'],
+    ignores: ['**/*.test.ts'],
+    rules: { 'no-restricted-imports': domainImports([TESTKIT, PLATFORM]) },
   },
 );
 

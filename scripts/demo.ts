@@ -15,14 +15,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import {
-  createKafka,
-  EventProducer,
-  topicName,
-  type MessageReceived,
-  type NextStepScheduled,
-  type OutreachRequested,
-} from '@outreach/shared';
+import { createKafka, EventProducer, topicName } from '@outreach/shared';
+import { type MessageReceived, type NextStepScheduled, type OutreachRequested } from '@outreach/contracts';
 import { SmtpSink, waitFor } from '@outreach/testkit';
 import { infraDir, up } from './infra.js';
 import { Prometheus, prometheusAvailable } from './lib/prometheus.js';

@@ -1,6 +1,6 @@
 /**
  * npm run schemas:gen    regenerate, from schemas/*.avsc:
- *                          packages/shared/src/contracts/events.generated.ts (types + definitions)
+ *                          packages/contracts/src/events.generated.ts (types + definitions)
  *                          schemas/README.md (the data teams' reference)
  * npm run schemas:check  every schema must read data written by its older versions (history/ and main),
  *                        and every older version must read data the current one writes (FULL, ADR 011)
@@ -16,14 +16,14 @@ import {
   generateTypeScript,
   loadSchemaSet,
   topics,
-  type AvroSchema,
   type SchemaSet,
   type TopicSpec,
 } from '@outreach/shared';
+import { type AvroSchema } from '@outreach/contracts';
 
 const root = resolve(import.meta.dirname, '..');
 export const schemasDir = join(root, 'schemas');
-export const generatedFile = join(root, 'packages', 'shared', 'src', 'contracts', 'events.generated.ts');
+export const generatedFile = join(root, 'packages', 'contracts', 'src', 'events.generated.ts');
 export const readmeFile = join(schemasDir, 'README.md');
 
 function typeLabel(type: unknown): string {

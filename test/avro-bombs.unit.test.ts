@@ -14,7 +14,7 @@ import {
   fingerprintBytes,
   schemaFingerprint,
   type AvroSchema,
-} from '@outreach/shared';
+} from '@outreach/contracts';
 import { measureDecode, zigzagVarint as v } from '@outreach/testkit';
 
 const BOUND = { ms: 50, heapBytes: 16 * 1024 * 1024 };

@@ -8,14 +8,8 @@ import { join } from 'node:path';
 import SwaggerParser from '@apidevtools/swagger-parser';
 import { AvroSchemaParser } from '@asyncapi/avro-schema-parser';
 import { Parser } from '@asyncapi/parser';
-import {
-  asyncApiDocument,
-  DEAD_LETTER_HEADERS,
-  eventHeaders,
-  schemaDefinitions,
-  topics,
-  type OutreachRequested,
-} from '@outreach/shared';
+import { asyncApiDocument, DEAD_LETTER_HEADERS, eventHeaders, topics } from '@outreach/shared';
+import { schemaDefinitions, type OutreachRequested } from '@outreach/contracts';
 import { parse } from 'yaml';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { asyncApiFile, asyncApiText, generated, openApiFile, services } from '../scripts/specs.js';

@@ -4,7 +4,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { normalizeCandidateKey, sendIdFor, type OutreachRequested } from '@outreach/shared';
+import { normalizeCandidateKey, sendIdFor, type OutreachRequested } from '@outreach/contracts';
 import * as hdr from 'hdr-histogram-js';
 import { outreachRequest } from '../lib/stack.js';
 

@@ -5,7 +5,8 @@
  * profile sections all run this, with different options.
  */
 import { join } from 'node:path';
-import { createKafka, eventCodec, EventProducer, topicName, type SendRecorded } from '@outreach/shared';
+import { createKafka, EventProducer, topicName } from '@outreach/shared';
+import { eventCodec, type SendRecorded } from '@outreach/contracts';
 import { services } from '../lib/stack.js';
 import {
   duplicateDeliveries,

@@ -3,7 +3,8 @@
  * planner's HTTP endpoint), waits for a share of the deliveries, watches the sender's readiness,
  * restarts the scenario's own broker or database, and collects notes for the report.
  */
-import { EventProducer, topicName, type OutreachRequested } from '@outreach/shared';
+import { EventProducer, topicName } from '@outreach/shared';
+import { type OutreachRequested } from '@outreach/contracts';
 import { waitFor, type SmtpSink } from '@outreach/testkit';
 import { ingressBody, type Stack } from '../lib/stack.js';
 import type { OwnInfra } from './own-infra.js';

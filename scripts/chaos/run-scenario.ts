@@ -6,7 +6,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import { createKafka, normalizeCandidateKey, quoteIdent, sendIdFor, type OutreachRequested } from '@outreach/shared';
+import { createKafka, quoteIdent } from '@outreach/shared';
+import { normalizeCandidateKey, sendIdFor, type OutreachRequested } from '@outreach/contracts';
 import { SmtpSink, waitFor } from '@outreach/testkit';
 import pg from 'pg';
 import { root } from '../lib/paths.js';

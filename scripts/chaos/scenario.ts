@@ -1,5 +1,6 @@
 /** The shape of a reliability scenario, and what it can reach while it runs. */
-import type { createKafka, OutreachRequested } from '@outreach/shared';
+import type { createKafka } from '@outreach/shared';
+import type { OutreachRequested } from '@outreach/contracts';
 import type { SmtpHostility, SmtpSink } from '@outreach/testkit';
 import type { Stack } from '../lib/stack.js';
 

@@ -5,7 +5,8 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import { createKafka, ensureTopics, listTopicsSettled, type OutreachRequested } from '@outreach/shared';
+import { createKafka, ensureTopics, listTopicsSettled } from '@outreach/shared';
+import { type OutreachRequested } from '@outreach/contracts';
 import {
   dropWireFormatSubjects,
   startProcess,

@@ -19,15 +19,13 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { createKafka, EventProducer, topicName } from '@outreach/shared';
 import {
-  createKafka,
-  EventProducer,
-  topicName,
   type ConversationClosed,
   type MessageReceived,
   type NextStepScheduled,
   type OutreachRequested,
-} from '@outreach/shared';
+} from '@outreach/contracts';
 import { SmtpSink, waitFor } from '@outreach/testkit';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { infraDir } from '../../scripts/infra.js';

@@ -8,18 +8,8 @@
  */
 import { createHash, randomUUID } from 'node:crypto';
 import { domainToUnicode } from 'node:url';
-import {
-  canonicalAddress,
-  createKafka,
-  dlqTopicOf,
-  EventProducer,
-  eventCodec,
-  topicName,
-  topics,
-  type MessageReceived,
-  type OutreachRequested,
-  type TopicId,
-} from '@outreach/shared';
+import { createKafka, dlqTopicOf, EventProducer, topicName, topics, type TopicId } from '@outreach/shared';
+import { canonicalAddress, eventCodec, type MessageReceived, type OutreachRequested } from '@outreach/contracts';
 import { readTopic, SmtpSink, waitFor, type ReadMessage } from '@outreach/testkit';
 import { expect, inject, it } from 'vitest';
 import { dropRunData, ingressBody, outreachRequest, Stack, services } from '../../scripts/lib/stack.js';

@@ -9,15 +9,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
-import {
-  createKafka,
-  eventCodec,
-  eventHeaders,
-  EventProducer,
-  sendIdFor,
-  topicName,
-  type OutreachRequested,
-} from '@outreach/shared';
+import { createKafka, eventHeaders, EventProducer, topicName } from '@outreach/shared';
+import { eventCodec, sendIdFor, type OutreachRequested } from '@outreach/contracts';
 import { OtlpReceiver, readTopic, SmtpSink, waitFor, type ReceivedSpan } from '@outreach/testkit';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { ingressBody, outreachRequest, services, Stack } from '../../scripts/lib/stack.js';

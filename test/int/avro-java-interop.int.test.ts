@@ -9,7 +9,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { EventCodec, eventTypes, schemaDefinitions, type OutreachEvent } from '@outreach/shared';
+import { EventCodec, eventTypes, schemaDefinitions, type OutreachEvent } from '@outreach/contracts';
 import avro from 'avsc';
 import { describe, expect, it } from 'vitest';
 import { ensureMavenLibs, infraDir } from '../../scripts/infra.js';

@@ -16,8 +16,8 @@ import {
   dlqTopicOf,
   EventProducer,
   withTransaction,
-  type StepCompleted,
 } from '@outreach/shared';
+import { type StepCompleted } from '@outreach/contracts';
 import { freePort, uniqueName, waitFor } from '@outreach/testkit';
 import type { Pool } from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -16,20 +16,22 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import {
   bindSchemaRegistry,
-  confluentSchemaId,
   createKafka,
   dlqTopicOf,
-  eventCodec,
   registerSchemas,
   registerSubject,
-  schemaDefinitions,
   schemaText,
   SchemaRegistryClient,
   topicName,
   unbindSchemaRegistry,
+} from '@outreach/shared';
+import {
+  confluentSchemaId,
+  eventCodec,
+  schemaDefinitions,
   type SendRecorded,
   type SendRequested,
-} from '@outreach/shared';
+} from '@outreach/contracts';
 import {
   freePort,
   readTopic,

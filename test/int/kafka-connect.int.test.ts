@@ -19,18 +19,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
   bindSchemaRegistry,
-  confluentSchemaId,
   createKafka,
   createTopicsSettled,
   EventProducer,
   registerSchemas,
-  schemaDefinitions,
   SchemaRegistryClient,
   topics,
   unbindSchemaRegistry,
-  type EventType,
-  type OutreachEvent,
 } from '@outreach/shared';
+import { confluentSchemaId, schemaDefinitions, type EventType, type OutreachEvent } from '@outreach/contracts';
 import { deleteTopicsWithPrefix, freePort, readTopic, uniqueName, waitFor } from '@outreach/testkit';
 import avro from 'avsc';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';

@@ -16,14 +16,8 @@
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import {
-  buildHttpApp,
-  crc64Avro,
-  createLogger,
-  pgClientConfig,
-  registerOutboxRelay,
-  type OutboxRelay,
-} from '@outreach/shared';
+import { buildHttpApp, createLogger, pgClientConfig, registerOutboxRelay, type OutboxRelay } from '@outreach/shared';
+import { crc64Avro } from '@outreach/contracts';
 import { waitFor } from '@outreach/testkit';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';

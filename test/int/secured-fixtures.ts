@@ -22,8 +22,8 @@ import {
   type AclBinding,
   type KafkaRoleName,
   type KafkaSecurity,
-  type OutreachRequested,
 } from '@outreach/shared';
+import { type OutreachRequested } from '@outreach/contracts';
 import { uniqueName } from '@outreach/testkit';
 import pg from 'pg';
 import type { SecuredInfra } from '../../scripts/infra.js';

@@ -12,11 +12,10 @@ import {
   createLogger,
   createTopicsSettled,
   dlqTopicOf,
-  eventCodec,
   registerConsumer,
   waitFor,
-  type StepCompleted,
 } from '@outreach/shared';
+import { eventCodec, type StepCompleted } from '@outreach/contracts';
 import { uniqueName } from '@outreach/testkit';
 
 const brokers = inject('kafkaBrokers');

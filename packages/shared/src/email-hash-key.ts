@@ -6,7 +6,7 @@
 import { createSecretKey } from 'node:crypto';
 import { Type, type Static } from '@sinclair/typebox';
 import { ConfigError } from './config.js';
-import type { EmailHashKey } from './domain/keys.js';
+import type { EmailHashKey } from '@outreach/contracts';
 import { readTextFile, secretValueProblem, type ReadFile } from './security/secrets.js';
 
 /** Spread into a service's config schema (`Type.Object({ ...EmailHashKeyConfigSchema.properties, ... })`). */

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from './config.js';
-import { emailHash } from './domain/keys.js';
+import { emailHash } from '@outreach/contracts';
 import { loadEmailHashKey } from './email-hash-key.js';
 
 const KEY = 'k'.repeat(32);

@@ -119,18 +119,6 @@ export {
   retryCap,
   watchPeriodicTask,
 } from './service/workers.js';
-export * from './contracts/events.generated.js';
-export {
-  EventCodec,
-  eventCodec,
-  DecodeError,
-  EncodeError,
-  confluentSchemaId,
-  defaultDecodeLimits,
-  type DecodeErrorCode,
-  type DecodeLimits,
-} from './contracts/codec.js';
-export { crc64Avro, fingerprintBytes } from './contracts/fingerprint.js';
 export { asyncApiDocument, DEAD_LETTER_HEADERS, type AsyncApiOptions } from './contracts/asyncapi.js';
 export {
   avroFromJson,
@@ -172,44 +160,12 @@ export {
 } from './registry/binding.js';
 export {
   loadSchemaSet,
-  canonicalForm,
-  schemaFingerprint,
   generateTypeScript,
   checkCompatibility,
   type SchemaSet,
   type SchemaFile,
-  type AvroSchema,
   type CompatibilityProblem,
 } from './contracts/schema-tools.js';
-export {
-  canonicalCampaignId,
-  canonicalStep,
-  canonicalAddress,
-  canonicalSendKeys,
-  canonicalCorrelationId,
-  canonicalConversationId,
-  isSaneCorrelationId,
-  candidateKeyFor,
-  addressCandidateKey,
-  idProblem,
-  exactIdProblem,
-  utf8Bytes,
-  MAX_ID_BYTES,
-  MAX_CONVERSATION_ID_BYTES,
-  MAX_EXPERIMENT_ID_CHARS,
-  holdsAtSign,
-  normalizeCandidateKey,
-  normalizeEmail,
-  emailHash,
-  uuidV5,
-  sendIdFor,
-  isDeliverableAddress,
-  hasControlCharacters,
-  type CanonicalAddress,
-  type EmailHashKey,
-  type SendKeys,
-  type RawSendKeys,
-} from './domain/keys.js';
 export {
   EmailHashKeyConfigSchema,
   loadEmailHashKey,
@@ -260,7 +216,6 @@ export { replayFromBeginning } from './kafka/replay.js';
 export { replayDeadLetters, type DlqReplayOptions, type DlqReplayResult } from './kafka/dlq-replay.js';
 export { withTransaction, type Queryable } from './pg/transaction.js';
 export { decideAll, runCommands, type AggregateStore, type Decided } from './pg/command.js';
-export { fold, type Decider } from './domain/decider.js';
 export { shutdownTracing, traced, tracingActive, withCause, type TracedSpan } from './telemetry/trace.js';
 export { classifyPgError, sqlState, type PgErrorKind } from './pg/errors.js';
 export { GroupCommit } from './pg/group-commit.js';

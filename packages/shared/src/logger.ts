@@ -1,5 +1,5 @@
 import { pino, type Logger, type LoggerOptions } from 'pino';
-import { AT_SIGN, stripInvisible } from './domain/keys.js';
+import { AT_SIGN, stripInvisible } from '@outreach/contracts';
 
 export type { Logger } from 'pino';
 

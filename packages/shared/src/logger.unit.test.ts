@@ -1,7 +1,7 @@
 import { Writable } from 'node:stream';
 import Fastify, { type FastifyBaseLogger } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
-import { canonicalAddress } from './domain/keys.js';
+import { canonicalAddress } from '@outreach/contracts';
 import { createLogger, maskAddresses, requestPath } from './logger.js';
 
 function capture() {

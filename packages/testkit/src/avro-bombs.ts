@@ -6,10 +6,10 @@
 import { performance } from 'node:perf_hooks';
 import { getHeapStatistics } from 'node:v8';
 import avro from 'avsc';
-import { eventCodec, type EventCodec } from '@outreach/shared';
-import type { DecodeErrorCode } from '@outreach/shared';
-import { schemaDefinitions, type EventType, type OutreachEvent } from '@outreach/shared';
-import { fingerprintBytes } from '@outreach/shared';
+import { eventCodec, type EventCodec } from '@outreach/contracts';
+import type { DecodeErrorCode } from '@outreach/contracts';
+import { schemaDefinitions, type EventType, type OutreachEvent } from '@outreach/contracts';
+import { fingerprintBytes } from '@outreach/contracts';
 
 export interface AvroBomb {
   readonly name: string;

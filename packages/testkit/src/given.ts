@@ -6,7 +6,7 @@
  */
 import { expect } from 'vitest';
 
-import type { Decider } from '@outreach/shared';
+import type { Decider } from '@outreach/contracts';
 
 export type { Decider };
 

@@ -6,7 +6,8 @@
 import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import { createLogger, eventCodec, sendIdFor, type SendRecorded, type VariantContaminated } from '@outreach/shared';
+import { createLogger } from '@outreach/shared';
+import { eventCodec, sendIdFor, type SendRecorded, type VariantContaminated } from '@outreach/contracts';
 import { readTopic, serviceTestEnv, waitFor, type ServiceTestEnv } from '@outreach/testkit';
 import type { FastifyInstance } from 'fastify';
 import pg from 'pg';

@@ -10,8 +10,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
+import { createLogger } from '@outreach/shared';
 import {
-  createLogger,
   eventCodec,
   sendIdFor,
   type ConversationClosed,
@@ -22,7 +22,7 @@ import {
   type SendRecorded,
   type SequencePlanned,
   type StepCancelled,
-} from '@outreach/shared';
+} from '@outreach/contracts';
 import { readTopic, serviceTestEnv, waitFor, type ServiceTestEnv } from '@outreach/testkit';
 import type { FastifyInstance } from 'fastify';
 import pg from 'pg';

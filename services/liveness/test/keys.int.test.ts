@@ -6,7 +6,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import { canonicalCampaignId, dlqTopicOf, type MessageReceived, type SequencePlanned } from '@outreach/shared';
+import { dlqTopicOf } from '@outreach/shared';
+import { canonicalCampaignId, type MessageReceived, type SequencePlanned } from '@outreach/contracts';
 import { readTopic, serviceTestEnv, waitFor, type ServiceTestEnv } from '@outreach/testkit';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';

@@ -5,8 +5,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
+import { createLogger } from '@outreach/shared';
 import {
-  createLogger,
   eventCodec,
   type ConversationClosed,
   type ConversationStalled,
@@ -14,7 +14,7 @@ import {
   type NextStepScheduled,
   type OutreachEvent,
   type StepCompleted,
-} from '@outreach/shared';
+} from '@outreach/contracts';
 import { readTopic, serviceTestEnv, waitFor, type ServiceTestEnv } from '@outreach/testkit';
 import { Queue, Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';

@@ -5,7 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import type { MessageReceived } from '@outreach/shared';
+import type { MessageReceived } from '@outreach/contracts';
 import {
   DOCS_SCOPES,
   fuzzRoutes,

@@ -11,7 +11,8 @@
  * expected filing is computed here, independently: the earliest plan (log order) listing the
  * send's (campaign, candidate, step), else the default conversation, whatever the delivery order.
  */
-import { createPool, migrate, quoteIdent, uuidV5 } from '@outreach/shared';
+import { createPool, migrate, quoteIdent } from '@outreach/shared';
+import { uuidV5 } from '@outreach/contracts';
 import { uniqueName } from '@outreach/testkit';
 import fc from 'fast-check';
 import type { Pool } from 'pg';

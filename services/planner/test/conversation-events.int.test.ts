@@ -12,7 +12,7 @@ import {
   type MessageReceived,
   type OutreachEvent,
   type StepCompleted,
-} from '@outreach/shared';
+} from '@outreach/contracts';
 import { readTopic, serviceTestEnv, waitFor, type ReadMessage, type ServiceTestEnv } from '@outreach/testkit';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';

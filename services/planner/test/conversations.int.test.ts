@@ -17,7 +17,7 @@ import {
   type OutreachRequested,
   type SendRecorded,
   type SequencePlanned,
-} from '@outreach/shared';
+} from '@outreach/contracts';
 import { freePort, readTopic, serviceTestEnv, waitFor, type ServiceTestEnv } from '@outreach/testkit';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { buildApp, migrationsDir } from '../src/app.js';

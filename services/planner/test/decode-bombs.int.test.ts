@@ -8,13 +8,8 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import {
-  EventProducer,
-  eventCodec,
-  type OutreachRequested,
-  type RawRecord,
-  type SendRequested,
-} from '@outreach/shared';
+import { EventProducer, type RawRecord } from '@outreach/shared';
+import { eventCodec, type OutreachRequested, type SendRequested } from '@outreach/contracts';
 import { eventBombs, freePort, readTopic, serviceTestEnv, waitFor, type ServiceTestEnv } from '@outreach/testkit';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { buildApp, migrationsDir } from '../src/app.js';

@@ -10,7 +10,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { eventCodec, type OutreachRequested, type SendRequested } from '@outreach/shared';
+import { eventCodec, type OutreachRequested, type SendRequested } from '@outreach/contracts';
 import { freePort, readTopic, serviceTestEnv, waitFor, type ServiceTestEnv } from '@outreach/testkit';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { buildApp, migrationsDir } from '../src/app.js';

@@ -3,7 +3,8 @@
  * to an .avsc is in the body schema (and so in the OpenAPI) without a hand edit, and the bounds the
  * edge adds stay on the fields they name.
  */
-import { schemaDefinitions, type JsonSchema } from '@outreach/shared';
+import { type JsonSchema } from '@outreach/shared';
+import { schemaDefinitions } from '@outreach/contracts';
 import { describe, expect, it } from 'vitest';
 import { conversationEventBody } from '../src/routes/v1/conversation-events.js';
 import { outreachRequestBody } from '../src/routes/v1/outreach-requests.js';

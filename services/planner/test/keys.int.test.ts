@@ -5,7 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import { eventCodec, sendIdFor, type OutreachRequested, type SendRequested } from '@outreach/shared';
+import { eventCodec, sendIdFor, type OutreachRequested, type SendRequested } from '@outreach/contracts';
 import { readTopic, serviceTestEnv, type ServiceTestEnv } from '@outreach/testkit';
 import { afterEach, expect, inject, it } from 'vitest';
 import { buildApp, migrationsDir } from '../src/app.js';

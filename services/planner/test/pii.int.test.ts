@@ -7,7 +7,8 @@
  * is no plain token is replaced, a candidate id that is an address is filed under its keyed hash.
  * Each smuggled address has its own domain (`@leak-X.example`), so a failure says which way it came.
  */
-import { addressCandidateKey, dlqTopicOf, type OutreachRequested } from '@outreach/shared';
+import { dlqTopicOf } from '@outreach/shared';
+import { addressCandidateKey, type OutreachRequested } from '@outreach/contracts';
 import { readTopic, serviceTestEnv, testEmailHashKey, waitFor, type ServiceTestEnv } from '@outreach/testkit';
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';

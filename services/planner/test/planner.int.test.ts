@@ -14,7 +14,7 @@ import {
   type OutreachRequested,
   type SendRecorded,
   type SendRequested,
-} from '@outreach/shared';
+} from '@outreach/contracts';
 import {
   freePort,
   readTopic,

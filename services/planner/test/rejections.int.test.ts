@@ -8,14 +8,14 @@
  */
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
+import { dlqTopicOf } from '@outreach/shared';
 import {
-  dlqTopicOf,
   eventCodec,
   sendIdFor,
   type ConversationClosed,
   type OutreachRejected,
   type OutreachRequested,
-} from '@outreach/shared';
+} from '@outreach/contracts';
 import { freePort, readTopic, serviceTestEnv, waitFor, type ReadMessage, type ServiceTestEnv } from '@outreach/testkit';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';

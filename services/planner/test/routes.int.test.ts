@@ -8,7 +8,8 @@
 import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { eventCodec, MAX_BODY_BYTES, type OutreachRequested } from '@outreach/shared';
+import { MAX_BODY_BYTES } from '@outreach/shared';
+import { eventCodec, type OutreachRequested } from '@outreach/contracts';
 import {
   DOCS_SCOPES,
   freePort,

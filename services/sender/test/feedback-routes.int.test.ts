@@ -11,7 +11,8 @@
 import { generateKeyPairSync, randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { emailHash, eventCodec, topicName, type AddressSuppressed } from '@outreach/shared';
+import { topicName } from '@outreach/shared';
+import { emailHash, eventCodec, type AddressSuppressed } from '@outreach/contracts';
 import { rawRequest, readTopic, selfSignedCertificate, testEmailHashKey, waitFor } from '@outreach/testkit';
 import {
   deliveryStatusNotification,

@@ -3,7 +3,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import { candidateKeyFor, normalizeEmail, sendIdFor, type SendRequested } from '@outreach/shared';
+import { candidateKeyFor, normalizeEmail, sendIdFor, type SendRequested } from '@outreach/contracts';
 import {
   serviceTestEnv,
   SmtpSink,

@@ -4,7 +4,7 @@
  * honest (`ambiguous` when the server may hold the message) and 0 duplicate deliveries.
  */
 import { randomUUID } from 'node:crypto';
-import { uuidV5 } from '@outreach/shared';
+import { uuidV5 } from '@outreach/contracts';
 import type { SmtpHostility } from '@outreach/testkit';
 import { waitFor } from '@outreach/testkit';
 import type { FastifyInstance } from 'fastify';

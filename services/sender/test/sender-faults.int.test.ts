@@ -3,7 +3,8 @@
  * provider, SIGKILL at random points, and partitions added mid-run. The SMTP sink counts
  * deliveries; the database says every request reached a terminal outcome.
  */
-import { createKafka, topicName, type SendRequested } from '@outreach/shared';
+import { createKafka, topicName } from '@outreach/shared';
+import { type SendRequested } from '@outreach/contracts';
 import { waitFor, type RunningProcess } from '@outreach/testkit';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { deliveriesByRecipient, senderTestEnv, sendRequested, type SenderTestEnv } from './harness.js';

@@ -2,7 +2,8 @@
  * The sender in-process against the real broker, database and an SMTP sink: dedupe, bad input,
  * pause/resume, suppression, exposure consistency, provider failures and ambiguity, the HTTP API.
  */
-import { eventCodec, dlqTopicOf, topicName, type SendRecorded } from '@outreach/shared';
+import { dlqTopicOf, topicName } from '@outreach/shared';
+import { eventCodec, type SendRecorded } from '@outreach/contracts';
 import { readTopic, waitFor } from '@outreach/testkit';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { API_TOKEN, deliveriesByRecipient, senderTestEnv, sendRequested, type SenderTestEnv } from './harness.js';

@@ -14,7 +14,7 @@
 import { kafkaRoles, type KafkaRole } from '../kafka/acls.js';
 import { HEADER } from '../kafka/producer.js';
 import { declaredTopics, dlqTopicOf, topics, type TopicId, type TopicSpec } from '../kafka/topics.js';
-import { schemaDefinitions, type EventType } from './events.generated.js';
+import { schemaDefinitions, type EventType } from '@outreach/contracts';
 import type { AvroSchema } from './schema-tools.js';
 
 const AVRO_SCHEMA_FORMAT = 'application/vnd.apache.avro;version=1.9.0';

@@ -17,7 +17,7 @@ import { eventBombs, headerOf } from '@outreach/testkit';
 import { stepCompleted } from '../../test/fixtures/events.js';
 import { uniqueName } from '@outreach/testkit';
 import { waitFor } from '../wait.js';
-import { eventCodec } from './codec.js';
+import { eventCodec } from '@outreach/contracts';
 
 const MiB = 1024 * 1024;
 let kafka: Kafka;

@@ -1,6 +1,6 @@
 import Fastify from 'fastify';
 import { describe, expect, it } from 'vitest';
-import { schemaDefinitions } from './events.generated.js';
+import { schemaDefinitions } from '@outreach/contracts';
 import { avroFromJson, avroToJsonSchema, type JsonSchema } from './json-schema.js';
 
 const ENVELOPE = ['eventId', 'occurredAt', 'producer', 'correlationId', 'causationId'];

@@ -7,9 +7,9 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { basename, join, relative } from 'node:path';
 import avro from 'avsc';
-import { crc64Avro } from './fingerprint.js';
+import type { AvroSchema } from '@outreach/contracts';
 
-export type AvroSchema = Record<string, unknown>;
+export { canonicalForm, schemaFingerprint, type AvroSchema } from '@outreach/contracts';
 
 export interface SchemaFile {
   readonly name: string;
@@ -45,14 +45,6 @@ export function loadSchemaSet(dir: string): SchemaSet {
         }))
     : [];
   return { current, history };
-}
-
-export function canonicalForm(schema: AvroSchema): string {
-  return JSON.stringify(avro.Type.forSchema(schema as avro.Schema).schema());
-}
-
-export function schemaFingerprint(schema: AvroSchema): bigint {
-  return crc64Avro(canonicalForm(schema));
 }
 
 // ------------------------------------------------------------------ TypeScript generation

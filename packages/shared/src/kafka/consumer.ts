@@ -17,9 +17,9 @@
 import type { Consumer, EachBatchPayload, IHeaders, Kafka, KafkaMessage } from 'kafkajs';
 import type { Registry } from 'prom-client';
 import { CONSUMER_RETRY_DEFAULTS } from '../config.js';
-import { eventCodec } from '../contracts/codec.js';
+import { eventCodec } from '@outreach/contracts';
 import { learnUnknownSchemaIds } from '../registry/binding.js';
-import type { OutreachEvent } from '../contracts/events.generated.js';
+import type { OutreachEvent } from '@outreach/contracts';
 import { maskAddresses, type Logger } from '../logger.js';
 import { consumerMetrics } from '../metrics.js';
 import { classifyPgError, PG_CLIENT_TRANSIENT_MESSAGE } from '../pg/errors.js';

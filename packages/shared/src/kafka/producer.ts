@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import type { Span } from '@opentelemetry/api';
 import { Partitioners, type Admin, type ConfigResourceTypes, type IHeaders, type Kafka, type Producer } from 'kafkajs';
-import { eventCodec } from '../contracts/codec.js';
-import type { OutreachEvent } from '../contracts/events.generated.js';
-import { normalizeCandidateKey } from '../domain/keys.js';
+import { eventCodec } from '@outreach/contracts';
+import type { OutreachEvent } from '@outreach/contracts';
+import { normalizeCandidateKey } from '@outreach/contracts';
 import type { Logger } from '../logger.js';
 import { causeContext, endSpans, startSendSpan, tracingActive } from '../telemetry/trace.js';
 

@@ -4,7 +4,7 @@
  * that would move keys between partitions and break per-candidate order.
  */
 import type { Admin, ITopicConfig } from 'kafkajs';
-import type { EventType } from '../contracts/events.generated.js';
+import type { EventType } from '@outreach/contracts';
 
 export interface TopicSpec {
   readonly name: string;

@@ -17,8 +17,8 @@
 import { ROOT_CONTEXT, type Span } from '@opentelemetry/api';
 import pg from 'pg';
 import type { Registry } from 'prom-client';
-import { eventCodec } from '../contracts/codec.js';
-import { crc64Avro } from '../contracts/fingerprint.js';
+import { eventCodec } from '@outreach/contracts';
+import { crc64Avro } from '@outreach/contracts';
 import type { EventProducer, OutgoingEvent, RawRecord } from '../kafka/producer.js';
 import {
   eventHeaders,

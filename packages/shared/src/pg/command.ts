@@ -11,7 +11,7 @@
  * batch of one.
  */
 import type { Pool, PoolClient } from 'pg';
-import type { Decider } from '../domain/decider.js';
+import type { Decider } from '@outreach/contracts';
 import { withTransaction } from './transaction.js';
 
 export interface Decided<Command, State, Event> {

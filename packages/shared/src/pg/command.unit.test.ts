@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { Decider } from '../domain/decider.js';
+import type { Decider } from '@outreach/contracts';
 import { decideAll } from './command.js';
 
 interface Add {

@@ -2,7 +2,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { runner } from 'node-pg-migrate';
 import pg from 'pg';
-import { crc64Avro } from '../contracts/fingerprint.js';
+import { crc64Avro } from '@outreach/contracts';
 import { pgClientConfig, type PgConnectionSettings } from './connection.js';
 import { grantRuntimeAccess } from './roles.js';
 

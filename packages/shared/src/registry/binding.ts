@@ -9,8 +9,8 @@
  * `negativeTtlMs`, and the message goes to the DLQ as UNKNOWN_SCHEMA_ID (replayable), so a missing
  * registry neither blocks the partition nor crash-loops the consumer.
  */
-import { eventCodec, type EventCodec } from '../contracts/codec.js';
-import type { EventType } from '../contracts/events.generated.js';
+import { eventCodec, type EventCodec } from '@outreach/contracts';
+import type { EventType } from '@outreach/contracts';
 import { StartupError } from '../service/startup-error.js';
 import { readRegistryAuth, SchemaRegistryClient, SchemaRegistryError } from './client.js';
 import { registrySubjects, type WireFormat } from './subjects.js';

@@ -6,8 +6,8 @@
 import avro from 'avsc';
 import type { Kafka, Producer } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { EventCodec, eventCodec } from '../contracts/codec.js';
-import { schemaDefinitions, type SendRecorded, type StepCompleted } from '../contracts/events.generated.js';
+import { EventCodec, eventCodec } from '@outreach/contracts';
+import { schemaDefinitions, type SendRecorded, type StepCompleted } from '@outreach/contracts';
 import { createKafka } from '../kafka/client.js';
 import { ConsumerRunner, type ConsumedEvent } from '../kafka/consumer.js';
 import { readTopic } from '@outreach/testkit';

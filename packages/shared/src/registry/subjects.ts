@@ -6,7 +6,7 @@
  * outside producers of `outreach.requested` need no registry. Subjects follow Confluent's
  * TopicRecordNameStrategy, `<topic>-<record full name>`, because one topic carries several event types.
  */
-import { schemaDefinitions, type EventType } from '../contracts/events.generated.js';
+import { schemaDefinitions, type EventType } from '@outreach/contracts';
 import { topics, type TopicSpec } from '../kafka/topics.js';
 
 export type WireFormat = 'confluent' | 'single-object';

@@ -10,7 +10,7 @@ import Fastify, {
   type FastifyReply,
 } from 'fastify';
 import { brokerList, type BaseConfig } from '../config.js';
-import { isSaneCorrelationId } from '../domain/keys.js';
+import { isSaneCorrelationId } from '@outreach/contracts';
 import type { Logger } from '../logger.js';
 import fp from 'fastify-plugin';
 import type { Registry } from 'prom-client';

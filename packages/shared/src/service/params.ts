@@ -3,7 +3,7 @@
  * (domain/keys.ts) or refused with a 400 that names the field, never the value: a campaign given as
  * `Camp-1` must reach the rows stored under `camp-1`, and one that holds an address cannot exist.
  */
-import { canonicalCampaignId, idProblem } from '../domain/keys.js';
+import { canonicalCampaignId, idProblem } from '@outreach/contracts';
 import { AppError } from './errors.js';
 
 /** The canonical campaign id, or an AppError BAD_REQUEST naming `field`. */

@@ -7,15 +7,8 @@
  * sets the weights, and each assignment stores the period whose weights computed it: the report
  * tests each period against its own weights, whatever the clocks of concurrent requests said.
  */
-import {
-  enqueueEvents,
-  uuidV5,
-  withTransaction,
-  type OutgoingEvent,
-  type Queryable,
-  type VariantAssigned,
-  type VariantContaminated,
-} from '@outreach/shared';
+import { enqueueEvents, withTransaction, type OutgoingEvent, type Queryable } from '@outreach/shared';
+import { uuidV5, type VariantAssigned, type VariantContaminated } from '@outreach/contracts';
 import type { Pool, PoolClient } from 'pg';
 import { bucketOf, variantForBucket, type Variant } from '../domain/assignment.js';
 

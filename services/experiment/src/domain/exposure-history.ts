@@ -16,7 +16,7 @@
  * passes the keyed hash, `address:<keyId>:<hash>`). Problems name the line and the field, never
  * the value: a refused value may be an address.
  */
-import { idProblem, normalizeCandidateKey, uuidV5 } from '@outreach/shared';
+import { idProblem, normalizeCandidateKey, uuidV5 } from '@outreach/contracts';
 
 /** The longest line read; a longer one is refused unread (a field is at most 256 characters). */
 export const MAX_LINE_BYTES = 4_096;

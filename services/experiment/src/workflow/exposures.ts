@@ -1,4 +1,5 @@
-import type { ConsumedEvent, EventBatchHandler, Logger, SendRecorded } from '@outreach/shared';
+import type { ConsumedEvent, EventBatchHandler, Logger } from '@outreach/shared';
+import type { SendRecorded } from '@outreach/contracts';
 import type { ExperimentsRepository, Exposure } from '../adapters/experiments-repository.js';
 
 /**

@@ -14,17 +14,19 @@
  * so a plan and a send projected at once by two instances (one per topic) see each other.
  */
 import {
-  canonicalCorrelationId,
   enqueueEvents,
-  uuidV5,
   withTransaction,
   type AggregateStore,
-  type ConversationClosed,
-  type ConversationRecovered,
-  type ConversationStalled,
   type Decided,
   type OutgoingEvent,
 } from '@outreach/shared';
+import {
+  canonicalCorrelationId,
+  uuidV5,
+  type ConversationClosed,
+  type ConversationRecovered,
+  type ConversationStalled,
+} from '@outreach/contracts';
 import type { Pool, PoolClient } from 'pg';
 import type {
   ConversationChange,

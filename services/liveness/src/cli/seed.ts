@@ -9,7 +9,8 @@
  *   DATABASE_URL=... [DATABASE_SCHEMA=liveness] [GRACE_*_MS=...] node dist/cli/seed.js --open N --due M [--campaign bench]
  */
 import { parseArgs } from 'node:util';
-import { canonicalCampaignId, idProblem, migrate } from '@outreach/shared';
+import { migrate } from '@outreach/shared';
+import { canonicalCampaignId, idProblem } from '@outreach/contracts';
 import { migrationsDir } from '../app.js';
 import { seedConversations } from '../workflow/seed.js';
 import { commandConfig, count, fail, openRepository } from './command.js';

@@ -11,7 +11,7 @@
  * from the same rules (adapters/stall-sql.ts), and `ConversationStalled` is how the state holds a
  * flag; a campaign's graces are set by the API (`CampaignGracesSet`).
  */
-import { uuidV5, type ConversationRecovered, type ConversationStalled, type Decider } from '@outreach/shared';
+import { uuidV5, type ConversationRecovered, type ConversationStalled, type Decider } from '@outreach/contracts';
 import {
   gracesOf,
   refold,

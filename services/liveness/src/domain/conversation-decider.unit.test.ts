@@ -1,5 +1,5 @@
 /** The Conversation decider: given what is stored of a conversation, when it is projected, then its projection (and recovery). */
-import { uuidV5, type ConversationStalled } from '@outreach/shared';
+import { uuidV5, type ConversationStalled } from '@outreach/contracts';
 import { deciderSpec } from '@outreach/testkit';
 import { describe, expect, it } from 'vitest';
 import {

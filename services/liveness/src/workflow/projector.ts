@@ -1,17 +1,19 @@
 import {
+  runCommands,
+  withTransaction,
+  type ConsumedEvent,
+  type EventBatchHandler,
+  type Logger,
+  type Rejection,
+} from '@outreach/shared';
+import {
   canonicalCampaignId,
   canonicalConversationId,
   canonicalCorrelationId,
   canonicalStep,
   holdsAtSign,
-  runCommands,
-  withTransaction,
-  type ConsumedEvent,
   type ConversationRecovered,
-  type EventBatchHandler,
-  type Logger,
-  type Rejection,
-} from '@outreach/shared';
+} from '@outreach/contracts';
 import type { ConversationsRepository, ProjectedEvent } from '../adapters/conversations-repository.js';
 import { conversationDecider, type Cause, type ProjectConversation } from '../domain/conversation-decider.js';
 

@@ -23,7 +23,7 @@ import {
   type EmailHashKey,
   type MessageReceived,
   type StepCompleted,
-} from '@outreach/shared';
+} from '@outreach/contracts';
 
 /** The liveness service's reason for closing a conversation whose sequence got no reply (schemas: ConversationClosed). */
 export const SEQUENCE_COMPLETED = 'sequence_completed';

@@ -1,4 +1,4 @@
-import { addressCandidateKey } from '@outreach/shared';
+import { addressCandidateKey } from '@outreach/contracts';
 import { testEmailHashKey } from '@outreach/testkit';
 import { describe, expect, it } from 'vitest';
 import {

@@ -10,7 +10,7 @@ import {
   type OutreachRejected,
   type SendRequested,
   type SequencePlanned,
-} from '@outreach/shared';
+} from '@outreach/contracts';
 import {
   chooseContent,
   type Content,

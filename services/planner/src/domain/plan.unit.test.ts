@@ -3,7 +3,7 @@
  * `now`, then what to emit and keep; given a sequence that advanced, when its step was sent, then
  * the follow-up it schedules.
  */
-import { sendIdFor, uuidV5, type OutreachRequested } from '@outreach/shared';
+import { sendIdFor, uuidV5, type OutreachRequested } from '@outreach/contracts';
 import { testEmailHashKey } from '@outreach/testkit';
 import { describe, expect, it } from 'vitest';
 import { decide, planFollowUp, type AdvancedSequence, type StoredFollowUp } from './plan.js';

@@ -7,7 +7,7 @@
  * loses that word rather than leaking it.
  * Pure: the database clock (`now`) comes in as a value.
  */
-import { exactIdProblem, schemaDefinitions, uuidV5, type OutreachRejected } from '@outreach/shared';
+import { exactIdProblem, schemaDefinitions, uuidV5, type OutreachRejected } from '@outreach/contracts';
 
 export type RejectionReason = OutreachRejected['reason'];
 

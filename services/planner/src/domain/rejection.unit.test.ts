@@ -2,7 +2,7 @@
  * What a refused request's publisher is told: a closed list of codes, and a detail that names fields
  * of the request but never repeats a value from it, whatever the problem text holds.
  */
-import { schemaDefinitions, uuidV5, type OutreachRequested } from '@outreach/shared';
+import { schemaDefinitions, uuidV5, type OutreachRequested } from '@outreach/contracts';
 import { testEmailHashKey } from '@outreach/testkit';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';

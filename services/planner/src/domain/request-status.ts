@@ -16,7 +16,7 @@
  * Pure: rows come in as values; the repository applies `REQUEST_TRANSITIONS` as the condition of
  * its upsert (`requestUpsertCondition`), so the SQL and this table cannot disagree.
  */
-import { sendIdFor, type SendRecorded } from '@outreach/shared';
+import { sendIdFor, type SendRecorded } from '@outreach/contracts';
 import type { RejectionReason, RequestRejection } from './rejection.js';
 import type { PlannedRequest } from './request.js';
 

@@ -3,7 +3,7 @@
  * publisher reads: records move only along their transitions, the latest outcome of a send wins
  * and a duplicated, replayed or late one moves nothing back.
  */
-import { sendIdFor, uuidV5 } from '@outreach/shared';
+import { sendIdFor, uuidV5 } from '@outreach/contracts';
 import { describe, expect, it } from 'vitest';
 import { stepTaken, unknownExperiment } from './rejection.js';
 import {

@@ -17,7 +17,7 @@ import {
   utf8Bytes,
   type EmailHashKey,
   type OutreachRequested,
-} from '@outreach/shared';
+} from '@outreach/contracts';
 import { fieldsNamed } from './rejection.js';
 
 export const MAX_BODY_BYTES = 100_000;

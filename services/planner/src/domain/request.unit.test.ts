@@ -1,4 +1,4 @@
-import { addressCandidateKey, sendIdFor, type OutreachRequested } from '@outreach/shared';
+import { addressCandidateKey, sendIdFor, type OutreachRequested } from '@outreach/contracts';
 import { testEmailHashKey } from '@outreach/testkit';
 import { describe, expect, it } from 'vitest';
 import { chooseContent, UNKNOWN_EXPERIMENT, validateRequest as validate, variantCoverage } from './request.js';

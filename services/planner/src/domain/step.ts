@@ -10,7 +10,7 @@
  * state that row was in. Event ids derive from what the event means, so a redelivery that decides
  * again enqueues nothing new.
  */
-import { uuidV5, type NextStepScheduled, type SendRequested, type StepCancelled } from '@outreach/shared';
+import { uuidV5, type NextStepScheduled, type SendRequested, type StepCancelled } from '@outreach/contracts';
 import type { PlannedRequest } from './request.js';
 
 /** One send, fully decided (variant and content chosen), as stored for later or emitted now. */

@@ -1,5 +1,5 @@
 /** Given a step's past events, when the scheduler emits it or a reply cancels it, then these events (or a refusal). */
-import { sendIdFor, uuidV5, type StepCancelled } from '@outreach/shared';
+import { sendIdFor, uuidV5, type StepCancelled } from '@outreach/contracts';
 import { deciderSpec } from '@outreach/testkit';
 import { describe, expect, it } from 'vitest';
 import {

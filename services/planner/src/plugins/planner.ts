@@ -6,10 +6,10 @@ import {
   registerPeriodicTask,
   retryCap,
   topicName,
-  type EmailHashKey,
   type EventBatchHandler,
   type Logger,
 } from '@outreach/shared';
+import { type EmailHashKey } from '@outreach/contracts';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { ExperimentClient } from '../adapters/experiment-client.js';

@@ -5,7 +5,8 @@
  * conversation consumer read it as they read an agent's. The same event id again is the same event:
  * the outbox keeps the first, and the answer says it was a duplicate.
  */
-import { withTransaction, type EmailHashKey } from '@outreach/shared';
+import { withTransaction } from '@outreach/shared';
+import { type EmailHashKey } from '@outreach/contracts';
 import type { Pool } from 'pg';
 import type { PlannerRepository } from '../adapters/planner-repository.js';
 import {

@@ -7,13 +7,8 @@
  * it comes only after the last step was sent, and a late one (the conversation moved on) must not
  * stop a sequence planned since.
  */
-import {
-  canonicalConversationId,
-  canonicalCorrelationId,
-  withTransaction,
-  type EventBatchHandler,
-  type Logger,
-} from '@outreach/shared';
+import { withTransaction, type EventBatchHandler, type Logger } from '@outreach/shared';
+import { canonicalConversationId, canonicalCorrelationId } from '@outreach/contracts';
 import type { Pool } from 'pg';
 import { stepRefKey, type PlannerRepository } from '../adapters/planner-repository.js';
 import { SEQUENCE_COMPLETED } from '../domain/conversation-event.js';

@@ -10,16 +10,14 @@
  * answer: the consumer runner dead-letters it and nothing else is said.
  */
 import {
-  canonicalCorrelationId,
   isTransientError,
   withTransaction,
   type ConsumedEvent,
-  type EmailHashKey,
   type EventBatchHandler,
   type Logger,
-  type OutreachRequested,
   type Rejection,
 } from '@outreach/shared';
+import { canonicalCorrelationId, type EmailHashKey, type OutreachRequested } from '@outreach/contracts';
 import type { Pool } from 'pg';
 import type { ExperimentClient } from '../adapters/experiment-client.js';
 import { stepRefKey, type PlannerRepository } from '../adapters/planner-repository.js';

@@ -3,7 +3,8 @@
  * causes, in one transaction per request: a report is either seen and acted on, or neither (the
  * provider's retry then finds nothing and does it all). A report seen before does nothing again.
  */
-import { emailHash, withTransaction, type EmailHashKey } from '@outreach/shared';
+import { withTransaction } from '@outreach/shared';
+import { emailHash, type EmailHashKey } from '@outreach/contracts';
 import type { Pool } from 'pg';
 import type { DeliveryFeedback } from '../domain/feedback/index.js';
 import type { FeedbackDecision, SendRef } from '../domain/suppression.js';

@@ -1,4 +1,5 @@
-import { gauge, holdsAtSign, type Registry } from '@outreach/shared';
+import { gauge, type Registry } from '@outreach/shared';
+import { holdsAtSign } from '@outreach/contracts';
 import type { KillSwitch } from './incident-controls.js';
 import type { ReportsRepository } from './reports-repository.js';
 

@@ -6,7 +6,8 @@
  * through the domain's LookUp transition (SendsRepository.resolveFromHistory). Batches are multi-row
  * statements (unnest); the whole import commits or nothing does.
  */
-import { addressCandidateKey, sendIdFor, withTransaction, type EmailHashKey, type Queryable } from '@outreach/shared';
+import { withTransaction, type Queryable } from '@outreach/shared';
+import { addressCandidateKey, sendIdFor, type EmailHashKey } from '@outreach/contracts';
 import type { Pool, PoolClient } from 'pg';
 import type { HistoryRow } from '../domain/history.js';
 import { sqlStatuses } from './send-rows.js';

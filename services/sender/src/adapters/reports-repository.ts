@@ -2,7 +2,7 @@
  * Reports over the sent log and imported history: duplicate deliveries, and the counts the gauges
  * show an operator (ambiguous sends, held sends by campaign). Read-only.
  */
-import { emailHash, type EmailHashKey } from '@outreach/shared';
+import { emailHash, type EmailHashKey } from '@outreach/contracts';
 import type { Pool } from 'pg';
 import { sqlStatuses } from './send-rows.js';
 

@@ -8,14 +8,8 @@
  * SendRecorded enqueues it in the outbox in the same transaction.
  */
 import { randomUUID } from 'node:crypto';
-import {
-  emailHash,
-  enqueueEvents,
-  withTransaction,
-  type EmailHashKey,
-  type OutgoingEvent,
-  type Queryable,
-} from '@outreach/shared';
+import { enqueueEvents, withTransaction, type OutgoingEvent, type Queryable } from '@outreach/shared';
+import { emailHash, type EmailHashKey } from '@outreach/contracts';
 import type { Pool } from 'pg';
 import type { ValidSend } from '../domain/request.js';
 import type { SuppressionsRepository } from './suppressions-repository.js';

@@ -3,7 +3,8 @@
  * send. Every write that suppresses an address, or changes why, enqueues an `AddressSuppressed` in the
  * same transaction (the outbox), so the topic says exactly what the list did.
  */
-import { emailHash, enqueueEvents, withTransaction, type EmailHashKey, type Queryable } from '@outreach/shared';
+import { enqueueEvents, withTransaction, type Queryable } from '@outreach/shared';
+import { emailHash, type EmailHashKey } from '@outreach/contracts';
 import type { Pool } from 'pg';
 import { addressSuppressed, type SuppressionReason, type SuppressionSource } from '../domain/suppression.js';
 

@@ -26,7 +26,8 @@
  * EMAIL_HASH_KEY_ID. The last line printed is the result as JSON.
  */
 import { parseArgs } from 'node:util';
-import { ConfigError, createPool, loadEmailHashKey, topicName, type EmailHashKey } from '@outreach/shared';
+import { ConfigError, createPool, loadEmailHashKey, topicName } from '@outreach/shared';
+import { type EmailHashKey } from '@outreach/contracts';
 import { HistoryRepository } from '../adapters/history-repository.js';
 import { SendsRepository } from '../adapters/sends-repository.js';
 import { backfill } from '../workflow/backfill.js';

@@ -25,7 +25,7 @@ import {
   idProblem,
   uuidV5,
   type EmailHashKey,
-} from '@outreach/shared';
+} from '@outreach/contracts';
 
 export interface HistoryOptions {
   /** `--step`, canonical: the step of rows without one, and the only step a step column may name. */

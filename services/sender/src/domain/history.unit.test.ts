@@ -1,5 +1,5 @@
 /** The provider-history rules of domain/history.ts: lines, the step rule, our Message-IDs, the import's name. */
-import { addressCandidateKey, canonicalStep } from '@outreach/shared';
+import { addressCandidateKey, canonicalStep } from '@outreach/contracts';
 import { testEmailHashKey } from '@outreach/testkit';
 import { describe, expect, it } from 'vitest';
 import { historyLine, importIdOf, optionProblem, sendIdOfMessageId, StepsSeen } from './history.js';

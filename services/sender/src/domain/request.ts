@@ -10,7 +10,7 @@ import {
   hasControlCharacters,
   type EmailHashKey,
   type SendRequested,
-} from '@outreach/shared';
+} from '@outreach/contracts';
 
 export interface ValidSend {
   readonly sendId: string;

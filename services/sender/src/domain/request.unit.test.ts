@@ -1,4 +1,4 @@
-import { emailHash, sendIdFor, type SendRequested } from '@outreach/shared';
+import { emailHash, sendIdFor, type SendRequested } from '@outreach/contracts';
 import { testEmailHashKey } from '@outreach/testkit';
 import { describe, expect, it } from 'vitest';
 import { validateSendRequest as validate } from './request.js';

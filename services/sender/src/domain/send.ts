@@ -14,7 +14,7 @@
  * - `outcomeOf` turns a provider's verdict into an event, with the retry and backoff arithmetic.
  * - `recordedOf` says which transitions publish a SendRecorded, and `sendRecorded` builds it.
  */
-import { uuidV5, type SendRecorded } from '@outreach/shared';
+import { uuidV5, type SendRecorded } from '@outreach/contracts';
 
 export const SEND_STATUSES = ['claimed', 'sending', 'sent', 'suppressed', 'failed', 'ambiguous', 'held'] as const;
 export type SendStatus = (typeof SEND_STATUSES)[number];

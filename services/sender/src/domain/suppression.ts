@@ -17,7 +17,7 @@
  * manual); `AddressSuppressed` says them in the event's words through EVENT_REASON, the one mapping.
  */
 import { createHash } from 'node:crypto';
-import { uuidV5, type AddressSuppressed } from '@outreach/shared';
+import { uuidV5, type AddressSuppressed } from '@outreach/contracts';
 import type { DeliveryFeedback } from './feedback/feedback.js';
 
 /** The stored reason (`suppressions.reason`, the operator API's vocabulary since the first migration). */

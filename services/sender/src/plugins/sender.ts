@@ -7,9 +7,9 @@ import {
   retryCap,
   topicName,
   watchPeriodicTask,
-  type EmailHashKey,
   type Logger,
 } from '@outreach/shared';
+import { type EmailHashKey } from '@outreach/contracts';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { lookupOfProvider } from '../adapters/providers/lookup.js';

@@ -7,7 +7,7 @@
  */
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { canonicalCampaignId, canonicalStep, type EmailHashKey } from '@outreach/shared';
+import { canonicalCampaignId, canonicalStep, type EmailHashKey } from '@outreach/contracts';
 import { parse } from 'csv-parse';
 import {
   ImportRefused,

@@ -9,15 +9,14 @@ import {
   histogram,
   type BatchContext,
   type ConsumedEvent,
-  type EmailHashKey,
   type Logger,
   type Registry,
   type Rejection,
-  type SendRequested,
   GroupCommit,
   isTransientError,
   withCause,
 } from '@outreach/shared';
+import { type EmailHashKey, type SendRequested } from '@outreach/contracts';
 import pLimit from 'p-limit';
 import type { MailMessage, MailProvider, SendResult } from '../adapters/providers/port.js';
 import type { CampaignsRepository } from '../adapters/campaigns-repository.js';

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { AppError, holdsAtSign, normalizeCandidateKey } from '@outreach/shared';
+import { AppError } from '@outreach/shared';
+import { holdsAtSign, normalizeCandidateKey } from '@outreach/contracts';
 import { Type, type Static } from '@sinclair/typebox';
 // Unions list Null first: fastify's Ajv coerces types, and would turn null into "" for a string branch.
 import type { FastifyInstance, FastifyRequest } from 'fastify';

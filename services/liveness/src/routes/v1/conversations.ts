@@ -1,4 +1,5 @@
-import { AppError, campaignIdParam, canonicalConversationId } from '@outreach/shared';
+import { AppError, campaignIdParam } from '@outreach/shared';
+import { canonicalConversationId } from '@outreach/contracts';
 import { Type, type Static } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 

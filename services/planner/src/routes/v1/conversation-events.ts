@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { AppError, avroFromJson, avroToJsonSchema, schemaDefinitions, type JsonSchema } from '@outreach/shared';
+import { AppError, avroFromJson, avroToJsonSchema, type JsonSchema } from '@outreach/shared';
+import { schemaDefinitions } from '@outreach/contracts';
 import { Type, type Static } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import {

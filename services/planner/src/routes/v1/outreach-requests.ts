@@ -1,16 +1,12 @@
 import { randomUUID } from 'node:crypto';
+import { AppError, avroFromJson, avroToJsonSchema, topicName, TransientError } from '@outreach/shared';
 import {
-  AppError,
-  avroFromJson,
-  avroToJsonSchema,
   canonicalConversationId,
   exactIdProblem,
   MAX_EXPERIMENT_ID_CHARS,
   schemaDefinitions,
-  topicName,
-  TransientError,
   type OutreachRequested,
-} from '@outreach/shared';
+} from '@outreach/contracts';
 import { Type, type Static } from '@sinclair/typebox';
 import type { FastifyError, FastifyInstance, FastifyRequest } from 'fastify';
 import { stepRefKey } from '../../adapters/planner-repository.js';

@@ -10,7 +10,7 @@
  * kept is either canonical (the address's identity, a Message-ID) or a token checked against a
  * narrow pattern (a status code like `5.1.1`, an event id, a subtype).
  */
-import { canonicalAddress } from '@outreach/shared';
+import { canonicalAddress } from '@outreach/contracts';
 
 export type FeedbackKind = 'hard_bounce' | 'soft_bounce' | 'complaint' | 'delivered' | 'other';
 export type FeedbackSource = 'ses' | 'sendgrid' | 'dsn' | 'smtp';

@@ -1,4 +1,4 @@
-import { normalizeEmail } from '@outreach/shared';
+import { normalizeEmail } from '@outreach/contracts';
 import { describe, expect, it } from 'vitest';
 import {
   bestStatus,

@@ -1,13 +1,12 @@
+import { AppError, campaignIdParam } from '@outreach/shared';
 import {
-  AppError,
-  campaignIdParam,
   candidateKeyFor,
   canonicalStep,
   emailHash,
   normalizeEmail,
   sendIdFor,
   type EmailHashKey,
-} from '@outreach/shared';
+} from '@outreach/contracts';
 import { Type, type Static } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import type { SendRow } from '../../adapters/send-rows.js';

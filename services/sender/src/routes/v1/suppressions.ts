@@ -1,4 +1,5 @@
-import { AppError, canonicalAddress, emailHash, normalizeEmail } from '@outreach/shared';
+import { AppError } from '@outreach/shared';
+import { canonicalAddress, emailHash, normalizeEmail } from '@outreach/contracts';
 import { Type, type Static } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { SUPPRESSION_REASONS } from '../../domain/suppression.js';

@@ -17,7 +17,7 @@ import {
 import { EventCodec, eventCodec, type DecodeErrorCode } from './codec.js';
 import { fingerprintBytes } from './fingerprint.js';
 import { schemaDefinitions, type OutreachEvent } from './events.generated.js';
-import { schemaFingerprint, type AvroSchema } from './schema-tools.js';
+import { schemaFingerprint, type AvroSchema } from './canonical.js';
 
 const BOUND = { ms: 50, heapBytes: 16 * 1024 * 1024 };
 const MiB = 1024 * 1024;

@@ -6,15 +6,10 @@ import { describe, expect, it } from 'vitest';
 import { DecodeError, EventCodec, eventCodec } from './codec.js';
 import { eventTypes, schemaDefinitions, type OutreachEvent } from './events.generated.js';
 import { crc64Avro } from './fingerprint.js';
-import {
-  canonicalForm,
-  checkCompatibility,
-  generateTypeScript,
-  loadSchemaSet,
-  schemaFingerprint,
-} from './schema-tools.js';
+import { checkCompatibility, generateTypeScript, loadSchemaSet } from '@outreach/shared';
+import { canonicalForm, schemaFingerprint } from '@outreach/contracts';
 
-const schemasDir = join(import.meta.dirname, '..', '..', '..', '..', 'schemas');
+const schemasDir = join(import.meta.dirname, '..', '..', '..', 'schemas');
 
 /** A valid random instance of each event type, from the schema itself. */
 function randomEvent(type: (typeof eventTypes)[number]): OutreachEvent {
@@ -158,7 +153,7 @@ describe('eventCodec', () => {
 
 describe('schema evolution', () => {
   it('reads OutreachRequested written with v1 (history) as the current version, with defaults', () => {
-    const [v1] = loadSchemaSet(join(import.meta.dirname, '..', '..', '..', '..', 'schemas')).history.filter(
+    const [v1] = loadSchemaSet(join(import.meta.dirname, '..', '..', '..', 'schemas')).history.filter(
       (h) => h.name === 'OutreachRequested',
     );
     const oldWriter = new EventCodec({ OutreachRequested: { current: v1?.schema as object, history: [] } });

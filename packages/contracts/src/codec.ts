@@ -20,7 +20,7 @@ import { AvroBodyGuard, defaultDecodeLimits, type DecodeLimits } from './avro-gu
 import { DecodeError } from './decode-error.js';
 import { schemaDefinitions, type EventType, type OutreachEvent } from './events.generated.js';
 import { fingerprintBytes } from './fingerprint.js';
-import { canonicalForm, schemaFingerprint, type AvroSchema } from './schema-tools.js';
+import { canonicalForm, schemaFingerprint, type AvroSchema } from './canonical.js';
 
 export { DecodeError, type DecodeErrorCode } from './decode-error.js';
 export { defaultDecodeLimits, type DecodeLimits } from './avro-guard.js';
