@@ -3,14 +3,18 @@
  * `provider_imports` row, every line in `provider_history` (duplicates included, for the report),
  * the first delivery of each (campaign, address, step) as a `sent` row of source `backfill` (so the
  * live path skips it), and the ambiguous live sends the history shows delivered, recorded `sent`
- * through the domain's LookUp transition (SendsRepository.resolveFromHistory). Batches are multi-row
+ * through the domain's LookUp transition (SendCommands.resolveFromHistory). Batches are multi-row
  * statements (unnest); the whole import commits or nothing does.
  */
 import { addressCandidateKey, sendIdFor, withTransaction, type EmailHashKey, type Queryable } from '@outreach/shared';
 import type { Pool, PoolClient } from 'pg';
 import type { HistoryRow } from '../domain/history.js';
 import { sqlStatuses } from './send-rows.js';
-import type { SendsRepository } from './sends-repository.js';
+
+/** Records `sent` the ambiguous sends an import's history shows delivered, in its transaction (workflow/send-commands.ts). */
+export interface HistoryResolver {
+  resolveFromHistory(client: PoolClient, importId: string): Promise<number>;
+}
 
 export interface ImportOptions {
   readonly step: string | null;
@@ -62,7 +66,7 @@ const IMPORT_COLUMNS = `import_id AS "importId", content_sha256 AS "contentSha25
 export class HistoryImport {
   constructor(
     private readonly client: PoolClient,
-    private readonly sends: SendsRepository,
+    private readonly sends: HistoryResolver,
     readonly importId: string,
     private readonly hashKey: EmailHashKey,
   ) {}
@@ -211,7 +215,7 @@ async function historyDuplicates(
 export class HistoryRepository {
   constructor(
     private readonly pool: Pool,
-    private readonly sends: SendsRepository,
+    private readonly sends: HistoryResolver,
     private readonly hashKey: EmailHashKey,
   ) {}
 
