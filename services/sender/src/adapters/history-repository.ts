@@ -3,7 +3,7 @@
  * `provider_imports` row, every line in `provider_history` (duplicates included, for the report),
  * the first delivery of each (campaign, address, step) as a `sent` row of source `backfill` (so the
  * live path skips it), and the ambiguous live sends the history shows delivered, recorded `sent`
- * through the domain's LookUp transition (SendsRepository.resolveFromHistory). Batches are multi-row
+ * through the domain's LookUp transition (SendCommands.resolveFromHistory). Batches are multi-row
  * statements (unnest); the whole import commits or nothing does.
  */
 import { withTransaction, type Queryable } from '@outreach/shared';
@@ -11,7 +11,11 @@ import { addressCandidateKey, sendIdFor, type EmailHashKey } from '@outreach/con
 import type { Pool, PoolClient } from 'pg';
 import type { HistoryRow } from '../domain/history.js';
 import { sqlStatuses } from './send-rows.js';
-import type { SendsRepository } from './sends-repository.js';
+
+/** Records `sent` the ambiguous sends an import's history shows delivered, in its transaction (workflow/send-commands.ts). */
+export interface HistoryResolver {
+  resolveFromHistory(client: PoolClient, importId: string): Promise<number>;
+}
 
 export interface ImportOptions {
   readonly step: string | null;
@@ -63,7 +67,7 @@ const IMPORT_COLUMNS = `import_id AS "importId", content_sha256 AS "contentSha25
 export class HistoryImport {
   constructor(
     private readonly client: PoolClient,
-    private readonly sends: SendsRepository,
+    private readonly sends: HistoryResolver,
     readonly importId: string,
     private readonly hashKey: EmailHashKey,
   ) {}
@@ -212,7 +216,7 @@ async function historyDuplicates(
 export class HistoryRepository {
   constructor(
     private readonly pool: Pool,
-    private readonly sends: SendsRepository,
+    private readonly sends: HistoryResolver,
     private readonly hashKey: EmailHashKey,
   ) {}
 

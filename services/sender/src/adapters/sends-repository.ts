@@ -2,20 +2,21 @@
  * Applies the send state machine (domain/send.ts) to `sender.sends`. Each transition is a
  * conditional update built from its row of TRANSITIONS (`WHERE status IN (from) AND claim_token =
  * token`), so a worker whose claim was taken over, or whose send was settled elsewhere, changes
- * nothing. Where the choice needs the row (the checks, the exposure backstop, an operator's
- * resolution), the row is locked and read, and `decide` makes it. Every decisive timestamp is the
- * database's `now()`; the hot path is multi-row statements (unnest); a transition that publishes a
- * SendRecorded enqueues it in the outbox in the same transaction.
+ * nothing. It decides nothing: where the choice needs the row (the checks, the fence's stopped
+ * sends, the exposure backstop, a history import, an operator's resolution), it loads the rows
+ * locked, the workflow decides (workflow/send-commands.ts), and it applies the decided events in the
+ * same transaction. The fence's set-based Fenced applies the gate as SQL generated from the domain's
+ * GATE (gate-sql.ts). Every decisive timestamp is the database's `now()`; the hot path is multi-row
+ * statements (unnest); a transition that publishes a SendRecorded enqueues it in the outbox in the
+ * same transaction.
  */
 import { randomUUID } from 'node:crypto';
 import { enqueueEvents, withTransaction, type OutgoingEvent, type Queryable } from '@outreach/shared';
 import { emailHash, type EmailHashKey } from '@outreach/contracts';
-import type { Pool } from 'pg';
+import type { Pool, PoolClient } from 'pg';
 import type { ValidSend } from '../domain/request.js';
 import type { SuppressionsRepository } from './suppressions-repository.js';
 import {
-  decide,
-  initialState,
   reasonOf,
   recordedOf,
   sendRecorded,
@@ -24,11 +25,12 @@ import {
   type CommandType,
   type RecordedSend,
   type ResultEvent,
-  type SendCommand,
   type SendFacts,
   type SendState,
+  type SlotHolder,
   type TransitionEvent,
 } from '../domain/send.js';
+import { gateClearSql, holdClearSql, sendGateFactsSql } from './gate-sql.js';
 import {
   decidableColumns,
   sendColumns,
@@ -61,10 +63,34 @@ export interface RecordEntry {
 
 type Skipped = Extract<TransitionEvent, { type: 'SkippedAsDuplicate' }>;
 
-/** How a request that could not claim relates to the row that holds its slot. */
+/** A request that could not claim, and the row that holds its slot: its own (a redelivery), or another send. */
+export type ClaimConflict =
+  | { readonly kind: 'own'; readonly send: ValidSend }
+  | { readonly kind: 'taken'; readonly send: ValidSend; readonly newToken: string; readonly heldBy: SlotHolder };
+
+/** How a request that could not claim relates to the row that holds its slot, once decided. */
 export type Conflict =
   | { readonly kind: 'own'; readonly send: ValidSend }
   | { readonly kind: 'duplicate'; readonly send: ValidSend; readonly event: Skipped };
+
+/** A claim's row locked with the facts the checks and the fence decide on. */
+export interface FactsRow {
+  readonly row: DecidableRow;
+  readonly facts: SendFacts;
+}
+
+/** A fenced send of an experiment, with the variant its candidate was first sent (this one, if it is the first). */
+export interface ExposedRow {
+  readonly row: SendRow;
+  readonly exposedVariant: string;
+}
+
+/** An ambiguous send locked with the delivery an imported provider history shows for it. */
+export interface HistoryDelivery {
+  readonly row: DecidableRow;
+  readonly providerMessageId: string;
+  readonly sentAt: Date;
+}
 
 // A claim starts from no row: its condition is the INSERT's ON CONFLICT DO NOTHING.
 const CLAIMED = sqlStatuses([transition('Claim', 'Claimed').to]);
@@ -75,11 +101,13 @@ const RELEASE = sqlTransition(transition('ReleaseClaim', 'ClaimReleased'));
 // statement, so a suppression or a pause written after the checks (while a claim waited for its rate
 // token) still stops the send.
 const FENCE = sqlTransition(transition('Fence', 'Fenced'));
+const FENCE_GATE_CLEAR = gateClearSql(sendGateFactsSql('sends'));
 const FENCEABLE = sqlStatuses(statusesFor('Fence'));
 /** Past the fence, not yet recorded: the provider call may still deliver. */
 const IN_FLIGHT = sqlStatuses([transition('Fence', 'Fenced').to]);
 const AWAIT_VERDICT = sqlTransition(transition('AwaitVerdict', 'VerdictAwaited'));
 const RESUME = sqlTransition(transition('Resume', 'Resumed'));
+const RESUME_HOLD_CLEAR = holdClearSql(sendGateFactsSql('sends'));
 const CHECKABLE = sqlStatuses(statusesFor('Check'));
 const SENDING_LEASES = sqlStatuses(statusesFor('ExpireSendingLease'));
 const LOOKUP_STATUSES = sqlStatuses(statusesFor('LookUp'));
@@ -120,7 +148,7 @@ function factsQuery(statuses: string): string {
 }
 
 /** A decided transition of a row this transaction holds: applied only from the status it was decided in. */
-interface Decided {
+export interface Ending {
   readonly command: CommandType;
   readonly row: DecidableRow;
   readonly token: string;
@@ -129,9 +157,9 @@ interface Decided {
 
 export class SendsRepository {
   constructor(
-    private readonly pool: Pool,
+    readonly pool: Pool,
     private readonly sendRecordedTopic: string,
-    private readonly leaseMs: number,
+    readonly leaseMs: number,
     /** The emailHash key: re-hashes rows from before keyed hashes. */
     private readonly hashKey: EmailHashKey,
     /** Where a hard bounce suppresses its address, in the transaction that records it. */
@@ -167,8 +195,11 @@ export class SendsRepository {
     ];
   }
 
-  /** Claims every send whose slot is free, in one statement; the rest are returned as conflicts. */
-  async claim(sends: readonly ValidSend[]): Promise<{ claimed: Claim[]; conflicts: Conflict[] }> {
+  /**
+   * Claims every send whose slot is free, in one statement; the rest are returned as conflicts, with
+   * the send that holds their slot (the workflow decides what a taken slot makes of them).
+   */
+  async claim(sends: readonly ValidSend[]): Promise<{ claimed: Claim[]; conflicts: ClaimConflict[] }> {
     if (sends.length === 0) return { claimed: [], conflicts: [] };
     const tokens = sends.map(() => randomUUID());
     const column = <K extends keyof ValidSend>(key: K) => sends.map((s) => s[key]);
@@ -211,7 +242,7 @@ export class SendsRepository {
     return { claimed: inserted.rows, conflicts: await this.classify(losers) };
   }
 
-  private async classify(losers: ReadonlyArray<{ send: ValidSend; token: string }>): Promise<Conflict[]> {
+  private async classify(losers: ReadonlyArray<{ send: ValidSend; token: string }>): Promise<ClaimConflict[]> {
     if (losers.length === 0) return [];
     const { rows } = await this.pool.query<{ idx: string; sendId: string; sameCandidate: boolean }>(
       `SELECT q.idx, s.send_id AS "sendId", s.candidate_key = q.candidate_key AS "sameCandidate"
@@ -229,18 +260,17 @@ export class SendsRepository {
         losers.map((l) => l.send.step),
       ],
     );
-    return losers.map(({ send, token }, i): Conflict => {
+    return losers.map(({ send, token }, i): ClaimConflict => {
       const match = rows.find((r) => Number(r.idx) === i + 1);
       if (!match) throw new Error(`claim of ${send.sendId} conflicted, but no conflicting send is visible`);
       // The request's own row: a redelivery (the pipeline takes it over if its lease lapsed unsent).
       if (match.sendId === send.sendId) return { kind: 'own', send };
-      const [event] = decide(initialState, {
-        type: 'Claim',
+      return {
+        kind: 'taken',
+        send,
         newToken: token,
         heldBy: { sendId: match.sendId, sameCandidate: match.sameCandidate },
-      });
-      if (event?.type !== 'SkippedAsDuplicate') throw new Error(`a taken slot decided ${event?.type}`);
-      return { kind: 'duplicate', send, event };
+      };
     });
   }
 
@@ -327,11 +357,17 @@ export class SendsRepository {
     );
   }
 
+  /** Runs `work` in one transaction on this repository's pool. */
+  async transaction<T>(work: (client: PoolClient) => Promise<T>): Promise<T> {
+    return withTransaction(this.pool, work);
+  }
+
   /**
-   * Ends decided rows this transaction holds (a check or the exposure backstop ended them): status,
-   * reason, no lease, and their SendRecorded. Each row only from the status it was decided in.
+   * Ends decided rows this transaction holds (a check, the fence or the exposure backstop ended
+   * them): status, reason, no lease, and their SendRecorded. Each row only from the status it was
+   * decided in.
    */
-  private async end(client: Queryable, decided: readonly Decided[]): Promise<void> {
+  async end(client: Queryable, decided: readonly Ending[]): Promise<void> {
     if (decided.length === 0) return;
     const updated = await client.query<{ sendId: string; updatedAt: Date }>(
       `UPDATE sends SET status = a.to_status, reason = a.reason, lease_expires_at = NULL, updated_at = now()
@@ -358,111 +394,49 @@ export class SendsRepository {
   }
 
   /**
-   * The pre-send checks for claims still held: the decider ends suppressed addresses, and holds
-   * paused campaigns' sends and every send while the kill switch is on (with their SendRecorded);
-   * the rest are returned, ready to wait for a rate token and fence.
+   * The claims still held under their tokens, in a status `command` applies in, locked, with the
+   * facts the checks and the fence decide on: the suppression list's reason, the campaign's pause
+   * and the kill switch.
    */
-  async applyChecks(
-    claims: readonly Claim[],
-  ): Promise<{ ready: Array<Claim & { row: SendRow }>; suppressed: number; held: number }> {
-    if (claims.length === 0) return { ready: [], suppressed: 0, held: 0 };
-    return withTransaction(this.pool, async (client) => {
-      const { rows } = await client.query<DecidableRow & SendFacts>(factsQuery(CHECKABLE), [
-        claims.map((c) => c.sendId),
-        claims.map((c) => c.token),
-      ]);
-      const ready: Array<Claim & { row: SendRow }> = [];
-      const ended: Decided[] = [];
-      for (const { suppression, paused, sendingPaused, ...row } of rows) {
-        const token = row.token as string;
-        const [event] = decide(stateOf(row), { type: 'Check', token, suppression, paused, sendingPaused });
-        if (event === undefined) ready.push({ sendId: row.sendId, token, row });
-        else if (event.type !== 'Refused') ended.push({ command: 'Check', row, token, event });
-      }
-      await this.end(client, ended);
-      return {
-        ready,
-        suppressed: ended.filter((d) => d.event.type === 'Suppressed').length,
-        held: ended.filter((d) => d.event.type === 'Held').length,
-      };
-    });
-  }
-
-  /**
-   * Fences one claim: `claimed` → `sending` under its token; `suppressed` if its address was
-   * suppressed meanwhile; `held` if its campaign or sending is paused; `failed` on an exposure
-   * conflict; and nothing if it was taken over (`lost`).
-   */
-  async fence(claim: Claim): Promise<FenceResult> {
-    return (await this.fenceMany([claim]))[0] as FenceResult;
-  }
-
-  /**
-   * `fence` for many claims in one transaction (group commit): each claim's transition is still
-   * conditional on its own token and status, so the result per claim is what `fence` would give.
-   * The experiment exposure is registered in the same transaction; a candidate already exposed to
-   * another variant of the experiment makes the send fail instead (the backstop, decided per row).
-   */
-  async fenceMany(claims: readonly Claim[]): Promise<FenceResult[]> {
+  async loadFacts(client: Queryable, claims: readonly Claim[], command: 'Check' | 'Fence'): Promise<FactsRow[]> {
     if (claims.length === 0) return [];
-    return withTransaction(this.pool, async (client) => {
-      const ids = claims.map((c) => c.sendId);
-      const tokens = claims.map((c) => c.token);
-      // The decider's Fenced, applied where every fact it needs is clear (gateOf is null): no
-      // suppression, no paused campaign, the kill switch off. Reading the switch here holds a lock
-      // on its table until this transaction ends, which the switch's change waits for (KillSwitch).
-      const fenced = await client.query<SendRow>(
-        `UPDATE sends SET status = ${FENCE.to}, attempts = attempts + 1, updated_at = now(), attempt_started_at = now(),
-                lease_expires_at = now() + make_interval(secs => $3::float8 / 1000)
-         FROM unnest($1::uuid[], $2::uuid[]) AS f(send_id, token), sending_control ctl
-         WHERE sends.send_id = f.send_id AND sends.claim_token = f.token AND sends.status IN (${FENCE.from})
-           AND NOT ctl.paused
-           AND NOT EXISTS (SELECT 1 FROM campaigns c WHERE c.campaign_id = sends.campaign_id AND c.paused)
-           AND NOT EXISTS (SELECT 1 FROM suppressions sup WHERE sup.email_norm = sends.email_norm)
-         RETURNING ${sendColumns('sends.')}`,
-        [ids, tokens, this.leaseMs],
-      );
-      const rows = new Map(fenced.rows.map((row) => [row.sendId, row]));
-      const unfenced = claims.filter((c) => !rows.has(c.sendId));
-      const stopped = new Map<string, 'held' | 'suppressed'>();
-      if (unfenced.length > 0) {
-        // The rest, still held under their tokens, are decided on their facts: suppressed or held.
-        // One decided Fenced here had its pause or suppression lifted between the two statements:
-        // it is left claimed, and its lapsing lease hands it to the reconciler.
-        const facts = await client.query<DecidableRow & SendFacts>(factsQuery(FENCEABLE), [
-          unfenced.map((c) => c.sendId),
-          unfenced.map((c) => c.token),
-        ]);
-        const ended: Decided[] = [];
-        for (const { suppression, paused, sendingPaused, ...row } of facts.rows) {
-          const token = row.token as string;
-          const [event] = decide(stateOf(row), { type: 'Fence', token, suppression, paused, sendingPaused });
-          if (event?.type !== 'Held' && event?.type !== 'Suppressed') continue;
-          ended.push({ command: 'Fence', row, token, event });
-          stopped.set(row.sendId, event.type === 'Held' ? 'held' : 'suppressed');
-        }
-        await this.end(client, ended);
-      }
-      const conflicts = await this.checkExposures(client, claims, [...rows.values()]);
-      return claims.map((claim): FenceResult => {
-        const conflict = conflicts.get(claim.sendId);
-        if (conflict !== undefined) return { kind: 'exposure_conflict', exposedVariant: conflict };
-        const row = rows.get(claim.sendId);
-        if (row) return { kind: 'fenced', row };
-        return { kind: stopped.get(claim.sendId) ?? 'lost' };
-      });
-    });
+    const { rows } = await client.query<DecidableRow & SendFacts>(
+      factsQuery(command === 'Check' ? CHECKABLE : FENCEABLE),
+      [claims.map((c) => c.sendId), claims.map((c) => c.token)],
+    );
+    return rows.map(({ suppression, paused, sendingPaused, ...row }) => ({
+      row,
+      facts: { suppression, paused, sendingPaused },
+    }));
   }
 
-  /** The exposure backstop: one variant per (experiment, candidate), whatever the batch holds. */
-  private async checkExposures(
-    client: Queryable,
-    claims: readonly Claim[],
-    fenced: readonly SendRow[],
-  ): Promise<Map<string, string>> {
+  /**
+   * The decider's Fenced, applied set-based where the gate lets it through (gateOf is null, as
+   * gate-sql.ts generates it from GATE): `claimed` → `sending` under each claim's token, one more
+   * attempt, a lease. Returns the fenced rows; the rest are the workflow's to decide on their facts.
+   */
+  async fenceClear(client: Queryable, claims: readonly Claim[]): Promise<SendRow[]> {
+    if (claims.length === 0) return [];
+    const { rows } = await client.query<SendRow>(
+      `UPDATE sends SET status = ${FENCE.to}, attempts = attempts + 1, updated_at = now(), attempt_started_at = now(),
+              lease_expires_at = now() + make_interval(secs => $3::float8 / 1000)
+       FROM unnest($1::uuid[], $2::uuid[]) AS f(send_id, token)
+       WHERE sends.send_id = f.send_id AND sends.claim_token = f.token AND sends.status IN (${FENCE.from})
+         AND ${FENCE_GATE_CLEAR}
+       RETURNING ${sendColumns('sends.')}`,
+      [claims.map((c) => c.sendId), claims.map((c) => c.token), this.leaseMs],
+    );
+    return rows;
+  }
+
+  /**
+   * The exposure backstop's facts: registers the experiment exposure of every fenced send of an
+   * experiment (one variant per experiment and candidate, whatever the batch holds), and returns
+   * each with the variant its candidate was first sent.
+   */
+  async registerExposures(client: Queryable, fenced: readonly SendRow[]): Promise<ExposedRow[]> {
     const exposed = fenced.filter((row) => row.experimentId !== null && row.variant !== null);
-    const conflicts = new Map<string, string>();
-    if (exposed.length === 0) return conflicts;
+    if (exposed.length === 0) return [];
     await client.query(
       `INSERT INTO exposures (experiment_id, candidate_key, variant, send_id)
        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::uuid[]) ON CONFLICT DO NOTHING`,
@@ -480,20 +454,11 @@ export class SendsRepository {
       [exposed.map((r) => r.experimentId), exposed.map((r) => r.candidateKey)],
     );
     const variantOf = new Map(recorded.rows.map((r) => [`${r.experimentId}\u0000${r.candidateKey}`, r.variant]));
-    const ended: Decided[] = [];
-    for (const row of exposed) {
-      const experimentId = row.experimentId as string;
-      const variant = row.variant as string;
-      const token = (claims.find((c) => c.sendId === row.sendId) as Claim).token;
-      const state: SendState = { status: row.status, token, lease: 'running', attempts: row.attempts };
-      const exposedVariant = variantOf.get(`${experimentId}\u0000${row.candidateKey}`) ?? variant;
-      const [event] = decide(state, { type: 'CheckExposure', token, experimentId, variant, exposedVariant });
-      if (event?.type !== 'ExposureConflicted') continue;
-      ended.push({ command: 'CheckExposure', row: { ...row, token, lease: state.lease }, token, event });
-      conflicts.set(row.sendId, event.exposedVariant);
-    }
-    await this.end(client, ended);
-    return conflicts;
+    return exposed.map((row) => ({
+      row,
+      exposedVariant:
+        variantOf.get(`${row.experimentId as string}\u0000${row.candidateKey}`) ?? (row.variant as string),
+    }));
   }
 
   /**
@@ -649,17 +614,16 @@ export class SendsRepository {
   /**
    * Hands held sends back as lapsed claims, so the reconciler sends each once: a campaign's (after
    * its resume), or every campaign's (`null`, after the kill switch's). The decider's Resumed,
-   * applied where nothing holds the send any more (holdOf is null): its campaign is not paused and
-   * the switch is off, as this transaction sees them; a send another pause still holds stays held.
+   * applied where nothing holds the send any more (holdOf is null, as gate-sql.ts generates it from
+   * GATE): its campaign is not paused and the switch is off, as this transaction sees them; a send
+   * another pause still holds stays held.
    */
   async releaseHeld(client: Queryable, campaignId: string | null): Promise<number> {
     // Resumed leaves no reason (reasonOf): the pause's reason no longer holds.
     const released = await client.query(
       `UPDATE sends SET status = ${RESUME.to}, claim_token = gen_random_uuid(), lease_expires_at = now(), reason = NULL,
               updated_at = now()
-       WHERE status IN (${RESUME.from}) AND ($1::text IS NULL OR campaign_id = $1)
-         AND NOT EXISTS (SELECT 1 FROM campaigns c WHERE c.campaign_id = sends.campaign_id AND c.paused)
-         AND NOT (SELECT paused FROM sending_control)`,
+       WHERE status IN (${RESUME.from}) AND ($1::text IS NULL OR campaign_id = $1) AND ${RESUME_HOLD_CLEAR}`,
       [campaignId],
     );
     return released.rowCount ?? 0;
@@ -667,10 +631,9 @@ export class SendsRepository {
 
   /**
    * Ambiguous sends that the imported provider history `importId` shows delivered (the history row
-   * carries the send's Message-ID): recorded `sent` through the LookUp transition, at the time the
-   * history gives, with their SendRecorded, in the import's transaction. Returns how many.
+   * carries the send's Message-ID), locked, each with the delivery it shows first.
    */
-  async resolveFromHistory(client: Queryable, importId: string): Promise<number> {
+  async loadHistoryDeliveries(client: Queryable, importId: string): Promise<HistoryDelivery[]> {
     const { rows } = await client.query<DecidableRow & { historyMessageId: string; historySentAt: Date }>(
       `SELECT ${decidableColumns('s.')}, h.provider_message_id AS "historyMessageId", h.sent_at AS "historySentAt"
        FROM sends s
@@ -681,14 +644,25 @@ export class SendsRepository {
        FOR UPDATE OF s`,
       [importId],
     );
-    const decided = rows.flatMap(({ historyMessageId, historySentAt, ...row }) => {
-      const token = row.token as string;
-      const lookup = { kind: 'sent', providerMessageId: historyMessageId } as const;
-      // A delivery the history shows is `sent` whatever the retry policy: it is never consulted.
-      const policy = { maxAttempts: row.attempts, retryBackoffMs: 0, leaseMs: this.leaseMs };
-      const [event] = decide(stateOf(row), { type: 'LookUp', token, lookup, policy });
-      return event?.type === 'Sent' ? [{ row, token, event, sentAt: historySentAt }] : [];
-    });
+    return rows.map(({ historyMessageId, historySentAt, ...row }) => ({
+      row,
+      providerMessageId: historyMessageId,
+      sentAt: historySentAt,
+    }));
+  }
+
+  /**
+   * Records the decided LookUp → Sent of sends a history shows delivered, at the time the history
+   * gives, with their SendRecorded, in the import's transaction. Returns how many.
+   */
+  async recordHistorySent(
+    client: Queryable,
+    decided: ReadonlyArray<{
+      readonly row: DecidableRow;
+      readonly event: Extract<TransitionEvent, { type: 'Sent' }>;
+      readonly sentAt: Date;
+    }>,
+  ): Promise<number> {
     if (decided.length === 0) return 0;
     const move = sqlTransition(transition('LookUp', 'Sent'));
     const updated = await client.query<{ sendId: string; at: Date }>(
@@ -699,7 +673,7 @@ export class SendsRepository {
        RETURNING sends.send_id AS "sendId", sends.updated_at AS at`,
       [
         decided.map((d) => d.row.sendId),
-        decided.map((d) => d.token),
+        decided.map((d) => d.row.token),
         decided.map((d) => d.event.providerMessageId),
         decided.map((d) => d.sentAt),
       ],
@@ -723,41 +697,35 @@ export class SendsRepository {
     return rows[0]?.n ?? 0;
   }
 
-  /** Operator resolution of an ambiguous send: it was sent after all, or it may be retried. */
-  async resolveAmbiguous(
-    sendId: string,
-    resolution: 'sent' | 'retry',
-  ): Promise<'resolved' | 'not_ambiguous' | 'verdict_pending' | 'not_found'> {
-    return withTransaction(this.pool, async (client) => {
-      const current = await client.query<DecidableRow>(
-        `SELECT ${decidableColumns()} FROM sends WHERE send_id = $1 FOR UPDATE`,
-        [sendId],
+  /** The rows of `sendIds`, locked for the transaction; a send not stored is absent. */
+  async lockRows(client: Queryable, sendIds: readonly string[]): Promise<Map<string, DecidableRow>> {
+    const { rows } = await client.query<DecidableRow>(
+      `SELECT ${decidableColumns()} FROM sends WHERE send_id = ANY($1::uuid[]) FOR UPDATE`,
+      [sendIds],
+    );
+    return new Map(rows.map((row) => [row.sendId, row]));
+  }
+
+  /** Applies an operator's decided resolution of an ambiguous send this transaction holds. */
+  async applyResolution(
+    client: Queryable,
+    row: DecidableRow,
+    event: Extract<TransitionEvent, { type: 'ResolvedAsSent' | 'ResolvedForRetry' }>,
+  ): Promise<void> {
+    const move = sqlTransition(transition('Resolve', event.type));
+    if (event.type === 'ResolvedAsSent') {
+      const updated = await client.query<{ at: Date }>(
+        `UPDATE sends SET status = ${move.to}, sent_at = coalesce(sent_at, now()), reason = $2, updated_at = now()
+         WHERE send_id = $1 AND status IN (${move.from}) RETURNING updated_at AS at`,
+        [row.sendId, reasonOf(event) ?? null],
       );
-      const row = current.rows[0];
-      if (!row) return 'not_found';
-      const command: SendCommand =
-        resolution === 'sent'
-          ? { type: 'Resolve', resolution }
-          : { type: 'Resolve', resolution, newToken: randomUUID() };
-      const [event] = decide(stateOf(row), command);
-      if (event?.type === 'Refused') return event.why === 'verdict_pending' ? 'verdict_pending' : 'not_ambiguous';
-      if (event?.type === 'ResolvedAsSent') {
-        const move = sqlTransition(transition('Resolve', event.type));
-        const updated = await client.query<{ at: Date }>(
-          `UPDATE sends SET status = ${move.to}, sent_at = coalesce(sent_at, now()), reason = $2, updated_at = now()
-           WHERE send_id = $1 AND status IN (${move.from}) RETURNING updated_at AS at`,
-          [sendId, reasonOf(event) ?? null],
-        );
-        await enqueueEvents(client, this.recordEvent(row, event, updated.rows[0]?.at as Date, row.attempts));
-      } else if (event?.type === 'ResolvedForRetry') {
-        const move = sqlTransition(transition('Resolve', event.type));
-        await client.query(
-          `UPDATE sends SET status = ${move.to}, claim_token = $2, lease_expires_at = now(), reason = $3, updated_at = now()
-           WHERE send_id = $1 AND status IN (${move.from})`,
-          [sendId, event.token, reasonOf(event) ?? null],
-        );
-      } else throw new Error(`resolving ${sendId} decided ${event?.type}`);
-      return 'resolved';
-    });
+      await enqueueEvents(client, this.recordEvent(row, event, updated.rows[0]?.at as Date, row.attempts));
+    } else {
+      await client.query(
+        `UPDATE sends SET status = ${move.to}, claim_token = $2, lease_expires_at = now(), reason = $3, updated_at = now()
+         WHERE send_id = $1 AND status IN (${move.from})`,
+        [row.sendId, event.token, reasonOf(event) ?? null],
+      );
+    }
   }
 }

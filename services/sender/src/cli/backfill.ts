@@ -31,6 +31,7 @@ import { type EmailHashKey } from '@outreach/contracts';
 import { HistoryRepository } from '../adapters/history-repository.js';
 import { SendsRepository } from '../adapters/sends-repository.js';
 import { backfill } from '../workflow/backfill.js';
+import { SendCommands } from '../workflow/send-commands.js';
 
 const usage =
   'usage: DATABASE_URL=... backfill --file <history.csv> [--step <step>] [--campaign <id>] [--allow-new-steps] [--batch-size N]\n';
@@ -75,7 +76,7 @@ const pool = createPool({
 const started = Date.now();
 try {
   const sends = new SendsRepository(pool, topicName('sendRecorded', process.env.TOPIC_PREFIX ?? ''), 60_000, hashKey);
-  const result = await backfill(new HistoryRepository(pool, sends, hashKey), {
+  const result = await backfill(new HistoryRepository(pool, new SendCommands(sends), hashKey), {
     file: values.file,
     ...(values.step === undefined ? {} : { step: values.step }),
     ...(values.campaign === undefined ? {} : { campaign: values.campaign }),

@@ -14,7 +14,7 @@
  * - `outcomeOf` turns a provider's verdict into an event, with the retry and backoff arithmetic.
  * - `recordedOf` says which transitions publish a SendRecorded, and `sendRecorded` builds it.
  */
-import { uuidV5, type SendRecorded } from '@outreach/contracts';
+import { uuidV5, type Decider, type SendRecorded } from '@outreach/contracts';
 
 export const SEND_STATUSES = ['claimed', 'sending', 'sent', 'suppressed', 'failed', 'ambiguous', 'held'] as const;
 export type SendStatus = (typeof SEND_STATUSES)[number];
@@ -258,21 +258,54 @@ export function statusesFor(command: CommandType): readonly SendStatus[] {
   return SEND_STATUSES.filter((s) => from.has(s));
 }
 
-/** What holds a send: its campaign's pause first (it outlasts the switch), then the kill switch; null when nothing does. */
-export function holdOf(facts: Pick<SendFacts, 'paused' | 'sendingPaused'>): Hold | null {
-  if (facts.paused) return 'campaign';
-  return facts.sendingPaused ? 'sending' : null;
+/** The facts a gate rule reads: the suppression list's reason, the campaign's pause, the kill switch. */
+export type GateFact = keyof SendFacts;
+/** The facts that hold a send (rather than end it). */
+export type HoldFact = Exclude<GateFact, 'suppression'>;
+
+/** One rule of the gate: when its fact holds, the send is stopped with this event. */
+export type GateRule =
+  | { readonly fact: 'suppression'; readonly stop: 'Suppressed' }
+  | { readonly fact: HoldFact; readonly stop: 'Held'; readonly by: Hold };
+
+/**
+ * The rule of the checks and of the fence, as a table in priority order: the first rule whose fact
+ * holds stops the send. A suppressed address is never mailed, paused or not; a held send waits (its
+ * campaign's pause first: it outlasts the switch); when no fact holds nothing stops it. `gateOf`
+ * and `holdOf` read it, and the set-based SQL of the fence and of a resume is generated from it
+ * (adapters/gate-sql.ts).
+ */
+// prettier-ignore
+export const GATE: readonly GateRule[] = [
+  // fact               stop           by
+  { fact: 'suppression',   stop: 'Suppressed' },
+  { fact: 'paused',        stop: 'Held',       by: 'campaign' },
+  { fact: 'sendingPaused', stop: 'Held',       by: 'sending' },
+];
+
+/** Whether a gate fact holds: a suppression reason is there, a pause is on. */
+export function factHolds(facts: Partial<SendFacts>, fact: GateFact): boolean {
+  const value = facts[fact];
+  return typeof value === 'boolean' ? value : value !== null && value !== undefined;
+}
+
+/** What holds a send: the first Held rule of GATE whose fact holds; null when nothing does. */
+export function holdOf(facts: Pick<SendFacts, HoldFact>): Hold | null {
+  for (const rule of GATE) if (rule.stop === 'Held' && factHolds(facts, rule.fact)) return rule.by;
+  return null;
 }
 
 /**
- * The rule of the checks and of the fence: a suppressed address is never mailed, paused or not;
- * a held send waits; otherwise nothing stops it (null). The fence applies it again because a
- * suppression or a pause may come while a claim waits for its rate token.
+ * The gate (GATE) on `facts`: Suppressed or Held by the first rule whose fact holds, or null when
+ * nothing stops the send. The fence applies it again because a suppression or a pause may come
+ * while a claim waits for its rate token.
  */
 export function gateOf(facts: SendFacts): Extract<TransitionEvent, { type: 'Suppressed' | 'Held' }> | null {
-  if (facts.suppression !== null) return { type: 'Suppressed', suppression: facts.suppression };
-  const by = holdOf(facts);
-  return by === null ? null : { type: 'Held', by };
+  const rule = GATE.find((r) => factHolds(facts, r.fact));
+  if (rule === undefined) return null;
+  return rule.stop === 'Suppressed'
+    ? { type: 'Suppressed', suppression: facts.suppression as string }
+    : { type: 'Held', by: rule.by };
 }
 
 /** The suppression-list reason a hard bounce writes (the list's own category for bounces). */
@@ -654,3 +687,6 @@ export function sendRecorded(
     requestId: send.requestId,
   };
 }
+
+/** The send decider, for the command seam (runCommands / decideAll from '@outreach/shared'). */
+export const sendDecider: Decider<SendState, SendCommand, Decision> = { initialState, decide, evolve };

@@ -9,10 +9,14 @@ import { describe, expect, it } from 'vitest';
 import {
   decide,
   evolve,
+  GATE,
+  gateOf,
+  holdOf,
   initialState,
   outcomeOf,
   recordedOf,
   SEND_STATUSES,
+  sendDecider,
   sendRecorded,
   statusesFor,
   transition,
@@ -21,6 +25,7 @@ import {
   type Outcome,
   type SendCommand,
   type SendEvent,
+  type SendFacts,
   type SendState,
   type Status,
   type TransitionEvent,
@@ -215,6 +220,47 @@ describe('the status × command matrix', () => {
     expect(statusesFor('Resume')).toEqual(['held']);
     expect(statusesFor('Claim')).toEqual([]);
     expect(() => transition('Fence', 'Sent')).toThrow(/no transition Fence → Sent/);
+  });
+});
+
+describe('the gate (GATE): suppressed first, then the campaign pause, then the kill switch', () => {
+  const everyFacts: SendFacts[] = [null, 'manual'].flatMap((suppression) =>
+    [false, true].flatMap((paused) => [false, true].map((sendingPaused) => ({ suppression, paused, sendingPaused }))),
+  );
+  const claimed: SendEvent[] = [{ type: 'Claimed', token: 't' }];
+
+  it('is a table in priority order', () => {
+    expect(GATE.map((rule) => [rule.fact, rule.stop])).toEqual([
+      ['suppression', 'Suppressed'],
+      ['paused', 'Held'],
+      ['sendingPaused', 'Held'],
+    ]);
+  });
+
+  it.each(everyFacts)(
+    'given a claim, when checked and fenced on %o, then the first rule that holds stops it',
+    (facts) => {
+      const expected =
+        facts.suppression !== null
+          ? [{ type: 'Suppressed', suppression: facts.suppression }]
+          : facts.paused
+            ? [{ type: 'Held', by: 'campaign' }]
+            : facts.sendingPaused
+              ? [{ type: 'Held', by: 'sending' }]
+              : [];
+      expect(gateOf(facts)).toEqual(expected[0] ?? null);
+      expect(holdOf(facts)).toEqual(facts.paused ? 'campaign' : facts.sendingPaused ? 'sending' : null);
+      spec(claimed)
+        .when({ type: 'Check', token: 't', ...facts })
+        .then(expected as SendEvent[]);
+      spec(claimed)
+        .when({ type: 'Fence', token: 't', ...facts })
+        .then(expected.length > 0 ? (expected as SendEvent[]) : [{ type: 'Fenced' }]);
+    },
+  );
+
+  it('is the decider the command seam runs', () => {
+    expect(sendDecider).toEqual({ initialState, decide, evolve });
   });
 });
 

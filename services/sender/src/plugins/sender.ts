@@ -27,13 +27,16 @@ import { SuppressionsRepository } from '../adapters/suppressions-repository.js';
 import { handoverWithinMs, lookupSettleMs, type Config } from '../config.js';
 import { rateLimitsOf } from '../domain/rate-limit.js';
 import { Reconciler, type LookupSettings } from '../workflow/reconciler.js';
+import { SendCommands } from '../workflow/send-commands.js';
 import { SendPipeline } from '../workflow/send-pipeline.js';
 import { registerSenderGauges } from '../adapters/gauges.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
-    /** The send state machine's writes (an operator's resolution among them). */
+    /** The send state machine's writes. */
     readonly sends: SendsRepository;
+    /** The send state machine's decisions on stored sends (an operator's resolution among them). */
+    readonly sendCommands: SendCommands;
     /** What the API reads of sends. */
     readonly sendQueries: SendQueries;
     readonly campaigns: CampaignsRepository;
@@ -197,6 +200,7 @@ export default fp(
       ...(lookup ? { lookup } : {}),
     });
     app.decorate('sends', repository);
+    app.decorate('sendCommands', new SendCommands(repository));
     app.decorate('sendQueries', new SendQueries(app.pg));
     app.decorate('campaigns', campaigns);
     app.decorate('killSwitch', killSwitch);

@@ -28,6 +28,7 @@ import { recipientDomain } from '../domain/rate-limit.js';
 import { validateSendRequest, type ValidSend } from '../domain/request.js';
 import { outcomeOf, verdictWaitMs, type OutcomePolicy, type ResultEvent } from '../domain/send.js';
 import { unsubscribeKey, unsubscribeToken } from '../domain/unsubscribe-token.js';
+import { SendCommands } from './send-commands.js';
 
 export interface SendPipelineOptions {
   readonly repository: SendsRepository;
@@ -85,6 +86,8 @@ export class SendPipeline {
   private readonly limit: ReturnType<typeof pLimit>;
   private readonly lateVerdicts = new Set<Promise<void>>();
   private readonly policy: OutcomePolicy;
+  /** The decisions on the repository's rows: claims, checks, fences. */
+  private readonly commands: SendCommands;
 
   constructor(private readonly options: SendPipelineOptions) {
     this.policy = {
@@ -104,7 +107,8 @@ export class SendPipeline {
         return campaignCounts ? autoPauseReason(campaignCounts, options.autoPause) : undefined;
       });
     });
-    this.fences = new GroupCommit((claims) => options.repository.fenceMany(claims));
+    this.commands = new SendCommands(options.repository);
+    this.fences = new GroupCommit((claims) => this.commands.fenceMany(claims));
     this.records = new GroupCommit((entries) => options.repository.recordMany(entries));
     this.limit = pLimit(options.concurrency);
   }
@@ -132,7 +136,7 @@ export class SendPipeline {
       }
     }
     const { repository } = this.options;
-    const { claimed, conflicts } = await repository.claim(valid);
+    const { claimed, conflicts } = await this.commands.claim(valid);
     const duplicates = conflicts.filter((c) => c.kind === 'duplicate');
     const own = conflicts.filter((c) => c.kind === 'own');
     this.metrics.conflicts.inc({ kind: 'duplicate' }, duplicates.length);
@@ -156,7 +160,7 @@ export class SendPipeline {
   async process(claims: readonly Claim[], control: Control): Promise<void> {
     if (claims.length === 0) return;
     const { repository } = this.options;
-    const checked = await repository.applyChecks(claims);
+    const checked = await this.commands.applyChecks(claims);
     this.metrics.outcomes.inc({ outcome: 'suppressed' }, checked.suppressed);
     this.metrics.outcomes.inc({ outcome: 'held' }, checked.held);
 

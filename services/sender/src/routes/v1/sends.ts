@@ -119,7 +119,7 @@ export default async function sendsRoutes(app: FastifyInstance): Promise<void> {
     '/sends/:sendId/resolve',
     { config: { scope: 'operate' }, schema: { params: SendParams, body: ResolveBody } },
     async (request) => {
-      const result = await app.sends.resolveAmbiguous(request.params.sendId, request.body.resolution);
+      const result = await app.sendCommands.resolveAmbiguous(request.params.sendId, request.body.resolution);
       if (result === 'not_found') throw new AppError('NOT_FOUND', 'no send with this sendId');
       if (result === 'not_ambiguous') throw new AppError('CONFLICT', 'only an ambiguous send can be resolved');
       if (result === 'verdict_pending') {

@@ -1,0 +1,39 @@
+/**
+ * The SQL forms of the gate (domain/send.ts `GATE`), generated from its rules so the set-based
+ * statements (the fence's Fenced, a resume's Resumed) let through exactly the sends `gateOf` and
+ * `holdOf` let through. Only how each fact is read from the tables is written here.
+ */
+import { GATE, type GateFact, type GateRule } from '../domain/send.js';
+
+/** Each gate fact as a boolean SQL expression (true when it holds). */
+export type GateFactsSql = Readonly<Record<GateFact, string>>;
+
+/**
+ * The facts of the send row `row` (a table name or alias, as `sends`), read from the suppression
+ * list, the campaign and the kill switch. Reading the switch holds a lock on its table until the
+ * transaction ends, which a change of the switch waits for (KillSwitch).
+ */
+export function sendGateFactsSql(row: string): GateFactsSql {
+  return {
+    suppression: `EXISTS (SELECT 1 FROM suppressions sup WHERE sup.email_norm = ${row}.email_norm)`,
+    paused: `EXISTS (SELECT 1 FROM campaigns c WHERE c.campaign_id = ${row}.campaign_id AND c.paused)`,
+    sendingPaused: `(SELECT ctl.paused FROM sending_control ctl)`,
+  };
+}
+
+function noneHolds(rules: readonly GateRule[], facts: GateFactsSql): string {
+  return rules.map((rule) => `NOT ${facts[rule.fact]}`).join(' AND ');
+}
+
+/** True where `gateOf` is null: no rule of GATE stops the send. */
+export function gateClearSql(facts: GateFactsSql): string {
+  return noneHolds(GATE, facts);
+}
+
+/** True where `holdOf` is null: no Held rule of GATE holds the send. */
+export function holdClearSql(facts: GateFactsSql): string {
+  return noneHolds(
+    GATE.filter((rule) => rule.stop === 'Held'),
+    facts,
+  );
+}

@@ -1,0 +1,110 @@
+/**
+ * The hot path's round trips per chunk, counted: a chunk of requests is claimed (with a duplicate),
+ * checked (a suppressed address, a paused campaign), fenced (a suppression written after the checks,
+ * an exposure conflict) and recorded. Every statement a phase sends (BEGIN and COMMIT included) is
+ * counted; the counts do not depend on the chunk's size, and must not grow.
+ */
+import { migrate } from '@outreach/shared';
+import { isolatedSchema, testEmailHashKey, type IsolatedSchema } from '@outreach/testkit';
+import type { Pool, PoolClient } from 'pg';
+import { afterAll, beforeAll, expect, inject, it } from 'vitest';
+import { SendsRepository, type Claim, type RecordEntry } from '../src/adapters/sends-repository.js';
+import { migrationsDir } from '../src/app.js';
+import { validateSendRequest, type ValidSend } from '../src/domain/request.js';
+import { SendCommands } from '../src/workflow/send-commands.js';
+import { sendRequested } from './harness.js';
+
+const databaseUrl = inject('databaseUrl');
+let db: IsolatedSchema;
+beforeAll(async () => {
+  db = await isolatedSchema(databaseUrl, 'sender_statements');
+  await migrate({ databaseUrl, schema: db.schema, dir: migrationsDir, outbox: true });
+});
+afterAll(() => db?.drop());
+
+/** A pool that counts every statement sent through it, or through a client it hands out. */
+function counting(pool: Pool): { pool: Pool; count: () => number } {
+  let statements = 0;
+  const countQueries = <T extends object>(target: T): T =>
+    new Proxy(target, {
+      get(object, property, receiver) {
+        const value = Reflect.get(object, property, receiver) as unknown;
+        if (property === 'query')
+          return (...args: unknown[]) => {
+            statements++;
+            return (value as (...a: unknown[]) => unknown).apply(object, args);
+          };
+        if (property === 'connect')
+          return async () => countQueries(await (value as () => Promise<PoolClient>).apply(object));
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(object) : value;
+      },
+    });
+  return { pool: countQueries(pool), count: () => statements };
+}
+
+function send(fields: Parameters<typeof sendRequested>[0]): ValidSend {
+  const validation = validateSendRequest(sendRequested(fields), testEmailHashKey());
+  if (!validation.ok) throw new Error(validation.reason);
+  return validation.send;
+}
+
+it('a chunk takes a fixed number of statements per phase, whatever it holds', async () => {
+  const { pool, count } = counting(db.pool);
+  const repository = new SendsRepository(pool, 'statements.send-recorded', 60_000, testEmailHashKey());
+  const commands = new SendCommands(repository);
+  await db.pool.query(`INSERT INTO campaigns (campaign_id, paused) VALUES ('paused', true)`);
+  await db.pool.query(`INSERT INTO suppressions (email_norm, reason) VALUES ('suppressed@example.com', 'manual')`);
+  const chunk = [
+    ...Array.from({ length: 6 }, (_, i) =>
+      send({ campaignId: 'c1', candidateId: `a${i}`, email: `a${i}@example.com` }),
+    ),
+    send({ campaignId: 'c1', candidateId: 'other', email: 'a0@example.com' }),
+    send({ campaignId: 'c1', candidateId: 'suppressed', email: 'suppressed@example.com' }),
+    send({ campaignId: 'paused', candidateId: 'held', email: 'held@example.com' }),
+    send({ campaignId: 'c1', candidateId: 'x', email: 'x@example.com', experimentId: 'exp', variant: 'A' }),
+    send({ campaignId: 'c2', candidateId: 'x', email: 'x@example.com', experimentId: 'exp', variant: 'B' }),
+  ];
+  const phases: Record<string, number> = {};
+  const measure = async <T>(phase: string, work: () => Promise<T>): Promise<T> => {
+    const before = count();
+    const result = await work();
+    phases[phase] = count() - before;
+    return result;
+  };
+
+  const { claimed, conflicts } = await measure('claim', () => commands.claim(chunk));
+  const duplicates = conflicts.filter((c) => c.kind === 'duplicate');
+  expect(duplicates).toHaveLength(1);
+  expect(await measure('recordDuplicates', () => repository.recordDuplicates(duplicates))).toBe(1);
+  const checked = await measure('checks', () => commands.applyChecks(claimed));
+  expect(checked).toMatchObject({ suppressed: 1, held: 1 });
+  expect(checked.ready).toHaveLength(8);
+  await db.pool.query(`INSERT INTO suppressions (email_norm, reason) VALUES ('a1@example.com', 'manual')`);
+  const ready: Claim[] = checked.ready.map(({ sendId, token }) => ({ sendId, token }));
+  const fenced = await measure('fence', () => commands.fenceMany(ready));
+  expect(fenced.map((f) => f.kind).sort()).toEqual([
+    'exposure_conflict',
+    'fenced',
+    'fenced',
+    'fenced',
+    'fenced',
+    'fenced',
+    'fenced',
+    'suppressed',
+  ]);
+  const entries = fenced.flatMap((f, i): RecordEntry[] =>
+    f.kind === 'fenced'
+      ? [
+          {
+            claim: ready[i] as Claim,
+            row: f.row,
+            command: 'RecordResult',
+            event: { type: 'Sent', providerMessageId: `<${f.row.sendId}@test>` },
+          },
+        ]
+      : [],
+  );
+  expect(await measure('record', () => repository.recordMany(entries))).toEqual(entries.map(() => true));
+
+  expect(phases).toEqual({ claim: 2, recordDuplicates: 5, checks: 6, fence: 12, record: 5 });
+});
