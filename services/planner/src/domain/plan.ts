@@ -133,7 +133,7 @@ export function schedule(send: PlannedSend, dueAt: number, now: number): Schedul
  * which, `at` where: `contents` or `followUps[i].contents`). The caller asks only for a step that is
  * still open (step.ts `arrivalOf`).
  */
-export function decide(
+export function planRequest(
   request: PlannedRequest,
   decision: VariantDecision | null,
   now: number,

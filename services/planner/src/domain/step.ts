@@ -6,11 +6,11 @@
  *
  * The repository applies these transitions as conditional updates of the step's row in
  * `scheduled_steps` (WHERE status = 'scheduled'), which is what keeps concurrent planners to them;
- * the workflow then asks `decideStep` for the events of each row such an update moved, from the
- * state that row was in. Event ids derive from what the event means, so a redelivery that decides
+ * the workflow then asks the step's decider (`stepDecider`) for the events of each row such an update
+ * moved, from the state that row was in. Event ids derive from what the event means, so a redelivery that decides
  * again enqueues nothing new.
  */
-import { uuidV5, type NextStepScheduled, type SendRequested, type StepCancelled } from '@outreach/shared';
+import { uuidV5, type Decider, type NextStepScheduled, type SendRequested, type StepCancelled } from '@outreach/shared';
 import type { PlannedRequest } from './request.js';
 
 /** One send, fully decided (variant and content chosen), as stored for later or emitted now. */
@@ -198,3 +198,10 @@ export function decideStep(state: StepState, command: StepCommand): StepEvent[] 
     }
   }
 }
+
+/** The step's rules as one decider (docs/style.md, "deciders"): the scheduler and the conversations run it. */
+export const stepDecider: Decider<StepState, StepCommand, StepEvent> = {
+  initialState: initialStep,
+  decide: decideStep,
+  evolve: evolveStep,
+};

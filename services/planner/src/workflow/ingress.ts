@@ -2,7 +2,7 @@
  * From OutreachRequested to SendRequested (now) or a scheduled step (later): validate, resolve the
  * sticky variant (batched per experiment), then, in one transaction with the planner's outbox and on
  * its database clock, read (and lock) the steps asked for, decide each request (domain/step.ts
- * `arrivalOf`, domain/plan.ts `decide`) and store what was decided. A request for a step already
+ * `arrivalOf`, domain/plan.ts `planRequest`) and store what was decided. A request for a step already
  * emitted or cancelled plans nothing: a repeat of the same request quietly, any other is reported.
  * Every refusal is told to its publisher in the same transaction: an OutreachRejected (keyed by
  * requestId, domain/rejection.ts) and the request's record (domain/request-status.ts); invalid
@@ -24,7 +24,7 @@ import type { Pool } from 'pg';
 import type { ExperimentClient } from '../adapters/experiment-client.js';
 import { stepRefKey, type PlannerRepository } from '../adapters/planner-repository.js';
 import type { RequestsRepository } from '../adapters/requests-repository.js';
-import { decide, type Plan } from '../domain/plan.js';
+import { planRequest, type Plan } from '../domain/plan.js';
 import {
   addressable,
   contentMissing,
@@ -185,7 +185,7 @@ function planRequests(deps: IngressDeps): EventBatchHandler {
           refuse(refusedPlan(request), experimentRefused);
           continue;
         }
-        const result = decide(request, decision ?? null, now);
+        const result = planRequest(request, decision ?? null, now);
         if (result.ok) {
           plans.push(result.plan);
           planned.push(request);
@@ -235,7 +235,7 @@ function planRequests(deps: IngressDeps): EventBatchHandler {
         ...planned.map((request) => ({ requestId: request.requestId, to: 'planned' as const })),
         ...told.map(({ event, rejection }) => ({ requestId: event.requestId, to: 'rejected' as const, rejection })),
       ];
-      await deps.requests.decide(client, foldDecisions(verdicts));
+      await deps.requests.recordDecisions(client, foldDecisions(verdicts));
     });
     // After the commit: a retried chunk reports once, the time it went through.
     deps.rerequests.report(rerequests);

@@ -30,7 +30,7 @@ export async function refuse(
     const event = outreachRejected(request, rejection, await deps.repository.now(client));
     if (event === null) return false;
     await deps.repository.enqueue(client, [event]);
-    await deps.requests.decide(client, [{ requestId: event.requestId, to: 'rejected', rejection }]);
+    await deps.requests.recordDecisions(client, [{ requestId: event.requestId, to: 'rejected', rejection }]);
     return true;
   });
 }
