@@ -43,6 +43,18 @@ export type StepState =
   | { readonly status: 'emitted' }
   | { readonly status: 'cancelled' };
 
+/** A step's identity: its row's key in `scheduled_steps`. */
+export interface StepRef {
+  readonly campaignId: string;
+  readonly candidateKey: string;
+  readonly step: string;
+}
+
+/** The key a step is filed under (the repository's `storedSteps`, the deciders' batches). */
+export function stepRefKey(ref: StepRef): string {
+  return `${ref.campaignId}\u0000${ref.candidateKey}\u0000${ref.step}`;
+}
+
 export interface StepKey {
   readonly conversationId: string;
   readonly campaignId: string;
