@@ -11,8 +11,6 @@ import type { IngestedEvent } from '../domain/conversation-event.js';
 import type { AdvancedSequence, PlannerEvent, Scheduling, Sequence } from '../domain/plan.js';
 import { stepRefKey, type PlannedSend, type StepEvent, type StepRef, type StoredStep } from '../domain/step.js';
 
-export { stepRefKey, type StepRef } from '../domain/step.js';
-
 export class PlannerRepository {
   constructor(
     private readonly pool: Pool,

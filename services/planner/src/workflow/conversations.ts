@@ -15,10 +15,10 @@ import {
   type Logger,
 } from '@outreach/shared';
 import type { Pool } from 'pg';
-import { stepRefKey, type PlannerRepository } from '../adapters/planner-repository.js';
+import type { PlannerRepository } from '../adapters/planner-repository.js';
 import { SEQUENCE_COMPLETED } from '../domain/conversation-event.js';
 import { planFollowUp, type Scheduling } from '../domain/plan.js';
-import { arrivalOf, stepDecider, unstoredStep } from '../domain/step.js';
+import { arrivalOf, stepDecider, stepRefKey, unstoredStep } from '../domain/step.js';
 import type { Rerequest, Rerequests } from './rerequests.js';
 
 interface SentStep {
