@@ -341,6 +341,15 @@ export function decideRequest(state: RequestState, command: RequestCommand): Req
     : [rejected(refused, contentMissing(result.code, result.at), `invalid OutreachRequested: ${result.reason}`)];
 }
 
+/**
+ * Whether the experiment's answer can matter to the decision: the request names an experiment and
+ * its step is not another request's already (a re-request is refused before the experiment is
+ * considered, so the HTTP ingress does not ask the service about it).
+ */
+export function asksExperiment(state: RequestState, request: PlannedRequest): boolean {
+  return Boolean(request.experimentId) && arrivalOf(state, request.requestId).kind !== 'rerequested';
+}
+
 /** A plan that schedules its step moves the step as the repository's upsert does: only while it is open. */
 export function evolveRequest(state: RequestState, event: RequestEvent): RequestState {
   if (event.type !== 'RequestPlanned' || event.plan.schedule === null) return state;

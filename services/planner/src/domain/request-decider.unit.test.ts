@@ -6,7 +6,14 @@
 import type { OutreachRequested } from '@outreach/shared';
 import { deciderSpec, testEmailHashKey } from '@outreach/shared/testing';
 import { describe, expect, it } from 'vitest';
-import { planRequest, requestDecider, type ExperimentAnswer, type RequestCommand, type RequestEvent } from './plan.js';
+import {
+  asksExperiment,
+  planRequest,
+  requestDecider,
+  type ExperimentAnswer,
+  type RequestCommand,
+  type RequestEvent,
+} from './plan.js';
 import { contentMissing, experimentRefused, invalidRequest, stepTaken, unknownExperiment } from './rejection.js';
 import { UNKNOWN_EXPERIMENT, validateRequest, type PlannedRequest } from './request.js';
 import type { StoredStep } from './step.js';
@@ -120,6 +127,13 @@ describe('the rules, in their one order', () => {
             rerequested: status,
           },
         ]);
+  });
+
+  it('given a re-request, or no experiment, then the experiment is not asked (its answer cannot matter)', () => {
+    expect(asksExperiment(requestDecider.initialState, experimented)).toBe(true);
+    expect(asksExperiment(taken('emitted', 'r1'), experimented)).toBe(true);
+    expect(asksExperiment(taken('cancelled'), experimented)).toBe(false);
+    expect(asksExperiment(requestDecider.initialState, planned())).toBe(false);
   });
 
   it('given the same request again for a step already emitted, then the consumer plans nothing and HTTP takes it again', () => {

@@ -33,10 +33,16 @@ import type { ExperimentClient } from '../adapters/experiment-client.js';
 import type { PlannerRepository } from '../adapters/planner-repository.js';
 import { applyRequestEvents, requestStore, type RequestDecided } from '../adapters/request-store.js';
 import type { RequestsRepository } from '../adapters/requests-repository.js';
-import { requestDecider, requestKeyOf, type ExperimentAnswer, type RequestCommand } from '../domain/plan.js';
+import {
+  asksExperiment,
+  requestDecider,
+  requestKeyOf,
+  type ExperimentAnswer,
+  type RequestCommand,
+} from '../domain/plan.js';
 import { invalidRequest, type RefusedRequest, type RequestRejection } from '../domain/rejection.js';
 import { validateRequest, type PlannedRequest } from '../domain/request.js';
-import { arrivalOf, stepRefKey, unstoredStep } from '../domain/step.js';
+import { stepRefKey } from '../domain/step.js';
 import type { Rerequest, Rerequests } from './rerequests.js';
 
 export interface OutreachRequestsDeps {
@@ -117,10 +123,8 @@ export async function takeOutreachRequests(
     const stored = await deps.repository.currentSteps(valid.map(({ request }) => request));
     const commands = [...refusals];
     for (const { index, event, request } of valid) {
-      // A step another request took is refused before the experiment matters: it is not asked.
-      const taken =
-        arrivalOf(stored.get(stepRefKey(request)) ?? unstoredStep, request.requestId).kind === 'rerequested';
-      const experiment = taken ? NOT_ASKED : await variantsOf(deps.experiments, request);
+      const state = stored.get(stepRefKey(request)) ?? requestDecider.initialState;
+      const experiment = asksExperiment(state, request) ? await variantsOf(deps.experiments, request) : NOT_ASKED;
       commands.push({ index, command: { type: 'AcceptRequest', request, refused: refusedOf(event), experiment } });
     }
     const decided = decideAll(
@@ -176,6 +180,7 @@ export async function takeOutreachRequests(
   return verdicts;
 }
 
+/** Not asked: the answer cannot matter (no experiment, or a re-request refused before it). */
 const NOT_ASKED: ExperimentAnswer = { kind: 'none' };
 
 function verdictOf({ command, events }: RequestDecided): RequestVerdict {
@@ -214,7 +219,7 @@ function rerequestsOf(decided: readonly RequestDecided[], ingress: 'http' | 'kaf
 
 /** The HTTP ingress's question: the experiment's variants (a service that does not answer: unchecked). */
 async function variantsOf(experiments: ExperimentClient, request: PlannedRequest): Promise<ExperimentAnswer> {
-  if (!request.experimentId) return { kind: 'none' };
+  if (!request.experimentId) return NOT_ASKED;
   try {
     const variants = await experiments.variants(request.experimentId);
     return variants === undefined ? { kind: 'unknown' } : { kind: 'variants', variants };
