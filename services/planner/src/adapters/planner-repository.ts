@@ -9,19 +9,7 @@ import { enqueueEvents, type Queryable } from '@outreach/shared';
 import type { Pool } from 'pg';
 import type { IngestedEvent } from '../domain/conversation-event.js';
 import type { AdvancedSequence, PlannerEvent, Scheduling, Sequence } from '../domain/plan.js';
-import type { PlannedSend, StepEvent, StoredStep } from '../domain/step.js';
-
-/** A step's identity: its row's key. */
-export interface StepRef {
-  readonly campaignId: string;
-  readonly candidateKey: string;
-  readonly step: string;
-}
-
-/** The key `storedSteps` files a step under. */
-export function stepRefKey(ref: StepRef): string {
-  return `${ref.campaignId}\u0000${ref.candidateKey}\u0000${ref.step}`;
-}
+import { stepRefKey, type PlannedSend, type StepEvent, type StepRef, type StoredStep } from '../domain/step.js';
 
 export class PlannerRepository {
   constructor(

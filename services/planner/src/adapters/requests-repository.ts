@@ -53,7 +53,7 @@ export class RequestsRepository {
    * Records decisions (one per request id: domain `foldDecisions`), each only where its transition
    * is allowed from the stored record; in the caller's transaction.
    */
-  async decide(client: Queryable, decisions: readonly RequestDecision[]): Promise<void> {
+  async recordDecisions(client: Queryable, decisions: readonly RequestDecision[]): Promise<void> {
     for (const to of ['planned', 'rejected'] as const) {
       const mine = decisions.filter((d) => d.to === to);
       if (mine.length === 0) continue;

@@ -6,7 +6,7 @@
 import { sendIdFor, uuidV5, type OutreachRequested } from '@outreach/contracts';
 import { testEmailHashKey } from '@outreach/testkit';
 import { describe, expect, it } from 'vitest';
-import { decide, planFollowUp, type AdvancedSequence, type StoredFollowUp } from './plan.js';
+import { planFollowUp, planRequest, type AdvancedSequence, type StoredFollowUp } from './plan.js';
 import { validateRequest, type Content, type PlannedRequest, type VariantDecision } from './request.js';
 import type { PlannedSend } from './step.js';
 
@@ -39,7 +39,7 @@ function planned(fields: Partial<OutreachRequested> = {}): PlannedRequest {
 }
 
 const given = (fields: Partial<OutreachRequested>, decision: VariantDecision | null = null) => ({
-  whenDecidedAt: (now: number) => decide(planned(fields), decision, now),
+  whenDecidedAt: (now: number) => planRequest(planned(fields), decision, now),
 });
 
 const arms = [
@@ -56,7 +56,7 @@ const followUp = (
   contents,
 });
 
-describe('decide (a request)', () => {
+describe('planRequest (a request)', () => {
   it('given no sendAt, then a SendRequested now and nothing scheduled', () => {
     const result = given({}).whenDecidedAt(NOW);
     expect(result).toEqual({

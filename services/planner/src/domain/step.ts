@@ -6,11 +6,11 @@
  *
  * The repository applies these transitions as conditional updates of the step's row in
  * `scheduled_steps` (WHERE status = 'scheduled'), which is what keeps concurrent planners to them;
- * the workflow then asks `decideStep` for the events of each row such an update moved, from the
- * state that row was in. Event ids derive from what the event means, so a redelivery that decides
+ * the workflow then asks the step's decider (`stepDecider`) for the events of each row such an update
+ * moved, from the state that row was in. Event ids derive from what the event means, so a redelivery that decides
  * again enqueues nothing new.
  */
-import { uuidV5, type NextStepScheduled, type SendRequested, type StepCancelled } from '@outreach/contracts';
+import { uuidV5, type Decider, type NextStepScheduled, type SendRequested, type StepCancelled } from '@outreach/contracts';
 import type { PlannedRequest } from './request.js';
 
 /** One send, fully decided (variant and content chosen), as stored for later or emitted now. */
@@ -42,6 +42,18 @@ export type StepState =
   | { readonly status: 'scheduled'; readonly dueAt: number }
   | { readonly status: 'emitted' }
   | { readonly status: 'cancelled' };
+
+/** A step's identity: its row's key in `scheduled_steps`. */
+export interface StepRef {
+  readonly campaignId: string;
+  readonly candidateKey: string;
+  readonly step: string;
+}
+
+/** The key a step is filed under (the repository's `storedSteps`, the deciders' batches). */
+export function stepRefKey(ref: StepRef): string {
+  return `${ref.campaignId}\u0000${ref.candidateKey}\u0000${ref.step}`;
+}
 
 export interface StepKey {
   readonly conversationId: string;
@@ -198,3 +210,10 @@ export function decideStep(state: StepState, command: StepCommand): StepEvent[] 
     }
   }
 }
+
+/** The step's rules as one decider (docs/style.md, "deciders"): the scheduler and the conversations run it. */
+export const stepDecider: Decider<StepState, StepCommand, StepEvent> = {
+  initialState: initialStep,
+  decide: decideStep,
+  evolve: evolveStep,
+};

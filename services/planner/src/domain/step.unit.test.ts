@@ -4,22 +4,15 @@ import { deciderSpec } from '@outreach/testkit';
 import { describe, expect, it } from 'vitest';
 import {
   arrivalOf,
-  decideStep,
-  evolveStep,
-  initialStep,
   nextStepScheduled,
   sendRequested,
+  stepDecider,
   type PlannedSend,
   type StepCommand,
   type StepEvent,
-  type StepState,
 } from './step.js';
 
-const given = deciderSpec<StepState, StepCommand, StepEvent>({
-  initialState: initialStep,
-  evolve: evolveStep,
-  decide: decideStep,
-});
+const given = deciderSpec(stepDecider);
 
 const send: PlannedSend = {
   requestId: 'r1',
@@ -136,8 +129,8 @@ describe('a scheduled step', () => {
   });
 
   it('names its events by what happened, not when: an emit or a cancel decided again is the same event', () => {
-    const [first] = decideStep({ status: 'scheduled', dueAt: 1_000 }, emit(3_000));
-    const [again] = decideStep({ status: 'scheduled', dueAt: 1_000 }, emit(4_000));
+    const [first] = stepDecider.decide({ status: 'scheduled', dueAt: 1_000 }, emit(3_000));
+    const [again] = stepDecider.decide({ status: 'scheduled', dueAt: 1_000 }, emit(4_000));
     expect(again?.eventId).toBe(first?.eventId);
     expect(cancelled(900).eventId).toBe(cancelled(700).eventId);
     expect(scheduled(1_000, 20).eventId).toBe(scheduled(1_000, 10).eventId);
@@ -152,7 +145,7 @@ describe('a request for a step (arrivalOf)', () => {
   });
 
   it('given no row or a scheduled one, then the step is open: sent, scheduled or rescheduled', () => {
-    expect(arrivalOf({ state: initialStep, requestId: null }, 'r9')).toEqual({ kind: 'open' });
+    expect(arrivalOf({ state: stepDecider.initialState, requestId: null }, 'r9')).toEqual({ kind: 'open' });
     expect(arrivalOf(stored([scheduled(1_000)]), 'r9')).toEqual({ kind: 'open' });
     expect(arrivalOf(stored([scheduled(1_000)]), 'r1')).toEqual({ kind: 'open' });
   });

@@ -10,10 +10,10 @@
 import { withTransaction, type EventBatchHandler, type Logger } from '@outreach/shared';
 import { canonicalConversationId, canonicalCorrelationId } from '@outreach/contracts';
 import type { Pool } from 'pg';
-import { stepRefKey, type PlannerRepository } from '../adapters/planner-repository.js';
+import type { PlannerRepository } from '../adapters/planner-repository.js';
 import { SEQUENCE_COMPLETED } from '../domain/conversation-event.js';
 import { planFollowUp, type Scheduling } from '../domain/plan.js';
-import { arrivalOf, decideStep, unstoredStep } from '../domain/step.js';
+import { arrivalOf, stepDecider, stepRefKey, unstoredStep } from '../domain/step.js';
 import type { Rerequest, Rerequests } from './rerequests.js';
 
 interface SentStep {
@@ -54,7 +54,7 @@ export function conversationHandler(deps: {
             client,
             // The UPDATE returns the steps it moved, so each was scheduled until then.
             steps.flatMap(({ dueAt, ...step }) =>
-              decideStep(
+              stepDecider.decide(
                 { status: 'scheduled', dueAt },
                 {
                   type: 'CancelStep',

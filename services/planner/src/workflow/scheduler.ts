@@ -6,7 +6,7 @@
 import { withTransaction } from '@outreach/shared';
 import type { Pool } from 'pg';
 import type { PlannerRepository } from '../adapters/planner-repository.js';
-import { decideStep } from '../domain/step.js';
+import { stepDecider } from '../domain/step.js';
 
 /** Emits up to `limit` due steps; returns how many (a full batch means more may be due). */
 export async function emitDue(deps: { pool: Pool; repository: PlannerRepository }, limit: number): Promise<number> {
@@ -15,7 +15,9 @@ export async function emitDue(deps: { pool: Pool; repository: PlannerRepository 
     const due = await deps.repository.takeDue(client, limit);
     await deps.repository.enqueue(
       client,
-      due.flatMap(({ send, dueAt }) => decideStep({ status: 'scheduled', dueAt }, { type: 'EmitStep', send, now })),
+      due.flatMap(({ send, dueAt }) =>
+        stepDecider.decide({ status: 'scheduled', dueAt }, { type: 'EmitStep', send, now }),
+      ),
     );
     return due.length;
   });

@@ -1,29 +1,18 @@
 import { randomUUID } from 'node:crypto';
-import { AppError, avroFromJson, avroToJsonSchema, topicName, TransientError } from '@outreach/shared';
-import {
-  canonicalConversationId,
-  exactIdProblem,
-  MAX_EXPERIMENT_ID_CHARS,
-  schemaDefinitions,
-  type OutreachRequested,
-} from '@outreach/contracts';
+import { AppError, avroFromJson, avroToJsonSchema, topicName } from '@outreach/shared';
+import { canonicalConversationId, exactIdProblem, MAX_EXPERIMENT_ID_CHARS, schemaDefinitions, type OutreachRequested } from '@outreach/contracts';
 import { Type, type Static } from '@sinclair/typebox';
-import type { FastifyError, FastifyInstance, FastifyRequest } from 'fastify';
-import { stepRefKey } from '../../adapters/planner-repository.js';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import {
-  contentMissing,
   fieldsNamed,
   fieldsOfValidation,
   invalidRequest,
   pointerPath,
   REJECTION_REASONS,
-  stepTaken,
-  unknownExperiment,
   type RequestRejection,
 } from '../../domain/rejection.js';
 import { REQUEST_STATUSES, SEND_STATUSES, type RequestView } from '../../domain/request-status.js';
-import { validateRequest, variantCoverage } from '../../domain/request.js';
-import { arrivalOf, unstoredStep } from '../../domain/step.js';
+import { takeOutreachRequests, type Ingress, type RequestVerdict } from '../../workflow/outreach-requests.js';
 import { refuse, requestStatus } from '../../workflow/requests.js';
 
 /** What the ingress fills in: a caller sends the request's own fields, nothing else. */
@@ -139,6 +128,35 @@ function refusedBy(request: FastifyRequest) {
   return typeof requestId === 'string' ? { requestId, eventId: '', correlationId: String(request.id) } : undefined;
 }
 
+/**
+ * The verdict as HTTP: 202 with the send's ids; a re-request 409 with the step's state (a code and
+ * the state, no caller value beyond what the caller sent); a request that breaks the rules 400; an
+ * experiment it cannot serve 422.
+ */
+function answer(verdict: RequestVerdict | undefined, reply: FastifyReply) {
+  switch (verdict?.kind) {
+    case 'accepted':
+      return reply.code(202).send({
+        requestId: verdict.request.requestId,
+        sendId: verdict.request.sendId,
+        conversationId: verdict.request.conversationId,
+        experimentChecked: verdict.experimentChecked,
+      });
+    case 'rejected': {
+      const { rerequested, rejection, reason } = verdict;
+      if (rerequested !== null)
+        throw new AppError('CONFLICT', reason, {
+          reason: `step_already_${rerequested}`,
+          state: rerequested,
+          sendId: rejection.sendId,
+        });
+      throw new AppError(rejection.reason === 'invalid_request' ? 'BAD_REQUEST' : 'UNPROCESSABLE', reason);
+    }
+    default:
+      throw new Error(`the HTTP ingress takes or refuses a request, it does not ${verdict?.kind ?? 'skip'} it`);
+  }
+}
+
 /** Derived conversation ids are `<campaignId>:<candidate key>`, and a key can outgrow its id under NFC. */
 const ConversationParams = Type.Object({ conversationId: Type.String({ minLength: 1, maxLength: 2048 }) });
 
@@ -157,7 +175,19 @@ const ConversationParams = Type.Object({ conversationId: Type.String({ minLength
  * `read` scope like every read; 400 for an id no request can have, 404 for one the planner does not know.
  */
 export default async function outreachRequestRoutes(app: FastifyInstance): Promise<void> {
-  const deps = { pool: app.pg, repository: app.planner, requests: app.requests };
+  const deps = {
+    pool: app.pg,
+    repository: app.planner,
+    requests: app.requests,
+    experiments: app.experimentClient,
+    hashKey: app.emailHashKey,
+    rerequests: app.rerequests,
+  };
+  const topic = topicName('outreachRequested', app.plannerConfig.TOPIC_PREFIX);
+  const ingress: Ingress = {
+    via: 'http',
+    publish: async (event) => app.producer.publish([{ topic, event }]),
+  };
   // Requests whose refusal was told (or could not be): the error hook below leaves them alone.
   const told = new WeakSet<FastifyRequest>();
   /** Tells the publisher (OutreachRejected, the request's record), then answers with `error`. */
@@ -188,6 +218,8 @@ export default async function outreachRequestRoutes(app: FastifyInstance): Promi
       },
     },
     async (request, reply) => {
+      // The clock, read once at the edge: the request's event is stamped with it.
+      const now = Date.now();
       const invalid = request.validationError as (FastifyError & { validation?: unknown }) | undefined;
       if (invalid)
         return refuseWith(
@@ -207,61 +239,16 @@ export default async function outreachRequestRoutes(app: FastifyInstance): Promi
       const event: OutreachRequested = {
         type: 'OutreachRequested',
         eventId: randomUUID(),
-        occurredAt: Date.now(),
+        occurredAt: now,
         producer: 'planner-http',
         correlationId: String(request.id),
         causationId: null,
         ...fields.value,
       };
-      const validation = validateRequest(event, app.emailHashKey);
-      if (!validation.ok)
-        return refuseWith(request, invalidRequest(validation.fields), new AppError('BAD_REQUEST', validation.reason));
-      const planned = validation.request;
-      const stored = await app.planner.currentSteps([planned]);
-      const arrival = arrivalOf(stored.get(stepRefKey(planned)) ?? unstoredStep, planned.requestId);
-      if (arrival.kind === 'rerequested') {
-        const { campaignId, step, requestId } = planned;
-        app.rerequests.report([{ state: arrival.state, ingress: 'http', campaignId, step, requestId }]);
-        // A code and the state; no caller value beyond what the caller sent.
-        return refuseWith(
-          request,
-          stepTaken(arrival.state, planned.sendId),
-          new AppError('CONFLICT', `the step was already ${arrival.state}: nothing was planned`, {
-            reason: `step_already_${arrival.state}`,
-            state: arrival.state,
-            sendId: planned.sendId,
-          }),
-        );
-      }
-      let experimentChecked = false;
-      if (event.experimentId) {
-        let variants: readonly string[] | null | undefined;
-        try {
-          variants = (await app.experimentClient.variants(event.experimentId)) ?? null;
-        } catch (error) {
-          // The experiment service is down: accept; the request waits in Kafka until it answers.
-          if (!(error instanceof TransientError)) throw error;
-        }
-        if (variants !== undefined) {
-          const coverage = variantCoverage(event.contents, variants);
-          if (!coverage.ok)
-            return refuseWith(
-              request,
-              coverage.code === 'unknown_experiment' ? unknownExperiment : contentMissing(coverage.code),
-              new AppError('UNPROCESSABLE', coverage.reason),
-            );
-          experimentChecked = true;
-        }
-      }
-      await app.producer.publish([{ topic: topicName('outreachRequested', app.plannerConfig.TOPIC_PREFIX), event }]);
-      // After the publish: a request the consumer decided meanwhile keeps its decision.
-      await app.requests.accepted(event.requestId);
-      return reply.code(202).send({
-        requestId: event.requestId,
-        sendId: validation.request.sendId,
-        conversationId: validation.request.conversationId,
-        experimentChecked,
-      });
+      // The one decision (workflow/outreach-requests.ts), which tells its publisher of any refusal.
+      told.add(request);
+      const [verdict] = await takeOutreachRequests(deps, ingress, [event]);
+      return answer(verdict, reply);
     },
   );
 
