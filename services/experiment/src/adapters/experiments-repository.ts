@@ -252,33 +252,50 @@ export class ExperimentsRepository {
     keys: readonly string[],
   ): Promise<{ at: number; states: Map<AssignmentKey, AssignmentState> }> {
     const { experimentId, exclusionGroup } = experiment;
+    // Each table is read by its primary key and the batch's keys (`= ANY`); the transaction's time
+    // comes once, on a row of its own (a timestamp per row would cost a parse per candidate).
     const { rows } = await client.query<{
-      candidateKey: string;
-      now: Date;
+      candidateKey: string | null;
       variant: string | null;
       assignedAt: Date | null;
       groupHolder: string | null;
+      now: Date | null;
     }>(
-      `SELECT k AS "candidateKey", now() AS now, a.variant, a.assigned_at AS "assignedAt", m.experiment_id AS "groupHolder"
-       FROM unnest($2::text[]) AS k
-       LEFT JOIN assignments a ON a.experiment_id = $1 AND a.candidate_key = k
-       LEFT JOIN group_memberships m ON m.exclusion_group = $3 AND m.candidate_key = k`,
+      `WITH a AS (
+         SELECT candidate_key, variant, assigned_at FROM assignments
+         WHERE experiment_id = $1 AND candidate_key = ANY($2::text[])
+       )
+       SELECT candidate_key AS "candidateKey", variant, assigned_at AS "assignedAt", NULL AS "groupHolder",
+              NULL::timestamptz AS now
+       FROM a
+       UNION ALL
+       SELECT candidate_key, NULL, NULL, experiment_id, NULL FROM group_memberships
+       WHERE exclusion_group = $3 AND candidate_key = ANY($2::text[])
+         AND candidate_key NOT IN (SELECT candidate_key FROM a)
+       UNION ALL SELECT NULL, NULL, NULL, NULL, now()`,
       [experimentId, keys, exclusionGroup],
     );
-    const stateOf = new Map(
-      rows.map((row): [string, AssignmentState] => [
-        row.candidateKey,
-        {
+    let at = 0;
+    // Absent: nothing stored (no assignment, nobody holds the candidate), the decider's initial state.
+    const states = new Map<AssignmentKey, AssignmentState>();
+    const stateOf = (candidateKey: string) =>
+      states.get(assignmentKey(experimentId, candidateKey)) ?? assignmentDecider.initialState;
+    const hold = (candidateKey: string, groupHolder: string) =>
+      states.set(assignmentKey(experimentId, candidateKey), { ...stateOf(candidateKey), groupHolder });
+    for (const row of rows) {
+      if (row.candidateKey === null) at = (row.now as Date).getTime();
+      else
+        states.set(assignmentKey(experimentId, row.candidateKey), {
           ...assignmentDecider.initialState,
           assigned:
             row.variant === null ? null : { variant: row.variant, assignedAt: (row.assignedAt as Date).getTime() },
           groupHolder: row.groupHolder,
-        },
-      ]),
-    );
-    const at = (rows[0] as { now: Date }).now.getTime();
+        });
+    }
 
-    const toClaim = keys.filter((key) => claimsMembership(experiment, stateOf.get(key) as AssignmentState));
+    // In one order whatever the batch's, so two experiments of a group claiming the same candidates wait
+    // for each other instead of deadlocking.
+    const toClaim = keys.filter((key) => claimsMembership(experiment, stateOf(key))).sort();
     if (toClaim.length > 0 && exclusionGroup !== null) {
       // Waits for a racing claimer of the same candidate; the holder is then read afresh.
       const claimed = await client.query<{ candidateKey: string }>(
@@ -288,28 +305,18 @@ export class ExperimentsRepository {
         [exclusionGroup, toClaim, experimentId],
       );
       const ours = new Set(claimed.rows.map((r) => r.candidateKey));
+      for (const key of ours) hold(key, experimentId);
       const lost = toClaim.filter((key) => !ours.has(key));
-      const holders =
-        lost.length === 0
-          ? []
-          : (
-              await client.query<{ candidateKey: string; experimentId: string }>(
-                `SELECT candidate_key AS "candidateKey", experiment_id AS "experimentId" FROM group_memberships
-                 WHERE exclusion_group = $1 AND candidate_key = ANY($2::text[])`,
-                [exclusionGroup, lost],
-              )
-            ).rows;
-      for (const key of ours) stateOf.set(key, { ...(stateOf.get(key) as AssignmentState), groupHolder: experimentId });
-      for (const row of holders)
-        stateOf.set(row.candidateKey, {
-          ...(stateOf.get(row.candidateKey) as AssignmentState),
-          groupHolder: row.experimentId,
-        });
+      if (lost.length > 0) {
+        const holders = await client.query<{ candidateKey: string; experimentId: string }>(
+          `SELECT candidate_key AS "candidateKey", experiment_id AS "experimentId" FROM group_memberships
+           WHERE exclusion_group = $1 AND candidate_key = ANY($2::text[])`,
+          [exclusionGroup, lost],
+        );
+        for (const row of holders.rows) hold(row.candidateKey, row.experimentId);
+      }
     }
-    return {
-      at,
-      states: new Map([...stateOf].map(([candidateKey, state]) => [assignmentKey(experimentId, candidateKey), state])),
-    };
+    return { at, states };
   }
 
   /**
