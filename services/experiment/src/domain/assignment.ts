@@ -90,6 +90,11 @@ export interface AssigningExperiment {
   readonly weightsPeriod: number;
 }
 
+/**
+ * What the store loads is what a command reads: assigning reads `assigned` and, for a candidate with
+ * no assignment, `groupHolder`; recording exposures reads `assigned`, `exposed` and `contaminated`
+ * (the service's exposure path applies that part set-based in SQL generated from `contaminationRules`).
+ */
 export interface AssignmentState {
   /** The stored assignment: once there, it is the answer for ever. */
   readonly assigned: { readonly variant: string; readonly assignedAt: number } | null;
@@ -249,6 +254,10 @@ export function variantAssignedEvent(fields: {
   };
 }
 
+/**
+ * Distinct, in code-unit order: the order of `array_agg(DISTINCT … ORDER BY …)` under the C collation
+ * the detection's database uses (the contamination event's id is derived from the arms in order).
+ */
 const sortedArms = (arms: Iterable<string>) => [...new Set(arms)].sort();
 const sameArms = (a: readonly string[] | null, b: readonly string[]) =>
   a !== null && a.length === b.length && a.every((arm, i) => arm === b[i]);
