@@ -1,5 +1,7 @@
 /**
- * The experiment service's SQL. Sticky assignment is `INSERT … ON CONFLICT DO NOTHING` on
+ * The experiment service's SQL. The rules of assigning (stickiness, status, exclusion groups, the
+ * variant, the VariantAssigned event) are the Assignment decider's (domain/assignment.ts): this file
+ * loads its states and applies its events, set-based. Sticky assignment is `INSERT … ON CONFLICT DO NOTHING` on
  * `PRIMARY KEY (experiment_id, candidate_key)` followed by a read: racing first calls compute the
  * same bucket anyway, and whichever row landed first is the one everybody returns from then on.
  *
@@ -7,12 +9,25 @@
  * sets the weights, and each assignment stores the period whose weights computed it: the report
  * tests each period against its own weights, whatever the clocks of concurrent requests said.
  */
-import { enqueueEvents, withTransaction, type OutgoingEvent, type Queryable } from '@outreach/shared';
-import { uuidV5, type VariantAssigned, type VariantContaminated } from '@outreach/contracts';
+import { decideAll, enqueueEvents, withTransaction, type Decided, type Queryable } from '@outreach/shared';
+import { type VariantContaminated } from '@outreach/contracts';
 import type { Pool, PoolClient } from 'pg';
-import { bucketOf, variantForBucket, type Variant } from '../domain/assignment.js';
+import {
+  assignmentDecider,
+  assignmentKey,
+  assignmentKeyOf,
+  claimsMembership,
+  contaminationEvent,
+  type AssignmentCommand,
+  type AssignmentEvent,
+  type AssignmentKey,
+  type AssignmentState,
+  type ExperimentStatus,
+  type Variant,
+} from '../domain/assignment.js';
+import { contaminatedSql } from './contamination-sql.js';
 
-export type ExperimentStatus = 'active' | 'paused' | 'stopped';
+export type { ExperimentStatus };
 
 export interface Experiment {
   readonly experimentId: string;
@@ -200,100 +215,172 @@ export class ExperimentsRepository {
     return candidateKeys.map((key) => byKey.get(key) as Assignment);
   }
 
+  /**
+   * The Assignment decider's store, for one experiment: load the candidates' states (claiming the
+   * unheld ones in the exclusion group first where the domain says so: the claim is the lock), decide,
+   * apply. A batch takes the same statements as one candidate: load, claim (group experiments), insert,
+   * read back rows a racing transaction landed first (only if any), outbox.
+   */
   private async assignWith(
     client: PoolClient,
     experiment: Experiment,
     keys: readonly string[],
     correlationId: string,
   ): Promise<Assignment[]> {
-    const { experimentId } = experiment;
-    const existing = await this.assignments(experimentId, keys, client);
-    const missing = keys.filter((key) => !existing.has(key));
-    const results: Assignment[] = [...existing.values()].map((row) => ({
-      enrolled: true,
-      experimentId,
-      ...row,
-      created: false,
+    if (keys.length === 0) return [];
+    const { at, states } = await this.loadAssignments(client, experiment, keys);
+    const commands = keys.map((candidateKey): AssignmentCommand => ({
+      type: 'Assign',
+      experiment,
+      candidateKey,
+      correlationId,
+      at,
     }));
-    if (missing.length === 0) return results;
-    if (experiment.status !== 'active') {
-      return [
-        ...results,
-        ...missing.map((candidateKey) => ({
-          enrolled: false as const,
-          experimentId,
-          candidateKey,
-          reason: `experiment is ${experiment.status}`,
-        })),
-      ];
+    return this.applyAssignments(client, experiment, decideAll(assignmentDecider, assignmentKeyOf, states, commands));
+  }
+
+  /** One statement reads every candidate's assignment and group holder (and the transaction's time). */
+  private async loadAssignments(
+    client: PoolClient,
+    experiment: Experiment,
+    keys: readonly string[],
+  ): Promise<{ at: number; states: Map<AssignmentKey, AssignmentState> }> {
+    const { experimentId, exclusionGroup } = experiment;
+    // Each table is read by its primary key and the batch's keys (`= ANY`); the transaction's time
+    // comes once, on a row of its own (a timestamp per row would cost a parse per candidate).
+    const { rows } = await client.query<{
+      candidateKey: string | null;
+      variant: string | null;
+      assignedAt: Date | null;
+      groupHolder: string | null;
+      now: Date | null;
+    }>(
+      `WITH a AS (
+         SELECT candidate_key, variant, assigned_at FROM assignments
+         WHERE experiment_id = $1 AND candidate_key = ANY($2::text[])
+       )
+       SELECT candidate_key AS "candidateKey", variant, assigned_at AS "assignedAt", NULL AS "groupHolder",
+              NULL::timestamptz AS now
+       FROM a
+       UNION ALL
+       SELECT candidate_key, NULL, NULL, experiment_id, NULL FROM group_memberships
+       WHERE exclusion_group = $3 AND candidate_key = ANY($2::text[])
+         AND candidate_key NOT IN (SELECT candidate_key FROM a)
+       UNION ALL SELECT NULL, NULL, NULL, NULL, now()`,
+      [experimentId, keys, exclusionGroup],
+    );
+    let at = 0;
+    // Absent: nothing stored (no assignment, nobody holds the candidate), the decider's initial state.
+    const states = new Map<AssignmentKey, AssignmentState>();
+    const stateOf = (candidateKey: string) =>
+      states.get(assignmentKey(experimentId, candidateKey)) ?? assignmentDecider.initialState;
+    const hold = (candidateKey: string, groupHolder: string) =>
+      states.set(assignmentKey(experimentId, candidateKey), { ...stateOf(candidateKey), groupHolder });
+    for (const row of rows) {
+      if (row.candidateKey === null) at = (row.now as Date).getTime();
+      else
+        states.set(assignmentKey(experimentId, row.candidateKey), {
+          ...assignmentDecider.initialState,
+          assigned:
+            row.variant === null ? null : { variant: row.variant, assignedAt: (row.assignedAt as Date).getTime() },
+          groupHolder: row.groupHolder,
+        });
     }
 
-    let eligible = missing;
-    if (experiment.exclusionGroup) {
-      await client.query(
+    // In one order whatever the batch's, so two experiments of a group claiming the same candidates wait
+    // for each other instead of deadlocking.
+    const toClaim = keys.filter((key) => claimsMembership(experiment, stateOf(key))).sort();
+    if (toClaim.length > 0 && exclusionGroup !== null) {
+      // Waits for a racing claimer of the same candidate; the holder is then read afresh.
+      const claimed = await client.query<{ candidateKey: string }>(
         `INSERT INTO group_memberships (exclusion_group, candidate_key, experiment_id)
-         SELECT $1, unnest($2::text[]), $3 ON CONFLICT (exclusion_group, candidate_key) DO NOTHING`,
-        [experiment.exclusionGroup, missing, experimentId],
+         SELECT $1, unnest($2::text[]), $3 ON CONFLICT (exclusion_group, candidate_key) DO NOTHING
+         RETURNING candidate_key AS "candidateKey"`,
+        [exclusionGroup, toClaim, experimentId],
       );
-      const members = await client.query<{ candidateKey: string; experimentId: string }>(
-        `SELECT candidate_key AS "candidateKey", experiment_id AS "experimentId" FROM group_memberships
-         WHERE exclusion_group = $1 AND candidate_key = ANY($2::text[])`,
-        [experiment.exclusionGroup, missing],
-      );
-      const elsewhere = new Map(
-        members.rows.filter((m) => m.experimentId !== experimentId).map((m) => [m.candidateKey, m.experimentId]),
-      );
-      eligible = missing.filter((key) => !elsewhere.has(key));
-      for (const [candidateKey, other] of elsewhere) {
+      const ours = new Set(claimed.rows.map((r) => r.candidateKey));
+      for (const key of ours) hold(key, experimentId);
+      const lost = toClaim.filter((key) => !ours.has(key));
+      if (lost.length > 0) {
+        const holders = await client.query<{ candidateKey: string; experimentId: string }>(
+          `SELECT candidate_key AS "candidateKey", experiment_id AS "experimentId" FROM group_memberships
+           WHERE exclusion_group = $1 AND candidate_key = ANY($2::text[])`,
+          [exclusionGroup, lost],
+        );
+        for (const row of holders.rows) hold(row.candidateKey, row.experimentId);
+      }
+    }
+    return { at, states };
+  }
+
+  /**
+   * Writes the decided assignments (one INSERT for the batch; ON CONFLICT DO NOTHING: a row a racing
+   * transaction landed first is the truth, read back and returned as not created) and the
+   * VariantAssigned events of the rows that landed.
+   */
+  private async applyAssignments(
+    client: PoolClient,
+    experiment: Experiment,
+    decided: readonly Decided<AssignmentCommand, AssignmentState, AssignmentEvent>[],
+  ): Promise<Assignment[]> {
+    const { experimentId } = experiment;
+    const results: Assignment[] = [];
+    const assigned: Array<AssignmentEvent & { type: 'VariantAssigned' }> = [];
+    for (const { command, before, events } of decided) {
+      const { candidateKey } = command;
+      for (const event of events) {
+        if (event.type === 'NotEnrolled')
+          results.push({ enrolled: false, experimentId, candidateKey, reason: event.reason });
+        if (event.type === 'VariantAssigned') assigned.push(event);
+      }
+      if (events.length === 0 && before.assigned !== null) {
+        const { variant, assignedAt } = before.assigned;
         results.push({
-          enrolled: false,
+          enrolled: true,
           experimentId,
           candidateKey,
-          reason: `not enrolled: candidate is in experiment ${other} of exclusion group ${experiment.exclusionGroup}`,
+          variant,
+          assignedAt: new Date(assignedAt),
+          created: false,
         });
       }
     }
+    if (assigned.length === 0) return results;
 
-    const buckets = eligible.map((key) => bucketOf(experiment.salt, key));
-    const inserted = await client.query<{ candidateKey: string; variant: string; assignedAt: Date }>(
+    const inserted = await client.query<{ candidateKey: string }>(
       `INSERT INTO assignments (experiment_id, candidate_key, variant, bucket, period)
-       SELECT $1, k, v, b, $5 FROM unnest($2::text[], $3::text[], $4::float8[]) AS t(k, v, b)
+       SELECT $1, k, v, b, p FROM unnest($2::text[], $3::text[], $4::float8[], $5::int[]) AS t(k, v, b, p)
        ON CONFLICT (experiment_id, candidate_key) DO NOTHING
-       RETURNING candidate_key AS "candidateKey", variant, assigned_at AS "assignedAt"`,
+       RETURNING candidate_key AS "candidateKey"`,
       [
         experimentId,
-        eligible,
-        buckets.map((b) => variantForBucket(experiment.variants, b)),
-        buckets,
-        experiment.weightsPeriod,
+        assigned.map((a) => a.event.candidateKey),
+        assigned.map((a) => a.event.variant),
+        assigned.map((a) => a.bucket),
+        assigned.map((a) => a.period),
       ],
     );
     const created = new Set(inserted.rows.map((r) => r.candidateKey));
+    const landed = assigned.filter((a) => created.has(a.event.candidateKey));
+    const racedKeys = assigned.filter((a) => !created.has(a.event.candidateKey)).map((a) => a.event.candidateKey);
     // Rows a racing transaction inserted first: read them back, they are the truth.
-    const raced = await this.assignments(
-      experimentId,
-      eligible.filter((key) => !created.has(key)),
-      client,
-    );
-    for (const row of inserted.rows) results.push({ enrolled: true, experimentId, ...row, created: true });
-    for (const row of raced.values()) results.push({ enrolled: true, experimentId, ...row, created: false });
-
-    const events: OutgoingEvent[] = inserted.rows.map((row) => {
-      const event: VariantAssigned = {
-        type: 'VariantAssigned',
-        eventId: uuidV5('variant-assigned', experimentId, row.candidateKey),
-        occurredAt: row.assignedAt.getTime(),
-        producer: 'experiment',
-        correlationId,
-        causationId: null,
+    const raced = racedKeys.length === 0 ? new Map() : await this.assignments(experimentId, racedKeys, client);
+    for (const { event } of landed) {
+      const { candidateKey, variant, assignedAt } = event;
+      results.push({
+        enrolled: true,
         experimentId,
-        candidateKey: row.candidateKey,
-        variant: row.variant,
-        assignedAt: row.assignedAt.getTime(),
-      };
-      return { topic: this.assignmentsTopic, event };
-    });
-    await enqueueEvents(client, events);
+        candidateKey,
+        variant,
+        assignedAt: new Date(assignedAt),
+        created: true,
+      });
+    }
+    for (const row of raced.values()) results.push({ enrolled: true, experimentId, ...row, created: false });
+    await enqueueEvents(
+      client,
+      landed.map(({ event }) => ({ topic: this.assignmentsTopic, event })),
+    );
     return results;
   }
 
@@ -321,7 +408,7 @@ export class ExperimentsRepository {
       const rows = await this.detectContaminations(client, inserted.rows);
       const events = rows.map((row) => {
         const cause = exposures.find((e) => e.experimentId === row.experimentId && e.candidateKey === row.candidateKey);
-        return contaminationEvent(row, cause?.correlationId ?? row.candidateKey, cause?.eventId ?? null);
+        return contaminationOf(row, cause?.correlationId ?? row.candidateKey, cause?.eventId ?? null);
       });
       await enqueueEvents(
         client,
@@ -334,6 +421,8 @@ export class ExperimentsRepository {
   /**
    * The one contamination rule, for every way an exposure arrives: a candidate whose assigned and
    * exposed variants (platform sends and imported history alike) are not all one is contaminated.
+   * Set-based SQL whose condition is generated from the domain's rule (domain/assignment.ts
+   * `contaminationRules`, adapters/contamination-sql.ts); new or widened findings only.
    * Upserts the touched candidates' findings and returns the ones that are new or widened.
    */
   private async detectContaminations(
@@ -353,7 +442,7 @@ export class ExperimentsRepository {
        )
        INSERT INTO contaminations (experiment_id, candidate_key, assigned_variant, exposed_variants)
        SELECT experiment_id, candidate_key, assigned, exposed FROM seen
-       WHERE cardinality(exposed) > 1 OR (assigned IS NOT NULL AND assigned <> ALL (exposed))
+       WHERE ${contaminatedSql({ assigned: 'assigned', exposed: 'exposed' })}
        ORDER BY experiment_id, candidate_key
        ON CONFLICT (experiment_id, candidate_key) DO UPDATE SET exposed_variants = excluded.exposed_variants, detected_at = now()
          WHERE contaminations.exposed_variants IS DISTINCT FROM excluded.exposed_variants
@@ -415,7 +504,7 @@ export class ExperimentsRepository {
       ]);
       const correlationId = `import:${file.importId}`;
       const events = (await this.detectContaminations(client, touched)).map((row) =>
-        contaminationEvent(row, correlationId, null),
+        contaminationOf(row, correlationId, null),
       );
       await enqueueEvents(
         client,
@@ -564,22 +653,10 @@ export class ExperimentsRepository {
 
 const sum = (values: readonly number[]) => values.reduce((a, b) => a + b, 0);
 
-function contaminationEvent(
+function contaminationOf(
   row: ContaminationRow,
   correlationId: string,
   causationId: string | null,
 ): VariantContaminated {
-  return {
-    type: 'VariantContaminated',
-    eventId: uuidV5('variant-contaminated', row.experimentId, row.candidateKey, ...row.exposed),
-    occurredAt: row.detectedAt.getTime(),
-    producer: 'experiment',
-    correlationId,
-    causationId,
-    experimentId: row.experimentId,
-    candidateKey: row.candidateKey,
-    assignedVariant: row.assigned ?? row.exposed[0] ?? '',
-    exposedVariants: row.exposed,
-    detectedAt: row.detectedAt.getTime(),
-  };
+  return contaminationEvent({ ...row, detectedAt: row.detectedAt.getTime(), correlationId, causationId });
 }

@@ -9,6 +9,7 @@
  * weight changes only affect candidates assigned afterwards.
  */
 import { createHash } from 'node:crypto';
+import { uuidV5, type Decider, type VariantAssigned, type VariantContaminated } from '@outreach/contracts';
 
 export interface Variant {
   readonly name: string;
@@ -69,3 +70,276 @@ export function definitionProblems(definition: ExperimentDefinition): string[] {
   }
   return problems;
 }
+
+// ─── The Assignment aggregate: one candidate in one experiment ───────────────────────────────────
+//
+// Keyed by (experimentId, candidateKey). Its rules: a stored assignment wins (sticky); only an active
+// experiment enrols; a candidate held by another experiment of the exclusion group is not enrolled;
+// the variant is the hash's (bucketOf, variantForBucket) under the weights in force; and a candidate
+// seen in more than one arm (assigned or exposed, platform or imported) is contaminated.
+
+export type ExperimentStatus = 'active' | 'paused' | 'stopped';
+
+/** What assigning needs of an experiment: the weights in force and the period they belong to. */
+export interface AssigningExperiment {
+  readonly experimentId: string;
+  readonly salt: string;
+  readonly status: ExperimentStatus;
+  readonly exclusionGroup: string | null;
+  readonly variants: readonly Variant[];
+  readonly weightsPeriod: number;
+}
+
+/**
+ * What the store loads is what a command reads: assigning reads `assigned` and, for a candidate with
+ * no assignment, `groupHolder`; recording exposures reads `assigned`, `exposed` and `contaminated`
+ * (the service's exposure path applies that part set-based in SQL generated from `contaminationRules`).
+ */
+export interface AssignmentState {
+  /** The stored assignment: once there, it is the answer for ever. */
+  readonly assigned: { readonly variant: string; readonly assignedAt: number } | null;
+  /**
+   * The experiment that holds the candidate in this experiment's exclusion group (null: no group, or
+   * nobody holds it yet). The first experiment to claim a candidate holds it: the claim is the lock
+   * the store takes before deciding (see `claimsMembership`).
+   */
+  readonly groupHolder: string | null;
+  /** The arms the candidate was exposed to (platform sends and imported history): distinct, sorted. */
+  readonly exposed: readonly string[];
+  /** The exposed arms as of the last contamination recorded (null: never contaminated). */
+  readonly contaminated: readonly string[] | null;
+}
+
+export type AssignmentCommand =
+  | {
+      readonly type: 'Assign';
+      readonly experiment: AssigningExperiment;
+      readonly candidateKey: string;
+      readonly correlationId: string;
+      /** The time of the assignment (the store's transaction time). */
+      readonly at: number;
+    }
+  | {
+      /** New exposures of one candidate (a batch's, deduplicated by event id), platform or imported. */
+      readonly type: 'RecordExposures';
+      readonly experimentId: string;
+      readonly candidateKey: string;
+      readonly variants: readonly string[];
+      readonly correlationId: string;
+      readonly causationId: string | null;
+      readonly at: number;
+    };
+
+export type AssignmentEvent =
+  | {
+      readonly type: 'VariantAssigned';
+      readonly event: VariantAssigned;
+      /** What the row stores beside the event: the hash's bucket and the weights period used. */
+      readonly bucket: number;
+      readonly period: number;
+      readonly exclusionGroup: string | null;
+    }
+  | { readonly type: 'NotEnrolled'; readonly reason: string }
+  | { readonly type: 'ExposuresRecorded'; readonly variants: readonly string[] }
+  | { readonly type: 'VariantContaminated'; readonly event: VariantContaminated };
+
+export type AssignmentKey = `${string}\u0000${string}`;
+
+/** The aggregate's key: (experimentId, candidateKey). */
+export const assignmentKey = (experimentId: string, candidateKey: string): AssignmentKey =>
+  `${experimentId}\u0000${candidateKey}`;
+
+export const assignmentKeyOf = (command: AssignmentCommand): AssignmentKey =>
+  assignmentKey(
+    command.type === 'Assign' ? command.experiment.experimentId : command.experimentId,
+    command.candidateKey,
+  );
+
+export const notEnrolledReason = {
+  inactive: (status: ExperimentStatus) => `experiment is ${status}`,
+  heldInGroup: (holder: string, exclusionGroup: string) =>
+    `not enrolled: candidate is in experiment ${holder} of exclusion group ${exclusionGroup}`,
+} as const;
+
+/**
+ * Whether assigning must first claim the candidate in the experiment's exclusion group: an active
+ * experiment in a group, a candidate with no assignment that nobody holds yet. The store claims
+ * (INSERT … ON CONFLICT DO NOTHING, which waits for a racing claimer) and re-reads the holder
+ * before deciding, so two experiments of one group never both enrol a candidate.
+ */
+export function claimsMembership(experiment: AssigningExperiment, state: AssignmentState): boolean {
+  return (
+    experiment.status === 'active' &&
+    experiment.exclusionGroup !== null &&
+    state.assigned === null &&
+    state.groupHolder === null
+  );
+}
+
+// ─── Contamination ───────────────────────────────────────────────────────────────────────────────
+
+/** What a contamination is judged on: the assigned arm (if any) and every exposed arm (distinct). */
+export interface SeenArms {
+  readonly assigned: string | null;
+  /** Never empty where the rule is applied: a candidate is judged when it is exposed. */
+  readonly exposed: readonly string[];
+}
+
+/**
+ * The contamination rule, as a table: a candidate is contaminated when any of these holds. The SQL
+ * that detects contaminations set-based (adapters/contamination-sql.ts) is generated from this table,
+ * one SQL predicate per rule name, so the rule has one source.
+ */
+export const contaminationRules = [
+  {
+    name: 'exposedToSeveralArms',
+    holds: (seen: SeenArms) => seen.exposed.length > 1,
+  },
+  {
+    name: 'exposedOutsideAssignedArm',
+    holds: (seen: SeenArms) => seen.assigned !== null && !seen.exposed.includes(seen.assigned),
+  },
+] as const;
+
+export type ContaminationRuleName = (typeof contaminationRules)[number]['name'];
+
+export function isContaminated(seen: SeenArms): boolean {
+  return contaminationRules.some((rule) => rule.holds(seen));
+}
+
+/** The VariantContaminated event of a finding (new, or widened to more arms). */
+export function contaminationEvent(finding: {
+  readonly experimentId: string;
+  readonly candidateKey: string;
+  readonly assigned: string | null;
+  readonly exposed: readonly string[];
+  readonly detectedAt: number;
+  readonly correlationId: string;
+  readonly causationId: string | null;
+}): VariantContaminated {
+  return {
+    type: 'VariantContaminated',
+    eventId: uuidV5('variant-contaminated', finding.experimentId, finding.candidateKey, ...finding.exposed),
+    occurredAt: finding.detectedAt,
+    producer: 'experiment',
+    correlationId: finding.correlationId,
+    causationId: finding.causationId,
+    experimentId: finding.experimentId,
+    candidateKey: finding.candidateKey,
+    assignedVariant: finding.assigned ?? finding.exposed[0] ?? '',
+    exposedVariants: [...finding.exposed],
+    detectedAt: finding.detectedAt,
+  };
+}
+
+/** The VariantAssigned event of a new assignment (its id: one per candidate per experiment). */
+export function variantAssignedEvent(fields: {
+  readonly experimentId: string;
+  readonly candidateKey: string;
+  readonly variant: string;
+  readonly assignedAt: number;
+  readonly correlationId: string;
+}): VariantAssigned {
+  return {
+    type: 'VariantAssigned',
+    eventId: uuidV5('variant-assigned', fields.experimentId, fields.candidateKey),
+    occurredAt: fields.assignedAt,
+    producer: 'experiment',
+    correlationId: fields.correlationId,
+    causationId: null,
+    experimentId: fields.experimentId,
+    candidateKey: fields.candidateKey,
+    variant: fields.variant,
+    assignedAt: fields.assignedAt,
+  };
+}
+
+/**
+ * Distinct, in code-unit order: the order of `array_agg(DISTINCT … ORDER BY …)` under the C collation
+ * the detection's database uses (the contamination event's id is derived from the arms in order).
+ */
+const sortedArms = (arms: Iterable<string>) => [...new Set(arms)].sort();
+const sameArms = (a: readonly string[] | null, b: readonly string[]) =>
+  a !== null && a.length === b.length && a.every((arm, i) => arm === b[i]);
+
+function decideAssignment(state: AssignmentState, command: AssignmentCommand & { type: 'Assign' }): AssignmentEvent[] {
+  const { experiment, candidateKey } = command;
+  if (state.assigned !== null) return [];
+  if (experiment.status !== 'active')
+    return [{ type: 'NotEnrolled', reason: notEnrolledReason.inactive(experiment.status) }];
+  if (
+    experiment.exclusionGroup !== null &&
+    state.groupHolder !== null &&
+    state.groupHolder !== experiment.experimentId
+  ) {
+    return [
+      { type: 'NotEnrolled', reason: notEnrolledReason.heldInGroup(state.groupHolder, experiment.exclusionGroup) },
+    ];
+  }
+  const bucket = bucketOf(experiment.salt, candidateKey);
+  const variant = variantForBucket(experiment.variants, bucket);
+  return [
+    {
+      type: 'VariantAssigned',
+      event: variantAssignedEvent({
+        experimentId: experiment.experimentId,
+        candidateKey,
+        variant,
+        assignedAt: command.at,
+        correlationId: command.correlationId,
+      }),
+      bucket,
+      period: experiment.weightsPeriod,
+      exclusionGroup: experiment.exclusionGroup,
+    },
+  ];
+}
+
+function decideExposures(
+  state: AssignmentState,
+  command: AssignmentCommand & { type: 'RecordExposures' },
+): AssignmentEvent[] {
+  if (command.variants.length === 0) return [];
+  const exposed = sortedArms([...state.exposed, ...command.variants]);
+  const recorded: AssignmentEvent = { type: 'ExposuresRecorded', variants: sortedArms(command.variants) };
+  const assigned = state.assigned?.variant ?? null;
+  // New, or widened to more arms: a finding already recorded with these very arms is not news.
+  if (!isContaminated({ assigned, exposed }) || sameArms(state.contaminated, exposed)) return [recorded];
+  return [
+    recorded,
+    {
+      type: 'VariantContaminated',
+      event: contaminationEvent({
+        experimentId: command.experimentId,
+        candidateKey: command.candidateKey,
+        assigned,
+        exposed,
+        detectedAt: command.at,
+        correlationId: command.correlationId,
+        causationId: command.causationId,
+      }),
+    },
+  ];
+}
+
+export const assignmentDecider: Decider<AssignmentState, AssignmentCommand, AssignmentEvent> = {
+  initialState: { assigned: null, groupHolder: null, exposed: [], contaminated: null },
+  decide: (state, command) =>
+    command.type === 'Assign' ? decideAssignment(state, command) : decideExposures(state, command),
+  evolve: (state, event) => {
+    switch (event.type) {
+      case 'VariantAssigned':
+        return {
+          ...state,
+          assigned: { variant: event.event.variant, assignedAt: event.event.assignedAt },
+          groupHolder: event.exclusionGroup === null ? state.groupHolder : event.event.experimentId,
+        };
+      case 'NotEnrolled':
+        return state;
+      case 'ExposuresRecorded':
+        return { ...state, exposed: sortedArms([...state.exposed, ...event.variants]) };
+      case 'VariantContaminated':
+        return { ...state, contaminated: event.event.exposedVariants };
+    }
+  },
+};
