@@ -10,7 +10,13 @@
  * moved, from the state that row was in. Event ids derive from what the event means, so a redelivery that decides
  * again enqueues nothing new.
  */
-import { uuidV5, type Decider, type NextStepScheduled, type SendRequested, type StepCancelled } from '@outreach/contracts';
+import {
+  uuidV5,
+  type Decider,
+  type NextStepScheduled,
+  type SendRequested,
+  type StepCancelled,
+} from '@outreach/contracts';
 import type { PlannedRequest } from './request.js';
 
 /** One send, fully decided (variant and content chosen), as stored for later or emitted now. */

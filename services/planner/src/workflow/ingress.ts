@@ -9,7 +9,13 @@
  * requests other than re-requests also go to the DLQ, as before. A record that cannot be decoded has
  * no requestId to answer: the consumer runner dead-letters it and nothing else is said.
  */
-import { isTransientError, type ConsumedEvent, type EventBatchHandler, type Logger, type Rejection } from '@outreach/shared';
+import {
+  isTransientError,
+  type ConsumedEvent,
+  type EventBatchHandler,
+  type Logger,
+  type Rejection,
+} from '@outreach/shared';
 import { canonicalCorrelationId, type OutreachRequested } from '@outreach/contracts';
 import { addressable, requestUnprocessable } from '../domain/rejection.js';
 import { takeOutreachRequests, type OutreachRequestsDeps, type RequestVerdict } from './outreach-requests.js';

@@ -1,6 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { AppError, avroFromJson, avroToJsonSchema, topicName } from '@outreach/shared';
-import { canonicalConversationId, exactIdProblem, MAX_EXPERIMENT_ID_CHARS, schemaDefinitions, type OutreachRequested } from '@outreach/contracts';
+import {
+  canonicalConversationId,
+  exactIdProblem,
+  MAX_EXPERIMENT_ID_CHARS,
+  schemaDefinitions,
+  type OutreachRequested,
+} from '@outreach/contracts';
 import { Type, type Static } from '@sinclair/typebox';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import {
