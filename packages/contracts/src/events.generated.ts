@@ -187,13 +187,7 @@ export interface OutreachRejected {
   /** The refused request's id, exactly as the caller gave it. The Kafka message key: one request's rejections stay in order on one partition. */
   readonly requestId: string;
   /** Why, as a code: invalid_request (a field fails the request's rules; detail names the fields), unknown_experiment (experimentId names no experiment), no_content_for_variant (no content for a variant of the experiment, nor one without a variant), no_default_content (the candidate is not enrolled in the experiment and no content is without a variant), step_already_emitted (another request already had this campaign, candidate and step sent or handed to the sender; sendId names it), step_already_cancelled (the step was cancelled by a reply or a close; sendId names it). A reader holding an older schema reads a code added later as invalid_request. */
-  readonly reason:
-    | 'invalid_request'
-    | 'unknown_experiment'
-    | 'no_content_for_variant'
-    | 'no_default_content'
-    | 'step_already_emitted'
-    | 'step_already_cancelled';
+  readonly reason: 'invalid_request' | 'unknown_experiment' | 'no_content_for_variant' | 'no_default_content' | 'step_already_emitted' | 'step_already_cancelled';
   /** A short explanation in the platform's words and the request's field names only (e.g. "fields: email, contents[0].subject"), never a value from the request. */
   readonly detail: string;
   /** For step_already_emitted and step_already_cancelled: the send that holds the step (UUIDv5 of the canonical campaignId, candidateKey and step); null otherwise. */
@@ -246,13 +240,13 @@ export interface OutreachRequested {
     readonly delayMs: number;
     /** Its content: one, or one per experiment variant. */
     readonly contents: ReadonlyArray<{
-      /** Variant this content is for; null when the request has a single content. */
-      readonly variant: null | string;
-      /** Subject line. */
-      readonly subject: string;
-      /** Plain-text body. */
-      readonly body: string;
-    }>;
+    /** Variant this content is for; null when the request has a single content. */
+    readonly variant: null | string;
+    /** Subject line. */
+    readonly subject: string;
+    /** Plain-text body. */
+    readonly body: string;
+  }>;
   }>;
 }
 
@@ -483,1934 +477,2131 @@ export type EventType = OutreachEvent['type'];
 
 export type EventOf<T extends EventType> = Extract<OutreachEvent, { type: T }>;
 
-export const eventTypes = [
-  'AddressSuppressed',
-  'ConversationClosed',
-  'ConversationRecovered',
-  'ConversationStalled',
-  'ConversationStarted',
-  'MessageReceived',
-  'NextStepScheduled',
-  'OutreachRejected',
-  'OutreachRequested',
-  'SendRecorded',
-  'SendRequested',
-  'SequencePlanned',
-  'StepCancelled',
-  'StepCompleted',
-  'VariantAssigned',
-  'VariantContaminated',
-] as const;
+export const eventTypes = ["AddressSuppressed","ConversationClosed","ConversationRecovered","ConversationStalled","ConversationStarted","MessageReceived","NextStepScheduled","OutreachRejected","OutreachRequested","SendRecorded","SendRequested","SequencePlanned","StepCancelled","StepCompleted","VariantAssigned","VariantContaminated"] as const;
 
 /** Every schema version the codec can read, by event type: the current writer and older ones. */
 export const schemaDefinitions: Record<EventType, { readonly current: object; readonly history: readonly object[] }> = {
-  AddressSuppressed: {
-    current: {
-      type: 'record',
-      name: 'AddressSuppressed',
-      namespace: 'outreach.events',
-      doc: "An address was put on the sender's suppression list (or an operator changed why): no send goes to it again, in any campaign, until an operator lifts it. Never carries the address. Topic: outreach.suppressions.v1, keyed by emailHash.",
-      fields: [
+  "AddressSuppressed": {
+    "current": {
+      "type": "record",
+      "name": "AddressSuppressed",
+      "namespace": "outreach.events",
+      "doc": "An address was put on the sender's suppression list (or an operator changed why): no send goes to it again, in any campaign, until an operator lifts it. Never carries the address. Topic: outreach.suppressions.v1, keyed by emailHash.",
+      "fields": [
         {
-          name: 'eventId',
-          type: {
-            type: 'string',
-            logicalType: 'uuid',
+          "name": "eventId",
+          "type": {
+            "type": "string",
+            "logicalType": "uuid"
           },
-          doc: 'Unique id of this event; consumers deduplicate by it.',
+          "doc": "Unique id of this event; consumers deduplicate by it."
         },
         {
-          name: 'occurredAt',
-          type: {
-            type: 'long',
-            logicalType: 'timestamp-millis',
+          "name": "occurredAt",
+          "type": {
+            "type": "long",
+            "logicalType": "timestamp-millis"
           },
-          doc: "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters.",
+          "doc": "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters."
         },
         {
-          name: 'producer',
-          type: 'string',
-          doc: 'The service (or external system) that produced the event.',
+          "name": "producer",
+          "type": "string",
+          "doc": "The service (or external system) that produced the event."
         },
         {
-          name: 'correlationId',
-          type: 'string',
-          doc: 'Shared by every event caused, directly or not, by one original request.',
+          "name": "correlationId",
+          "type": "string",
+          "doc": "Shared by every event caused, directly or not, by one original request."
         },
         {
-          name: 'causationId',
-          type: ['null', 'string'],
-          default: null,
-          doc: 'eventId of the event that caused this one; null for an original request.',
-        },
-        {
-          name: 'emailHash',
-          type: 'string',
-          doc: "Hex HMAC-SHA256, under the platform's secret key emailHashKeyId, of the canonical address (schemas/README.md, Keys). The Kafka message key.",
-        },
-        {
-          name: 'emailHashKeyId',
-          type: 'string',
-          doc: 'Id of the key emailHash was made with.',
-        },
-        {
-          name: 'reason',
-          type: {
-            type: 'enum',
-            name: 'SuppressionReason',
-            symbols: ['unsubscribed', 'hard_bounce', 'complaint', 'operator'],
-          },
-          doc: "Why: the person unsubscribed, the address bounced for good, the person complained (marked as spam), or an operator's manual entry.",
-        },
-        {
-          name: 'source',
-          type: {
-            type: 'enum',
-            name: 'SuppressionSource',
-            symbols: ['unsubscribe', 'ses', 'sendgrid', 'dsn', 'smtp', 'api'],
-          },
-          doc: 'Where the sender learned it: its one-click unsubscribe link, SES (through SNS), the SendGrid Event Webhook, a DSN from the bounce mailbox, an SMTP reply to its own send, or the operator API.',
-        },
-        {
-          name: 'campaignId',
-          type: ['null', 'string'],
-          default: null,
-          doc: "Canonical campaign id of the send the report was about; null when it named none of ours (an operator's entry, a provider report without our Message-ID).",
-        },
-        {
-          name: 'sendId',
-          type: [
-            'null',
-            {
-              type: 'string',
-              logicalType: 'uuid',
-            },
+          "name": "causationId",
+          "type": [
+            "null",
+            "string"
           ],
-          default: null,
-          doc: 'The send the report was about, when known.',
+          "default": null,
+          "doc": "eventId of the event that caused this one; null for an original request."
         },
-      ],
+        {
+          "name": "emailHash",
+          "type": "string",
+          "doc": "Hex HMAC-SHA256, under the platform's secret key emailHashKeyId, of the canonical address (schemas/README.md, Keys). The Kafka message key."
+        },
+        {
+          "name": "emailHashKeyId",
+          "type": "string",
+          "doc": "Id of the key emailHash was made with."
+        },
+        {
+          "name": "reason",
+          "type": {
+            "type": "enum",
+            "name": "SuppressionReason",
+            "symbols": [
+              "unsubscribed",
+              "hard_bounce",
+              "complaint",
+              "operator"
+            ]
+          },
+          "doc": "Why: the person unsubscribed, the address bounced for good, the person complained (marked as spam), or an operator's manual entry."
+        },
+        {
+          "name": "source",
+          "type": {
+            "type": "enum",
+            "name": "SuppressionSource",
+            "symbols": [
+              "unsubscribe",
+              "ses",
+              "sendgrid",
+              "dsn",
+              "smtp",
+              "api"
+            ]
+          },
+          "doc": "Where the sender learned it: its one-click unsubscribe link, SES (through SNS), the SendGrid Event Webhook, a DSN from the bounce mailbox, an SMTP reply to its own send, or the operator API."
+        },
+        {
+          "name": "campaignId",
+          "type": [
+            "null",
+            "string"
+          ],
+          "default": null,
+          "doc": "Canonical campaign id of the send the report was about; null when it named none of ours (an operator's entry, a provider report without our Message-ID)."
+        },
+        {
+          "name": "sendId",
+          "type": [
+            "null",
+            {
+              "type": "string",
+              "logicalType": "uuid"
+            }
+          ],
+          "default": null,
+          "doc": "The send the report was about, when known."
+        }
+      ]
     },
-    history: [],
+    "history": []
   },
-  ConversationClosed: {
-    current: {
-      type: 'record',
-      name: 'ConversationClosed',
-      namespace: 'outreach.events',
-      doc: 'The conversation ended; no next step is owed. Topic: conversation.events.v1.',
-      fields: [
+  "ConversationClosed": {
+    "current": {
+      "type": "record",
+      "name": "ConversationClosed",
+      "namespace": "outreach.events",
+      "doc": "The conversation ended; no next step is owed. Topic: conversation.events.v1.",
+      "fields": [
         {
-          name: 'eventId',
-          type: {
-            type: 'string',
-            logicalType: 'uuid',
+          "name": "eventId",
+          "type": {
+            "type": "string",
+            "logicalType": "uuid"
           },
-          doc: 'Unique id of this event; consumers deduplicate by it.',
+          "doc": "Unique id of this event; consumers deduplicate by it."
         },
         {
-          name: 'occurredAt',
-          type: {
-            type: 'long',
-            logicalType: 'timestamp-millis',
+          "name": "occurredAt",
+          "type": {
+            "type": "long",
+            "logicalType": "timestamp-millis"
           },
-          doc: "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters.",
+          "doc": "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters."
         },
         {
-          name: 'producer',
-          type: 'string',
-          doc: 'The service (or external system) that produced the event.',
+          "name": "producer",
+          "type": "string",
+          "doc": "The service (or external system) that produced the event."
         },
         {
-          name: 'correlationId',
-          type: 'string',
-          doc: 'Shared by every event caused, directly or not, by one original request.',
+          "name": "correlationId",
+          "type": "string",
+          "doc": "Shared by every event caused, directly or not, by one original request."
         },
         {
-          name: 'causationId',
-          type: ['null', 'string'],
-          default: null,
-          doc: 'eventId of the event that caused this one; null for an original request.',
+          "name": "causationId",
+          "type": [
+            "null",
+            "string"
+          ],
+          "default": null,
+          "doc": "eventId of the event that caused this one; null for an original request."
         },
         {
-          name: 'conversationId',
-          type: 'string',
-          doc: 'The conversation: one per (campaignId, candidateKey) unless the agent says otherwise.',
+          "name": "conversationId",
+          "type": "string",
+          "doc": "The conversation: one per (campaignId, candidateKey) unless the agent says otherwise."
         },
         {
-          name: 'campaignId',
-          type: 'string',
-          doc: 'Campaign id as given by the requester.',
+          "name": "campaignId",
+          "type": "string",
+          "doc": "Campaign id as given by the requester."
         },
         {
-          name: 'candidateKey',
-          type: 'string',
-          doc: 'Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key.',
+          "name": "candidateKey",
+          "type": "string",
+          "doc": "Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key."
         },
         {
-          name: 'reason',
-          type: ['null', 'string'],
-          doc: 'Why it closed, if given. The liveness service closes a conversation whose planned sequence was sent in full and got no reply within the reply window with `sequence_completed`; such a close applies only while the conversation still awaits that reply.',
-          default: null,
-        },
-      ],
+          "name": "reason",
+          "type": [
+            "null",
+            "string"
+          ],
+          "doc": "Why it closed, if given. The liveness service closes a conversation whose planned sequence was sent in full and got no reply within the reply window with `sequence_completed`; such a close applies only while the conversation still awaits that reply.",
+          "default": null
+        }
+      ]
     },
-    history: [],
+    "history": []
   },
-  ConversationRecovered: {
-    current: {
-      type: 'record',
-      name: 'ConversationRecovered',
-      namespace: 'outreach.events',
-      doc: 'A stalled conversation got its next step (or closed). Topic: conversation.liveness.v1.',
-      fields: [
+  "ConversationRecovered": {
+    "current": {
+      "type": "record",
+      "name": "ConversationRecovered",
+      "namespace": "outreach.events",
+      "doc": "A stalled conversation got its next step (or closed). Topic: conversation.liveness.v1.",
+      "fields": [
         {
-          name: 'eventId',
-          type: {
-            type: 'string',
-            logicalType: 'uuid',
+          "name": "eventId",
+          "type": {
+            "type": "string",
+            "logicalType": "uuid"
           },
-          doc: 'Unique id of this event; consumers deduplicate by it.',
+          "doc": "Unique id of this event; consumers deduplicate by it."
         },
         {
-          name: 'occurredAt',
-          type: {
-            type: 'long',
-            logicalType: 'timestamp-millis',
+          "name": "occurredAt",
+          "type": {
+            "type": "long",
+            "logicalType": "timestamp-millis"
           },
-          doc: "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters.",
+          "doc": "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters."
         },
         {
-          name: 'producer',
-          type: 'string',
-          doc: 'The service (or external system) that produced the event.',
+          "name": "producer",
+          "type": "string",
+          "doc": "The service (or external system) that produced the event."
         },
         {
-          name: 'correlationId',
-          type: 'string',
-          doc: 'Shared by every event caused, directly or not, by one original request.',
+          "name": "correlationId",
+          "type": "string",
+          "doc": "Shared by every event caused, directly or not, by one original request."
         },
         {
-          name: 'causationId',
-          type: ['null', 'string'],
-          default: null,
-          doc: 'eventId of the event that caused this one; null for an original request.',
+          "name": "causationId",
+          "type": [
+            "null",
+            "string"
+          ],
+          "default": null,
+          "doc": "eventId of the event that caused this one; null for an original request."
         },
         {
-          name: 'conversationId',
-          type: 'string',
-          doc: 'The conversation: one per (campaignId, candidateKey) unless the agent says otherwise.',
+          "name": "conversationId",
+          "type": "string",
+          "doc": "The conversation: one per (campaignId, candidateKey) unless the agent says otherwise."
         },
         {
-          name: 'campaignId',
-          type: 'string',
-          doc: 'Campaign id as given by the requester.',
+          "name": "campaignId",
+          "type": "string",
+          "doc": "Campaign id as given by the requester."
         },
         {
-          name: 'candidateKey',
-          type: 'string',
-          doc: 'Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key.',
+          "name": "candidateKey",
+          "type": "string",
+          "doc": "Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key."
         },
         {
-          name: 'reason',
-          type: {
-            type: 'enum',
-            name: 'RecoveredStallReason',
-            symbols: ['no_next_step', 'next_step_overdue'],
+          "name": "reason",
+          "type": {
+            "type": "enum",
+            "name": "RecoveredStallReason",
+            "symbols": [
+              "no_next_step",
+              "next_step_overdue"
+            ]
           },
-          doc: 'The stall that healed.',
+          "doc": "The stall that healed."
         },
         {
-          name: 'recoveredAt',
-          type: {
-            type: 'long',
-            logicalType: 'timestamp-millis',
+          "name": "recoveredAt",
+          "type": {
+            "type": "long",
+            "logicalType": "timestamp-millis"
           },
-          doc: 'Database time of recovery.',
-        },
-      ],
+          "doc": "Database time of recovery."
+        }
+      ]
     },
-    history: [],
+    "history": []
   },
-  ConversationStalled: {
-    current: {
-      type: 'record',
-      name: 'ConversationStalled',
-      namespace: 'outreach.events',
-      doc: 'A conversation has no next step, or its next step is overdue. Topic: conversation.liveness.v1.',
-      fields: [
+  "ConversationStalled": {
+    "current": {
+      "type": "record",
+      "name": "ConversationStalled",
+      "namespace": "outreach.events",
+      "doc": "A conversation has no next step, or its next step is overdue. Topic: conversation.liveness.v1.",
+      "fields": [
         {
-          name: 'eventId',
-          type: {
-            type: 'string',
-            logicalType: 'uuid',
+          "name": "eventId",
+          "type": {
+            "type": "string",
+            "logicalType": "uuid"
           },
-          doc: 'Unique id of this event; consumers deduplicate by it.',
+          "doc": "Unique id of this event; consumers deduplicate by it."
         },
         {
-          name: 'occurredAt',
-          type: {
-            type: 'long',
-            logicalType: 'timestamp-millis',
+          "name": "occurredAt",
+          "type": {
+            "type": "long",
+            "logicalType": "timestamp-millis"
           },
-          doc: "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters.",
+          "doc": "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters."
         },
         {
-          name: 'producer',
-          type: 'string',
-          doc: 'The service (or external system) that produced the event.',
+          "name": "producer",
+          "type": "string",
+          "doc": "The service (or external system) that produced the event."
         },
         {
-          name: 'correlationId',
-          type: 'string',
-          doc: 'Shared by every event caused, directly or not, by one original request.',
+          "name": "correlationId",
+          "type": "string",
+          "doc": "Shared by every event caused, directly or not, by one original request."
         },
         {
-          name: 'causationId',
-          type: ['null', 'string'],
-          default: null,
-          doc: 'eventId of the event that caused this one; null for an original request.',
+          "name": "causationId",
+          "type": [
+            "null",
+            "string"
+          ],
+          "default": null,
+          "doc": "eventId of the event that caused this one; null for an original request."
         },
         {
-          name: 'conversationId',
-          type: 'string',
-          doc: 'The conversation: one per (campaignId, candidateKey) unless the agent says otherwise.',
+          "name": "conversationId",
+          "type": "string",
+          "doc": "The conversation: one per (campaignId, candidateKey) unless the agent says otherwise."
         },
         {
-          name: 'campaignId',
-          type: 'string',
-          doc: 'Campaign id as given by the requester.',
+          "name": "campaignId",
+          "type": "string",
+          "doc": "Campaign id as given by the requester."
         },
         {
-          name: 'candidateKey',
-          type: 'string',
-          doc: 'Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key.',
+          "name": "candidateKey",
+          "type": "string",
+          "doc": "Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key."
         },
         {
-          name: 'reason',
-          type: {
-            type: 'enum',
-            name: 'StallReason',
-            symbols: ['no_next_step', 'next_step_overdue'],
+          "name": "reason",
+          "type": {
+            "type": "enum",
+            "name": "StallReason",
+            "symbols": [
+              "no_next_step",
+              "next_step_overdue"
+            ]
           },
-          doc: 'Which rule flagged it.',
+          "doc": "Which rule flagged it."
         },
         {
-          name: 'since',
-          type: {
-            type: 'long',
-            logicalType: 'timestamp-millis',
+          "name": "since",
+          "type": {
+            "type": "long",
+            "logicalType": "timestamp-millis"
           },
-          doc: 'When the obligation (or the deadline) began.',
+          "doc": "When the obligation (or the deadline) began."
         },
         {
-          name: 'detectedAt',
-          type: {
-            type: 'long',
-            logicalType: 'timestamp-millis',
+          "name": "detectedAt",
+          "type": {
+            "type": "long",
+            "logicalType": "timestamp-millis"
           },
-          doc: 'Database time of detection.',
-        },
-      ],
+          "doc": "Database time of detection."
+        }
+      ]
     },
-    history: [],
+    "history": []
   },
-  ConversationStarted: {
-    current: {
-      type: 'record',
-      name: 'ConversationStarted',
-      namespace: 'outreach.events',
-      doc: 'A conversation with a candidate began. Topic: conversation.events.v1.',
-      fields: [
+  "ConversationStarted": {
+    "current": {
+      "type": "record",
+      "name": "ConversationStarted",
+      "namespace": "outreach.events",
+      "doc": "A conversation with a candidate began. Topic: conversation.events.v1.",
+      "fields": [
         {
-          name: 'eventId',
-          type: {
-            type: 'string',
-            logicalType: 'uuid',
+          "name": "eventId",
+          "type": {
+            "type": "string",
+            "logicalType": "uuid"
           },
-          doc: 'Unique id of this event; consumers deduplicate by it.',
+          "doc": "Unique id of this event; consumers deduplicate by it."
         },
         {
-          name: 'occurredAt',
-          type: {
-            type: 'long',
-            logicalType: 'timestamp-millis',
+          "name": "occurredAt",
+          "type": {
+            "type": "long",
+            "logicalType": "timestamp-millis"
           },
-          doc: "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters.",
+          "doc": "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters."
         },
         {
-          name: 'producer',
-          type: 'string',
-          doc: 'The service (or external system) that produced the event.',
+          "name": "producer",
+          "type": "string",
+          "doc": "The service (or external system) that produced the event."
         },
         {
-          name: 'correlationId',
-          type: 'string',
-          doc: 'Shared by every event caused, directly or not, by one original request.',
+          "name": "correlationId",
+          "type": "string",
+          "doc": "Shared by every event caused, directly or not, by one original request."
         },
         {
-          name: 'causationId',
-          type: ['null', 'string'],
-          default: null,
-          doc: 'eventId of the event that caused this one; null for an original request.',
+          "name": "causationId",
+          "type": [
+            "null",
+            "string"
+          ],
+          "default": null,
+          "doc": "eventId of the event that caused this one; null for an original request."
         },
         {
-          name: 'conversationId',
-          type: 'string',
-          doc: 'The conversation: one per (campaignId, candidateKey) unless the agent says otherwise.',
+          "name": "conversationId",
+          "type": "string",
+          "doc": "The conversation: one per (campaignId, candidateKey) unless the agent says otherwise."
         },
         {
-          name: 'campaignId',
-          type: 'string',
-          doc: 'Campaign id as given by the requester.',
+          "name": "campaignId",
+          "type": "string",
+          "doc": "Campaign id as given by the requester."
         },
         {
-          name: 'candidateKey',
-          type: 'string',
-          doc: 'Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key.',
-        },
-      ],
+          "name": "candidateKey",
+          "type": "string",
+          "doc": "Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key."
+        }
+      ]
     },
-    history: [],
+    "history": []
   },
-  MessageReceived: {
-    current: {
-      type: 'record',
-      name: 'MessageReceived',
-      namespace: 'outreach.events',
-      doc: 'The candidate wrote to us; someone owes them a next step. Topic: conversation.events.v1.',
-      fields: [
+  "MessageReceived": {
+    "current": {
+      "type": "record",
+      "name": "MessageReceived",
+      "namespace": "outreach.events",
+      "doc": "The candidate wrote to us; someone owes them a next step. Topic: conversation.events.v1.",
+      "fields": [
         {
-          name: 'eventId',
-          type: {
-            type: 'string',
-            logicalType: 'uuid',
+          "name": "eventId",
+          "type": {
+            "type": "string",
+            "logicalType": "uuid"
           },
-          doc: 'Unique id of this event; consumers deduplicate by it.',
+          "doc": "Unique id of this event; consumers deduplicate by it."
         },
         {
-          name: 'occurredAt',
-          type: {
-            type: 'long',
-            logicalType: 'timestamp-millis',
+          "name": "occurredAt",
+          "type": {
+            "type": "long",
+            "logicalType": "timestamp-millis"
           },
-          doc: "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters.",
+          "doc": "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters."
         },
         {
-          name: 'producer',
-          type: 'string',
-          doc: 'The service (or external system) that produced the event.',
+          "name": "producer",
+          "type": "string",
+          "doc": "The service (or external system) that produced the event."
         },
         {
-          name: 'correlationId',
-          type: 'string',
-          doc: 'Shared by every event caused, directly or not, by one original request.',
+          "name": "correlationId",
+          "type": "string",
+          "doc": "Shared by every event caused, directly or not, by one original request."
         },
         {
-          name: 'causationId',
-          type: ['null', 'string'],
-          default: null,
-          doc: 'eventId of the event that caused this one; null for an original request.',
+          "name": "causationId",
+          "type": [
+            "null",
+            "string"
+          ],
+          "default": null,
+          "doc": "eventId of the event that caused this one; null for an original request."
         },
         {
-          name: 'conversationId',
-          type: 'string',
-          doc: 'The conversation: one per (campaignId, candidateKey) unless the agent says otherwise.',
+          "name": "conversationId",
+          "type": "string",
+          "doc": "The conversation: one per (campaignId, candidateKey) unless the agent says otherwise."
         },
         {
-          name: 'campaignId',
-          type: 'string',
-          doc: 'Campaign id as given by the requester.',
+          "name": "campaignId",
+          "type": "string",
+          "doc": "Campaign id as given by the requester."
         },
         {
-          name: 'candidateKey',
-          type: 'string',
-          doc: 'Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key.',
+          "name": "candidateKey",
+          "type": "string",
+          "doc": "Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key."
         },
         {
-          name: 'messageId',
-          type: ['null', 'string'],
-          doc: "The inbound message's id, if known.",
-          default: null,
-        },
-      ],
+          "name": "messageId",
+          "type": [
+            "null",
+            "string"
+          ],
+          "doc": "The inbound message's id, if known.",
+          "default": null
+        }
+      ]
     },
-    history: [],
+    "history": []
   },
-  NextStepScheduled: {
-    current: {
-      type: 'record',
-      name: 'NextStepScheduled',
-      namespace: 'outreach.events',
-      doc: 'A next step is scheduled for the conversation, due at dueAt. Topic: conversation.events.v1.',
-      fields: [
+  "NextStepScheduled": {
+    "current": {
+      "type": "record",
+      "name": "NextStepScheduled",
+      "namespace": "outreach.events",
+      "doc": "A next step is scheduled for the conversation, due at dueAt. Topic: conversation.events.v1.",
+      "fields": [
         {
-          name: 'eventId',
-          type: {
-            type: 'string',
-            logicalType: 'uuid',
+          "name": "eventId",
+          "type": {
+            "type": "string",
+            "logicalType": "uuid"
           },
-          doc: 'Unique id of this event; consumers deduplicate by it.',
+          "doc": "Unique id of this event; consumers deduplicate by it."
         },
         {
-          name: 'occurredAt',
-          type: {
-            type: 'long',
-            logicalType: 'timestamp-millis',
+          "name": "occurredAt",
+          "type": {
+            "type": "long",
+            "logicalType": "timestamp-millis"
           },
-          doc: "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters.",
+          "doc": "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters."
         },
         {
-          name: 'producer',
-          type: 'string',
-          doc: 'The service (or external system) that produced the event.',
+          "name": "producer",
+          "type": "string",
+          "doc": "The service (or external system) that produced the event."
         },
         {
-          name: 'correlationId',
-          type: 'string',
-          doc: 'Shared by every event caused, directly or not, by one original request.',
+          "name": "correlationId",
+          "type": "string",
+          "doc": "Shared by every event caused, directly or not, by one original request."
         },
         {
-          name: 'causationId',
-          type: ['null', 'string'],
-          default: null,
-          doc: 'eventId of the event that caused this one; null for an original request.',
+          "name": "causationId",
+          "type": [
+            "null",
+            "string"
+          ],
+          "default": null,
+          "doc": "eventId of the event that caused this one; null for an original request."
         },
         {
-          name: 'conversationId',
-          type: 'string',
-          doc: 'The conversation: one per (campaignId, candidateKey) unless the agent says otherwise.',
+          "name": "conversationId",
+          "type": "string",
+          "doc": "The conversation: one per (campaignId, candidateKey) unless the agent says otherwise."
         },
         {
-          name: 'campaignId',
-          type: 'string',
-          doc: 'Campaign id as given by the requester.',
+          "name": "campaignId",
+          "type": "string",
+          "doc": "Campaign id as given by the requester."
         },
         {
-          name: 'candidateKey',
-          type: 'string',
-          doc: 'Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key.',
+          "name": "candidateKey",
+          "type": "string",
+          "doc": "Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key."
         },
         {
-          name: 'stepId',
-          type: 'string',
-          doc: 'The scheduled step (for planner steps: the step name).',
+          "name": "stepId",
+          "type": "string",
+          "doc": "The scheduled step (for planner steps: the step name)."
         },
         {
-          name: 'dueAt',
-          type: {
-            type: 'long',
-            logicalType: 'timestamp-millis',
+          "name": "dueAt",
+          "type": {
+            "type": "long",
+            "logicalType": "timestamp-millis"
           },
-          doc: 'When the step is due.',
-        },
-      ],
+          "doc": "When the step is due."
+        }
+      ]
     },
-    history: [],
+    "history": []
   },
-  OutreachRejected: {
-    current: {
-      type: 'record',
-      name: 'OutreachRejected',
-      namespace: 'outreach.events',
-      doc: 'The planner refused an outreach request: nothing is planned or sent for it. For the system that asked: it names the request by its requestId and says why with a code, never with an address, a name or any text the request carried. Topic: outreach.rejected.v1, keyed by requestId.',
-      fields: [
+  "OutreachRejected": {
+    "current": {
+      "type": "record",
+      "name": "OutreachRejected",
+      "namespace": "outreach.events",
+      "doc": "The planner refused an outreach request: nothing is planned or sent for it. For the system that asked: it names the request by its requestId and says why with a code, never with an address, a name or any text the request carried. Topic: outreach.rejected.v1, keyed by requestId.",
+      "fields": [
         {
-          name: 'eventId',
-          type: {
-            type: 'string',
-            logicalType: 'uuid',
+          "name": "eventId",
+          "type": {
+            "type": "string",
+            "logicalType": "uuid"
           },
-          doc: 'Unique id of this event; consumers deduplicate by it.',
+          "doc": "Unique id of this event; consumers deduplicate by it."
         },
         {
-          name: 'occurredAt',
-          type: {
-            type: 'long',
-            logicalType: 'timestamp-millis',
+          "name": "occurredAt",
+          "type": {
+            "type": "long",
+            "logicalType": "timestamp-millis"
           },
-          doc: "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters.",
+          "doc": "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters."
         },
         {
-          name: 'producer',
-          type: 'string',
-          doc: 'The service (or external system) that produced the event.',
+          "name": "producer",
+          "type": "string",
+          "doc": "The service (or external system) that produced the event."
         },
         {
-          name: 'correlationId',
-          type: 'string',
-          doc: 'Shared by every event caused, directly or not, by one original request.',
+          "name": "correlationId",
+          "type": "string",
+          "doc": "Shared by every event caused, directly or not, by one original request."
         },
         {
-          name: 'causationId',
-          type: ['null', 'string'],
-          default: null,
-          doc: 'eventId of the event that caused this one; null for an original request.',
+          "name": "causationId",
+          "type": [
+            "null",
+            "string"
+          ],
+          "default": null,
+          "doc": "eventId of the event that caused this one; null for an original request."
         },
         {
-          name: 'requestId',
-          type: 'string',
-          doc: "The refused request's id, exactly as the caller gave it. The Kafka message key: one request's rejections stay in order on one partition.",
+          "name": "requestId",
+          "type": "string",
+          "doc": "The refused request's id, exactly as the caller gave it. The Kafka message key: one request's rejections stay in order on one partition."
         },
         {
-          name: 'reason',
-          type: {
-            type: 'enum',
-            name: 'OutreachRejectionReason',
-            symbols: [
-              'invalid_request',
-              'unknown_experiment',
-              'no_content_for_variant',
-              'no_default_content',
-              'step_already_emitted',
-              'step_already_cancelled',
+          "name": "reason",
+          "type": {
+            "type": "enum",
+            "name": "OutreachRejectionReason",
+            "symbols": [
+              "invalid_request",
+              "unknown_experiment",
+              "no_content_for_variant",
+              "no_default_content",
+              "step_already_emitted",
+              "step_already_cancelled"
             ],
-            default: 'invalid_request',
+            "default": "invalid_request"
           },
-          doc: "Why, as a code: invalid_request (a field fails the request's rules; detail names the fields), unknown_experiment (experimentId names no experiment), no_content_for_variant (no content for a variant of the experiment, nor one without a variant), no_default_content (the candidate is not enrolled in the experiment and no content is without a variant), step_already_emitted (another request already had this campaign, candidate and step sent or handed to the sender; sendId names it), step_already_cancelled (the step was cancelled by a reply or a close; sendId names it). A reader holding an older schema reads a code added later as invalid_request.",
+          "doc": "Why, as a code: invalid_request (a field fails the request's rules; detail names the fields), unknown_experiment (experimentId names no experiment), no_content_for_variant (no content for a variant of the experiment, nor one without a variant), no_default_content (the candidate is not enrolled in the experiment and no content is without a variant), step_already_emitted (another request already had this campaign, candidate and step sent or handed to the sender; sendId names it), step_already_cancelled (the step was cancelled by a reply or a close; sendId names it). A reader holding an older schema reads a code added later as invalid_request."
         },
         {
-          name: 'detail',
-          type: 'string',
-          doc: 'A short explanation in the platform\'s words and the request\'s field names only (e.g. "fields: email, contents[0].subject"), never a value from the request.',
+          "name": "detail",
+          "type": "string",
+          "doc": "A short explanation in the platform's words and the request's field names only (e.g. \"fields: email, contents[0].subject\"), never a value from the request."
         },
         {
-          name: 'sendId',
-          type: [
-            'null',
+          "name": "sendId",
+          "type": [
+            "null",
             {
-              type: 'string',
-              logicalType: 'uuid',
-            },
+              "type": "string",
+              "logicalType": "uuid"
+            }
           ],
-          default: null,
-          doc: 'For step_already_emitted and step_already_cancelled: the send that holds the step (UUIDv5 of the canonical campaignId, candidateKey and step); null otherwise.',
-        },
-      ],
+          "default": null,
+          "doc": "For step_already_emitted and step_already_cancelled: the send that holds the step (UUIDv5 of the canonical campaignId, candidateKey and step); null otherwise."
+        }
+      ]
     },
-    history: [],
+    "history": []
   },
-  OutreachRequested: {
-    current: {
-      type: 'record',
-      name: 'OutreachRequested',
-      namespace: 'outreach.events',
-      doc: 'A system asks for one email step to be sent to one candidate. Topic: outreach.requested.v1.',
-      fields: [
+  "OutreachRequested": {
+    "current": {
+      "type": "record",
+      "name": "OutreachRequested",
+      "namespace": "outreach.events",
+      "doc": "A system asks for one email step to be sent to one candidate. Topic: outreach.requested.v1.",
+      "fields": [
         {
-          name: 'eventId',
-          type: {
-            type: 'string',
-            logicalType: 'uuid',
+          "name": "eventId",
+          "type": {
+            "type": "string",
+            "logicalType": "uuid"
           },
-          doc: 'Unique id of this event; consumers deduplicate by it.',
+          "doc": "Unique id of this event; consumers deduplicate by it."
         },
         {
-          name: 'occurredAt',
-          type: {
-            type: 'long',
-            logicalType: 'timestamp-millis',
+          "name": "occurredAt",
+          "type": {
+            "type": "long",
+            "logicalType": "timestamp-millis"
           },
-          doc: "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters.",
+          "doc": "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters."
         },
         {
-          name: 'producer',
-          type: 'string',
-          doc: 'The service (or external system) that produced the event.',
+          "name": "producer",
+          "type": "string",
+          "doc": "The service (or external system) that produced the event."
         },
         {
-          name: 'correlationId',
-          type: 'string',
-          doc: 'Shared by every event caused, directly or not, by one original request.',
+          "name": "correlationId",
+          "type": "string",
+          "doc": "Shared by every event caused, directly or not, by one original request."
         },
         {
-          name: 'causationId',
-          type: ['null', 'string'],
-          default: null,
-          doc: 'eventId of the event that caused this one; null for an original request.',
-        },
-        {
-          name: 'requestId',
-          type: 'string',
-          doc: "The caller's id for this request; repeated requests with the same id are the same request.",
-        },
-        {
-          name: 'campaignId',
-          type: 'string',
-          doc: 'Campaign id as given by the requester.',
-        },
-        {
-          name: 'candidateId',
-          type: 'string',
-          doc: 'Candidate id exactly as the caller sent it.',
-        },
-        {
-          name: 'email',
-          type: 'string',
-          doc: 'Recipient address exactly as the caller sent it (PII; internal topic).',
-        },
-        {
-          name: 'step',
-          type: 'string',
-          doc: "Step of the sequence (e.g. 'intro', 'follow-up-1'); distinct steps are distinct sends.",
-        },
-        {
-          name: 'experimentId',
-          type: ['null', 'string'],
-          doc: 'A/B experiment this send belongs to, if any.',
-          default: null,
-        },
-        {
-          name: 'contents',
-          type: {
-            type: 'array',
-            items: {
-              type: 'record',
-              name: 'Content',
-              fields: [
-                {
-                  name: 'variant',
-                  type: ['null', 'string'],
-                  doc: 'Variant this content is for; null when the request has a single content.',
-                  default: null,
-                },
-                {
-                  name: 'subject',
-                  type: 'string',
-                  doc: 'Subject line.',
-                },
-                {
-                  name: 'body',
-                  type: 'string',
-                  doc: 'Plain-text body.',
-                },
-              ],
-            },
-          },
-          doc: 'One content, or one per experiment variant.',
-        },
-        {
-          name: 'sendAt',
-          type: [
-            'null',
-            {
-              type: 'long',
-              logicalType: 'timestamp-millis',
-            },
+          "name": "causationId",
+          "type": [
+            "null",
+            "string"
           ],
-          doc: 'Send no earlier than this instant (epoch ms); null = now.',
-          default: null,
+          "default": null,
+          "doc": "eventId of the event that caused this one; null for an original request."
         },
         {
-          name: 'conversationId',
-          type: ['null', 'string'],
-          default: null,
-          doc: 'The conversation this outreach belongs to; null = "<campaignId>:<candidateKey>".',
+          "name": "requestId",
+          "type": "string",
+          "doc": "The caller's id for this request; repeated requests with the same id are the same request."
         },
         {
-          name: 'followUps',
-          type: {
-            type: 'array',
-            items: {
-              type: 'record',
-              name: 'FollowUp',
-              fields: [
+          "name": "campaignId",
+          "type": "string",
+          "doc": "Campaign id as given by the requester."
+        },
+        {
+          "name": "candidateId",
+          "type": "string",
+          "doc": "Candidate id exactly as the caller sent it."
+        },
+        {
+          "name": "email",
+          "type": "string",
+          "doc": "Recipient address exactly as the caller sent it (PII; internal topic)."
+        },
+        {
+          "name": "step",
+          "type": "string",
+          "doc": "Step of the sequence (e.g. 'intro', 'follow-up-1'); distinct steps are distinct sends."
+        },
+        {
+          "name": "experimentId",
+          "type": [
+            "null",
+            "string"
+          ],
+          "doc": "A/B experiment this send belongs to, if any.",
+          "default": null
+        },
+        {
+          "name": "contents",
+          "type": {
+            "type": "array",
+            "items": {
+              "type": "record",
+              "name": "Content",
+              "fields": [
                 {
-                  name: 'step',
-                  type: 'string',
-                  doc: "The follow-up's step (distinct from every other step of the sequence).",
+                  "name": "variant",
+                  "type": [
+                    "null",
+                    "string"
+                  ],
+                  "doc": "Variant this content is for; null when the request has a single content.",
+                  "default": null
                 },
                 {
-                  name: 'delayMs',
-                  type: 'long',
-                  doc: 'Sent this long after the previous step of the sequence was sent.',
+                  "name": "subject",
+                  "type": "string",
+                  "doc": "Subject line."
                 },
                 {
-                  name: 'contents',
-                  type: {
-                    type: 'array',
-                    items: 'Content',
-                  },
-                  doc: 'Its content: one, or one per experiment variant.',
-                },
-              ],
-            },
+                  "name": "body",
+                  "type": "string",
+                  "doc": "Plain-text body."
+                }
+              ]
+            }
           },
-          default: [],
-          doc: "A reminder sequence: each follow-up is scheduled when the previous step's SendRecorded(sent) arrives, and stops when the candidate replies or the conversation closes.",
+          "doc": "One content, or one per experiment variant."
         },
-      ],
+        {
+          "name": "sendAt",
+          "type": [
+            "null",
+            {
+              "type": "long",
+              "logicalType": "timestamp-millis"
+            }
+          ],
+          "doc": "Send no earlier than this instant (epoch ms); null = now.",
+          "default": null
+        },
+        {
+          "name": "conversationId",
+          "type": [
+            "null",
+            "string"
+          ],
+          "default": null,
+          "doc": "The conversation this outreach belongs to; null = \"<campaignId>:<candidateKey>\"."
+        },
+        {
+          "name": "followUps",
+          "type": {
+            "type": "array",
+            "items": {
+              "type": "record",
+              "name": "FollowUp",
+              "fields": [
+                {
+                  "name": "step",
+                  "type": "string",
+                  "doc": "The follow-up's step (distinct from every other step of the sequence)."
+                },
+                {
+                  "name": "delayMs",
+                  "type": "long",
+                  "doc": "Sent this long after the previous step of the sequence was sent."
+                },
+                {
+                  "name": "contents",
+                  "type": {
+                    "type": "array",
+                    "items": "Content"
+                  },
+                  "doc": "Its content: one, or one per experiment variant."
+                }
+              ]
+            }
+          },
+          "default": [],
+          "doc": "A reminder sequence: each follow-up is scheduled when the previous step's SendRecorded(sent) arrives, and stops when the candidate replies or the conversation closes."
+        }
+      ]
     },
-    history: [
+    "history": [
       {
-        type: 'record',
-        name: 'OutreachRequested',
-        namespace: 'outreach.events',
-        doc: 'A system asks for one email step to be sent to one candidate. Topic: outreach.requested.v1.',
-        fields: [
+        "type": "record",
+        "name": "OutreachRequested",
+        "namespace": "outreach.events",
+        "doc": "A system asks for one email step to be sent to one candidate. Topic: outreach.requested.v1.",
+        "fields": [
           {
-            name: 'eventId',
-            type: {
-              type: 'string',
-              logicalType: 'uuid',
+            "name": "eventId",
+            "type": {
+              "type": "string",
+              "logicalType": "uuid"
             },
-            doc: 'Unique id of this event; consumers deduplicate by it.',
+            "doc": "Unique id of this event; consumers deduplicate by it."
           },
           {
-            name: 'occurredAt',
-            type: {
-              type: 'long',
-              logicalType: 'timestamp-millis',
+            "name": "occurredAt",
+            "type": {
+              "type": "long",
+              "logicalType": "timestamp-millis"
             },
-            doc: "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters.",
+            "doc": "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters."
           },
           {
-            name: 'producer',
-            type: 'string',
-            doc: 'The service (or external system) that produced the event.',
+            "name": "producer",
+            "type": "string",
+            "doc": "The service (or external system) that produced the event."
           },
           {
-            name: 'correlationId',
-            type: 'string',
-            doc: 'Shared by every event caused, directly or not, by one original request.',
+            "name": "correlationId",
+            "type": "string",
+            "doc": "Shared by every event caused, directly or not, by one original request."
           },
           {
-            name: 'causationId',
-            type: ['null', 'string'],
-            default: null,
-            doc: 'eventId of the event that caused this one; null for an original request.',
+            "name": "causationId",
+            "type": [
+              "null",
+              "string"
+            ],
+            "default": null,
+            "doc": "eventId of the event that caused this one; null for an original request."
           },
           {
-            name: 'requestId',
-            type: 'string',
-            doc: "The caller's id for this request; repeated requests with the same id are the same request.",
+            "name": "requestId",
+            "type": "string",
+            "doc": "The caller's id for this request; repeated requests with the same id are the same request."
           },
           {
-            name: 'campaignId',
-            type: 'string',
-            doc: 'Campaign id as given by the requester.',
+            "name": "campaignId",
+            "type": "string",
+            "doc": "Campaign id as given by the requester."
           },
           {
-            name: 'candidateId',
-            type: 'string',
-            doc: 'Candidate id exactly as the caller sent it.',
+            "name": "candidateId",
+            "type": "string",
+            "doc": "Candidate id exactly as the caller sent it."
           },
           {
-            name: 'email',
-            type: 'string',
-            doc: 'Recipient address exactly as the caller sent it (PII; internal topic).',
+            "name": "email",
+            "type": "string",
+            "doc": "Recipient address exactly as the caller sent it (PII; internal topic)."
           },
           {
-            name: 'step',
-            type: 'string',
-            doc: "Step of the sequence (e.g. 'intro', 'follow-up-1'); distinct steps are distinct sends.",
+            "name": "step",
+            "type": "string",
+            "doc": "Step of the sequence (e.g. 'intro', 'follow-up-1'); distinct steps are distinct sends."
           },
           {
-            name: 'experimentId',
-            type: ['null', 'string'],
-            doc: 'A/B experiment this send belongs to, if any.',
-            default: null,
+            "name": "experimentId",
+            "type": [
+              "null",
+              "string"
+            ],
+            "doc": "A/B experiment this send belongs to, if any.",
+            "default": null
           },
           {
-            name: 'contents',
-            type: {
-              type: 'array',
-              items: {
-                type: 'record',
-                name: 'Content',
-                fields: [
+            "name": "contents",
+            "type": {
+              "type": "array",
+              "items": {
+                "type": "record",
+                "name": "Content",
+                "fields": [
                   {
-                    name: 'variant',
-                    type: ['null', 'string'],
-                    doc: 'Variant this content is for; null when the request has a single content.',
-                    default: null,
+                    "name": "variant",
+                    "type": [
+                      "null",
+                      "string"
+                    ],
+                    "doc": "Variant this content is for; null when the request has a single content.",
+                    "default": null
                   },
                   {
-                    name: 'subject',
-                    type: 'string',
-                    doc: 'Subject line.',
+                    "name": "subject",
+                    "type": "string",
+                    "doc": "Subject line."
                   },
                   {
-                    name: 'body',
-                    type: 'string',
-                    doc: 'Plain-text body.',
-                  },
-                ],
-              },
+                    "name": "body",
+                    "type": "string",
+                    "doc": "Plain-text body."
+                  }
+                ]
+              }
             },
-            doc: 'One content, or one per experiment variant.',
+            "doc": "One content, or one per experiment variant."
           },
           {
-            name: 'sendAt',
-            type: [
-              'null',
+            "name": "sendAt",
+            "type": [
+              "null",
               {
-                type: 'long',
-                logicalType: 'timestamp-millis',
-              },
+                "type": "long",
+                "logicalType": "timestamp-millis"
+              }
             ],
-            doc: 'Send no earlier than this instant (epoch ms); null = now.',
-            default: null,
-          },
-        ],
-      },
-    ],
+            "doc": "Send no earlier than this instant (epoch ms); null = now.",
+            "default": null
+          }
+        ]
+      }
+    ]
   },
-  SendRecorded: {
-    current: {
-      type: 'record',
-      name: 'SendRecorded',
-      namespace: 'outreach.events',
-      doc: 'The terminal outcome of one SendRequested, recorded by the sender. Topic: outreach.send-recorded.v1.',
-      fields: [
+  "SendRecorded": {
+    "current": {
+      "type": "record",
+      "name": "SendRecorded",
+      "namespace": "outreach.events",
+      "doc": "The terminal outcome of one SendRequested, recorded by the sender. Topic: outreach.send-recorded.v1.",
+      "fields": [
         {
-          name: 'eventId',
-          type: {
-            type: 'string',
-            logicalType: 'uuid',
+          "name": "eventId",
+          "type": {
+            "type": "string",
+            "logicalType": "uuid"
           },
-          doc: 'Unique id of this event; consumers deduplicate by it.',
+          "doc": "Unique id of this event; consumers deduplicate by it."
         },
         {
-          name: 'occurredAt',
-          type: {
-            type: 'long',
-            logicalType: 'timestamp-millis',
+          "name": "occurredAt",
+          "type": {
+            "type": "long",
+            "logicalType": "timestamp-millis"
           },
-          doc: "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters.",
+          "doc": "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters."
         },
         {
-          name: 'producer',
-          type: 'string',
-          doc: 'The service (or external system) that produced the event.',
+          "name": "producer",
+          "type": "string",
+          "doc": "The service (or external system) that produced the event."
         },
         {
-          name: 'correlationId',
-          type: 'string',
-          doc: 'Shared by every event caused, directly or not, by one original request.',
+          "name": "correlationId",
+          "type": "string",
+          "doc": "Shared by every event caused, directly or not, by one original request."
         },
         {
-          name: 'causationId',
-          type: ['null', 'string'],
-          default: null,
-          doc: 'eventId of the event that caused this one; null for an original request.',
-        },
-        {
-          name: 'sendId',
-          type: {
-            type: 'string',
-            logicalType: 'uuid',
-          },
-          doc: 'The send this outcome belongs to.',
-        },
-        {
-          name: 'campaignId',
-          type: 'string',
-          doc: 'Canonical campaign id: NFKC, invisible characters removed, trimmed, case-folded (schemas/README.md, Keys).',
-        },
-        {
-          name: 'candidateKey',
-          type: 'string',
-          doc: 'Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key.',
-        },
-        {
-          name: 'emailHash',
-          type: 'string',
-          doc: "Hex HMAC-SHA256, under the platform's secret key emailHashKeyId, of the canonical address (schemas/README.md, Keys): joinable while the key is the same; not recomputable from a list of addresses without the key.",
-        },
-        {
-          name: 'emailHashKeyId',
-          type: ['null', 'string'],
-          default: null,
-          doc: 'Id of the key emailHash was computed with; a new key gets a new id. null only on events written before keyed hashes: their emailHash is an unsalted SHA-256, which anyone can recompute from an address.',
-        },
-        {
-          name: 'step',
-          type: 'string',
-          doc: "Canonical step of the sequence (e.g. 'intro', 'follow-up-1'; folded like campaignId); distinct steps are distinct sends.",
-        },
-        {
-          name: 'experimentId',
-          type: ['null', 'string'],
-          doc: 'A/B experiment this send belongs to, if any.',
-          default: null,
-        },
-        {
-          name: 'variant',
-          type: ['null', 'string'],
-          doc: 'Experiment variant assigned to the candidate, if any.',
-          default: null,
-        },
-        {
-          name: 'outcome',
-          type: {
-            type: 'enum',
-            name: 'SendOutcome',
-            symbols: ['sent', 'skipped_duplicate', 'suppressed', 'failed', 'ambiguous', 'held'],
-          },
-          doc: 'Terminal outcome.',
-        },
-        {
-          name: 'reason',
-          type: ['null', 'string'],
-          doc: 'Why, for any outcome other than sent.',
-          default: null,
-        },
-        {
-          name: 'providerMessageId',
-          type: ['null', 'string'],
-          doc: "The provider's id (SMTP Message-ID) when sent.",
-          default: null,
-        },
-        {
-          name: 'recordedAt',
-          type: {
-            type: 'long',
-            logicalType: 'timestamp-millis',
-          },
-          doc: 'Database time at which the outcome was recorded.',
-        },
-        {
-          name: 'conversationId',
-          type: ['null', 'string'],
-          default: null,
-          doc: 'The conversation this send belongs to, copied from its SendRequested. Null in events written before this field (or by a sender that does not carry it): the send then belongs to the conversation whose SequencePlanned lists its (campaignId, candidateKey, step), else to "<campaignId>:<candidateKey>".',
-        },
-        {
-          name: 'requestId',
-          type: ['null', 'string'],
-          default: null,
-          doc: 'The requestId of the request this send was made for (a step a later request rescheduled: that request), copied from its SendRequested (a backfilled send: "backfill:<importId>:<line>"). Joins an outcome to its request directly. Null in events written before this field (schema v4).',
-        },
-      ],
-    },
-    history: [
-      {
-        type: 'record',
-        name: 'SendRecorded',
-        namespace: 'outreach.events',
-        doc: 'The terminal outcome of one SendRequested, recorded by the sender. Topic: outreach.send-recorded.v1.',
-        fields: [
-          {
-            name: 'eventId',
-            type: {
-              type: 'string',
-              logicalType: 'uuid',
-            },
-            doc: 'Unique id of this event; consumers deduplicate by it.',
-          },
-          {
-            name: 'occurredAt',
-            type: {
-              type: 'long',
-              logicalType: 'timestamp-millis',
-            },
-            doc: "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters.",
-          },
-          {
-            name: 'producer',
-            type: 'string',
-            doc: 'The service (or external system) that produced the event.',
-          },
-          {
-            name: 'correlationId',
-            type: 'string',
-            doc: 'Shared by every event caused, directly or not, by one original request.',
-          },
-          {
-            name: 'causationId',
-            type: ['null', 'string'],
-            default: null,
-            doc: 'eventId of the event that caused this one; null for an original request.',
-          },
-          {
-            name: 'sendId',
-            type: {
-              type: 'string',
-              logicalType: 'uuid',
-            },
-            doc: 'The send this outcome belongs to.',
-          },
-          {
-            name: 'campaignId',
-            type: 'string',
-            doc: 'Campaign id as given by the requester.',
-          },
-          {
-            name: 'candidateKey',
-            type: 'string',
-            doc: 'Candidate id, trimmed and Unicode-NFC normalized (case-sensitive). The Kafka message key.',
-          },
-          {
-            name: 'emailHash',
-            type: 'string',
-            doc: 'Hex SHA-256 of the normalized address: joinable, not reversible.',
-          },
-          {
-            name: 'step',
-            type: 'string',
-            doc: "Step of the sequence (e.g. 'intro', 'follow-up-1'); distinct steps are distinct sends.",
-          },
-          {
-            name: 'experimentId',
-            type: ['null', 'string'],
-            doc: 'A/B experiment this send belongs to, if any.',
-            default: null,
-          },
-          {
-            name: 'variant',
-            type: ['null', 'string'],
-            doc: 'Experiment variant assigned to the candidate, if any.',
-            default: null,
-          },
-          {
-            name: 'outcome',
-            type: {
-              type: 'enum',
-              name: 'SendOutcome',
-              symbols: ['sent', 'skipped_duplicate', 'suppressed', 'failed', 'ambiguous', 'held'],
-            },
-            doc: 'Terminal outcome.',
-          },
-          {
-            name: 'reason',
-            type: ['null', 'string'],
-            doc: 'Why, for any outcome other than sent.',
-            default: null,
-          },
-          {
-            name: 'providerMessageId',
-            type: ['null', 'string'],
-            doc: "The provider's id (SMTP Message-ID) when sent.",
-            default: null,
-          },
-          {
-            name: 'recordedAt',
-            type: {
-              type: 'long',
-              logicalType: 'timestamp-millis',
-            },
-            doc: 'Database time at which the outcome was recorded.',
-          },
-        ],
-      },
-      {
-        type: 'record',
-        name: 'SendRecorded',
-        namespace: 'outreach.events',
-        doc: 'The terminal outcome of one SendRequested, recorded by the sender. Topic: outreach.send-recorded.v1.',
-        fields: [
-          {
-            name: 'eventId',
-            type: {
-              type: 'string',
-              logicalType: 'uuid',
-            },
-            doc: 'Unique id of this event; consumers deduplicate by it.',
-          },
-          {
-            name: 'occurredAt',
-            type: {
-              type: 'long',
-              logicalType: 'timestamp-millis',
-            },
-            doc: "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters.",
-          },
-          {
-            name: 'producer',
-            type: 'string',
-            doc: 'The service (or external system) that produced the event.',
-          },
-          {
-            name: 'correlationId',
-            type: 'string',
-            doc: 'Shared by every event caused, directly or not, by one original request.',
-          },
-          {
-            name: 'causationId',
-            type: ['null', 'string'],
-            default: null,
-            doc: 'eventId of the event that caused this one; null for an original request.',
-          },
-          {
-            name: 'sendId',
-            type: {
-              type: 'string',
-              logicalType: 'uuid',
-            },
-            doc: 'The send this outcome belongs to.',
-          },
-          {
-            name: 'campaignId',
-            type: 'string',
-            doc: 'Canonical campaign id: NFKC, invisible characters removed, trimmed, case-folded (schemas/README.md, Keys).',
-          },
-          {
-            name: 'candidateKey',
-            type: 'string',
-            doc: 'Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key.',
-          },
-          {
-            name: 'emailHash',
-            type: 'string',
-            doc: "Hex HMAC-SHA256, under the platform's secret key emailHashKeyId, of the canonical address (schemas/README.md, Keys): joinable while the key is the same; not recomputable from a list of addresses without the key.",
-          },
-          {
-            name: 'emailHashKeyId',
-            type: ['null', 'string'],
-            default: null,
-            doc: 'Id of the key emailHash was computed with; a new key gets a new id. null only on events written before keyed hashes: their emailHash is an unsalted SHA-256, which anyone can recompute from an address.',
-          },
-          {
-            name: 'step',
-            type: 'string',
-            doc: "Canonical step of the sequence (e.g. 'intro', 'follow-up-1'; folded like campaignId); distinct steps are distinct sends.",
-          },
-          {
-            name: 'experimentId',
-            type: ['null', 'string'],
-            doc: 'A/B experiment this send belongs to, if any.',
-            default: null,
-          },
-          {
-            name: 'variant',
-            type: ['null', 'string'],
-            doc: 'Experiment variant assigned to the candidate, if any.',
-            default: null,
-          },
-          {
-            name: 'outcome',
-            type: {
-              type: 'enum',
-              name: 'SendOutcome',
-              symbols: ['sent', 'skipped_duplicate', 'suppressed', 'failed', 'ambiguous', 'held'],
-            },
-            doc: 'Terminal outcome.',
-          },
-          {
-            name: 'reason',
-            type: ['null', 'string'],
-            doc: 'Why, for any outcome other than sent.',
-            default: null,
-          },
-          {
-            name: 'providerMessageId',
-            type: ['null', 'string'],
-            doc: "The provider's id (SMTP Message-ID) when sent.",
-            default: null,
-          },
-          {
-            name: 'recordedAt',
-            type: {
-              type: 'long',
-              logicalType: 'timestamp-millis',
-            },
-            doc: 'Database time at which the outcome was recorded.',
-          },
-        ],
-      },
-      {
-        type: 'record',
-        name: 'SendRecorded',
-        namespace: 'outreach.events',
-        doc: 'The terminal outcome of one SendRequested, recorded by the sender. Topic: outreach.send-recorded.v1.',
-        fields: [
-          {
-            name: 'eventId',
-            type: {
-              type: 'string',
-              logicalType: 'uuid',
-            },
-            doc: 'Unique id of this event; consumers deduplicate by it.',
-          },
-          {
-            name: 'occurredAt',
-            type: {
-              type: 'long',
-              logicalType: 'timestamp-millis',
-            },
-            doc: "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters.",
-          },
-          {
-            name: 'producer',
-            type: 'string',
-            doc: 'The service (or external system) that produced the event.',
-          },
-          {
-            name: 'correlationId',
-            type: 'string',
-            doc: 'Shared by every event caused, directly or not, by one original request.',
-          },
-          {
-            name: 'causationId',
-            type: ['null', 'string'],
-            default: null,
-            doc: 'eventId of the event that caused this one; null for an original request.',
-          },
-          {
-            name: 'sendId',
-            type: {
-              type: 'string',
-              logicalType: 'uuid',
-            },
-            doc: 'The send this outcome belongs to.',
-          },
-          {
-            name: 'campaignId',
-            type: 'string',
-            doc: 'Canonical campaign id: NFKC, invisible characters removed, trimmed, case-folded (schemas/README.md, Keys).',
-          },
-          {
-            name: 'candidateKey',
-            type: 'string',
-            doc: 'Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key.',
-          },
-          {
-            name: 'emailHash',
-            type: 'string',
-            doc: "Hex HMAC-SHA256, under the platform's secret key emailHashKeyId, of the canonical address (schemas/README.md, Keys): joinable while the key is the same; not recomputable from a list of addresses without the key.",
-          },
-          {
-            name: 'emailHashKeyId',
-            type: ['null', 'string'],
-            default: null,
-            doc: 'Id of the key emailHash was computed with; a new key gets a new id. null only on events written before keyed hashes: their emailHash is an unsalted SHA-256, which anyone can recompute from an address.',
-          },
-          {
-            name: 'step',
-            type: 'string',
-            doc: "Canonical step of the sequence (e.g. 'intro', 'follow-up-1'; folded like campaignId); distinct steps are distinct sends.",
-          },
-          {
-            name: 'experimentId',
-            type: ['null', 'string'],
-            doc: 'A/B experiment this send belongs to, if any.',
-            default: null,
-          },
-          {
-            name: 'variant',
-            type: ['null', 'string'],
-            doc: 'Experiment variant assigned to the candidate, if any.',
-            default: null,
-          },
-          {
-            name: 'outcome',
-            type: {
-              type: 'enum',
-              name: 'SendOutcome',
-              symbols: ['sent', 'skipped_duplicate', 'suppressed', 'failed', 'ambiguous', 'held'],
-            },
-            doc: 'Terminal outcome.',
-          },
-          {
-            name: 'reason',
-            type: ['null', 'string'],
-            doc: 'Why, for any outcome other than sent.',
-            default: null,
-          },
-          {
-            name: 'providerMessageId',
-            type: ['null', 'string'],
-            doc: "The provider's id (SMTP Message-ID) when sent.",
-            default: null,
-          },
-          {
-            name: 'recordedAt',
-            type: {
-              type: 'long',
-              logicalType: 'timestamp-millis',
-            },
-            doc: 'Database time at which the outcome was recorded.',
-          },
-          {
-            name: 'conversationId',
-            type: ['null', 'string'],
-            default: null,
-            doc: 'The conversation this send belongs to, copied from its SendRequested. Null in events written before this field (or by a sender that does not carry it): the send then belongs to the conversation whose SequencePlanned lists its (campaignId, candidateKey, step), else to "<campaignId>:<candidateKey>".',
-          },
-        ],
-      },
-    ],
-  },
-  SendRequested: {
-    current: {
-      type: 'record',
-      name: 'SendRequested',
-      namespace: 'outreach.events',
-      doc: 'The planner asks the sender to send exactly this email (internal; carries PII). Topic: outreach.send-requested.v1.',
-      fields: [
-        {
-          name: 'eventId',
-          type: {
-            type: 'string',
-            logicalType: 'uuid',
-          },
-          doc: 'Unique id of this event; consumers deduplicate by it.',
-        },
-        {
-          name: 'occurredAt',
-          type: {
-            type: 'long',
-            logicalType: 'timestamp-millis',
-          },
-          doc: "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters.",
-        },
-        {
-          name: 'producer',
-          type: 'string',
-          doc: 'The service (or external system) that produced the event.',
-        },
-        {
-          name: 'correlationId',
-          type: 'string',
-          doc: 'Shared by every event caused, directly or not, by one original request.',
-        },
-        {
-          name: 'causationId',
-          type: ['null', 'string'],
-          default: null,
-          doc: 'eventId of the event that caused this one; null for an original request.',
-        },
-        {
-          name: 'sendId',
-          type: {
-            type: 'string',
-            logicalType: 'uuid',
-          },
-          doc: 'Deterministic from the canonical (campaignId, candidateKey, step): the same on every re-run.',
-        },
-        {
-          name: 'requestId',
-          type: 'string',
-          doc: "The originating request's id.",
-        },
-        {
-          name: 'campaignId',
-          type: 'string',
-          doc: 'Canonical campaign id: NFKC, invisible characters removed, trimmed, case-folded (schemas/README.md, Keys).',
-        },
-        {
-          name: 'candidateId',
-          type: 'string',
-          doc: 'Candidate id as the caller sent it.',
-        },
-        {
-          name: 'candidateKey',
-          type: 'string',
-          doc: 'Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key.',
-        },
-        {
-          name: 'email',
-          type: 'string',
-          doc: 'The address to mail, canonical: invisible characters removed, NFC, trimmed, domain as lower-case IDNA ASCII, local part as given (PII).',
-        },
-        {
-          name: 'emailNorm',
-          type: 'string',
-          doc: "The address's identity: email with the local part lower-cased (PII). Dedupe, suppressions and emailHash use it.",
-        },
-        {
-          name: 'step',
-          type: 'string',
-          doc: "Canonical step of the sequence (e.g. 'intro', 'follow-up-1'; folded like campaignId); distinct steps are distinct sends.",
-        },
-        {
-          name: 'experimentId',
-          type: ['null', 'string'],
-          doc: 'A/B experiment this send belongs to, if any.',
-          default: null,
-        },
-        {
-          name: 'variant',
-          type: ['null', 'string'],
-          doc: 'Experiment variant assigned to the candidate, if any.',
-          default: null,
-        },
-        {
-          name: 'subject',
-          type: 'string',
-          doc: 'Subject line of the chosen content.',
-        },
-        {
-          name: 'body',
-          type: 'string',
-          doc: 'Body of the chosen content (PII-adjacent; internal).',
-        },
-        {
-          name: 'scheduledFor',
-          type: [
-            'null',
-            {
-              type: 'long',
-              logicalType: 'timestamp-millis',
-            },
+          "name": "causationId",
+          "type": [
+            "null",
+            "string"
           ],
-          doc: 'The due time of a scheduled step, if this send was scheduled.',
-          default: null,
+          "default": null,
+          "doc": "eventId of the event that caused this one; null for an original request."
         },
         {
-          name: 'conversationId',
-          type: ['null', 'string'],
-          default: null,
-          doc: 'The conversation this send belongs to: the request\'s conversationId (canonical), else "<campaignId>:<candidateKey>". Null in events written before this field.',
+          "name": "sendId",
+          "type": {
+            "type": "string",
+            "logicalType": "uuid"
+          },
+          "doc": "The send this outcome belongs to."
         },
-      ],
+        {
+          "name": "campaignId",
+          "type": "string",
+          "doc": "Canonical campaign id: NFKC, invisible characters removed, trimmed, case-folded (schemas/README.md, Keys)."
+        },
+        {
+          "name": "candidateKey",
+          "type": "string",
+          "doc": "Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key."
+        },
+        {
+          "name": "emailHash",
+          "type": "string",
+          "doc": "Hex HMAC-SHA256, under the platform's secret key emailHashKeyId, of the canonical address (schemas/README.md, Keys): joinable while the key is the same; not recomputable from a list of addresses without the key."
+        },
+        {
+          "name": "emailHashKeyId",
+          "type": [
+            "null",
+            "string"
+          ],
+          "default": null,
+          "doc": "Id of the key emailHash was computed with; a new key gets a new id. null only on events written before keyed hashes: their emailHash is an unsalted SHA-256, which anyone can recompute from an address."
+        },
+        {
+          "name": "step",
+          "type": "string",
+          "doc": "Canonical step of the sequence (e.g. 'intro', 'follow-up-1'; folded like campaignId); distinct steps are distinct sends."
+        },
+        {
+          "name": "experimentId",
+          "type": [
+            "null",
+            "string"
+          ],
+          "doc": "A/B experiment this send belongs to, if any.",
+          "default": null
+        },
+        {
+          "name": "variant",
+          "type": [
+            "null",
+            "string"
+          ],
+          "doc": "Experiment variant assigned to the candidate, if any.",
+          "default": null
+        },
+        {
+          "name": "outcome",
+          "type": {
+            "type": "enum",
+            "name": "SendOutcome",
+            "symbols": [
+              "sent",
+              "skipped_duplicate",
+              "suppressed",
+              "failed",
+              "ambiguous",
+              "held"
+            ]
+          },
+          "doc": "Terminal outcome."
+        },
+        {
+          "name": "reason",
+          "type": [
+            "null",
+            "string"
+          ],
+          "doc": "Why, for any outcome other than sent.",
+          "default": null
+        },
+        {
+          "name": "providerMessageId",
+          "type": [
+            "null",
+            "string"
+          ],
+          "doc": "The provider's id (SMTP Message-ID) when sent.",
+          "default": null
+        },
+        {
+          "name": "recordedAt",
+          "type": {
+            "type": "long",
+            "logicalType": "timestamp-millis"
+          },
+          "doc": "Database time at which the outcome was recorded."
+        },
+        {
+          "name": "conversationId",
+          "type": [
+            "null",
+            "string"
+          ],
+          "default": null,
+          "doc": "The conversation this send belongs to, copied from its SendRequested. Null in events written before this field (or by a sender that does not carry it): the send then belongs to the conversation whose SequencePlanned lists its (campaignId, candidateKey, step), else to \"<campaignId>:<candidateKey>\"."
+        },
+        {
+          "name": "requestId",
+          "type": [
+            "null",
+            "string"
+          ],
+          "default": null,
+          "doc": "The requestId of the request this send was made for (a step a later request rescheduled: that request), copied from its SendRequested (a backfilled send: \"backfill:<importId>:<line>\"). Joins an outcome to its request directly. Null in events written before this field (schema v4)."
+        }
+      ]
     },
-    history: [
+    "history": [
       {
-        type: 'record',
-        name: 'SendRequested',
-        namespace: 'outreach.events',
-        doc: 'The planner asks the sender to send exactly this email (internal; carries PII). Topic: outreach.send-requested.v1.',
-        fields: [
+        "type": "record",
+        "name": "SendRecorded",
+        "namespace": "outreach.events",
+        "doc": "The terminal outcome of one SendRequested, recorded by the sender. Topic: outreach.send-recorded.v1.",
+        "fields": [
           {
-            name: 'eventId',
-            type: {
-              type: 'string',
-              logicalType: 'uuid',
+            "name": "eventId",
+            "type": {
+              "type": "string",
+              "logicalType": "uuid"
             },
-            doc: 'Unique id of this event; consumers deduplicate by it.',
+            "doc": "Unique id of this event; consumers deduplicate by it."
           },
           {
-            name: 'occurredAt',
-            type: {
-              type: 'long',
-              logicalType: 'timestamp-millis',
+            "name": "occurredAt",
+            "type": {
+              "type": "long",
+              "logicalType": "timestamp-millis"
             },
-            doc: "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters.",
+            "doc": "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters."
           },
           {
-            name: 'producer',
-            type: 'string',
-            doc: 'The service (or external system) that produced the event.',
+            "name": "producer",
+            "type": "string",
+            "doc": "The service (or external system) that produced the event."
           },
           {
-            name: 'correlationId',
-            type: 'string',
-            doc: 'Shared by every event caused, directly or not, by one original request.',
+            "name": "correlationId",
+            "type": "string",
+            "doc": "Shared by every event caused, directly or not, by one original request."
           },
           {
-            name: 'causationId',
-            type: ['null', 'string'],
-            default: null,
-            doc: 'eventId of the event that caused this one; null for an original request.',
-          },
-          {
-            name: 'sendId',
-            type: {
-              type: 'string',
-              logicalType: 'uuid',
-            },
-            doc: 'Deterministic from the canonical (campaignId, candidateKey, step): the same on every re-run.',
-          },
-          {
-            name: 'requestId',
-            type: 'string',
-            doc: "The originating request's id.",
-          },
-          {
-            name: 'campaignId',
-            type: 'string',
-            doc: 'Canonical campaign id: NFKC, invisible characters removed, trimmed, case-folded (schemas/README.md, Keys).',
-          },
-          {
-            name: 'candidateId',
-            type: 'string',
-            doc: 'Candidate id as the caller sent it.',
-          },
-          {
-            name: 'candidateKey',
-            type: 'string',
-            doc: 'Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key.',
-          },
-          {
-            name: 'email',
-            type: 'string',
-            doc: 'The address to mail, canonical: invisible characters removed, NFC, trimmed, domain as lower-case IDNA ASCII, local part as given (PII).',
-          },
-          {
-            name: 'emailNorm',
-            type: 'string',
-            doc: "The address's identity: email with the local part lower-cased (PII). Dedupe, suppressions and emailHash use it.",
-          },
-          {
-            name: 'step',
-            type: 'string',
-            doc: "Canonical step of the sequence (e.g. 'intro', 'follow-up-1'; folded like campaignId); distinct steps are distinct sends.",
-          },
-          {
-            name: 'experimentId',
-            type: ['null', 'string'],
-            doc: 'A/B experiment this send belongs to, if any.',
-            default: null,
-          },
-          {
-            name: 'variant',
-            type: ['null', 'string'],
-            doc: 'Experiment variant assigned to the candidate, if any.',
-            default: null,
-          },
-          {
-            name: 'subject',
-            type: 'string',
-            doc: 'Subject line of the chosen content.',
-          },
-          {
-            name: 'body',
-            type: 'string',
-            doc: 'Body of the chosen content (PII-adjacent; internal).',
-          },
-          {
-            name: 'scheduledFor',
-            type: [
-              'null',
-              {
-                type: 'long',
-                logicalType: 'timestamp-millis',
-              },
+            "name": "causationId",
+            "type": [
+              "null",
+              "string"
             ],
-            doc: 'The due time of a scheduled step, if this send was scheduled.',
-            default: null,
+            "default": null,
+            "doc": "eventId of the event that caused this one; null for an original request."
           },
-        ],
+          {
+            "name": "sendId",
+            "type": {
+              "type": "string",
+              "logicalType": "uuid"
+            },
+            "doc": "The send this outcome belongs to."
+          },
+          {
+            "name": "campaignId",
+            "type": "string",
+            "doc": "Campaign id as given by the requester."
+          },
+          {
+            "name": "candidateKey",
+            "type": "string",
+            "doc": "Candidate id, trimmed and Unicode-NFC normalized (case-sensitive). The Kafka message key."
+          },
+          {
+            "name": "emailHash",
+            "type": "string",
+            "doc": "Hex SHA-256 of the normalized address: joinable, not reversible."
+          },
+          {
+            "name": "step",
+            "type": "string",
+            "doc": "Step of the sequence (e.g. 'intro', 'follow-up-1'); distinct steps are distinct sends."
+          },
+          {
+            "name": "experimentId",
+            "type": [
+              "null",
+              "string"
+            ],
+            "doc": "A/B experiment this send belongs to, if any.",
+            "default": null
+          },
+          {
+            "name": "variant",
+            "type": [
+              "null",
+              "string"
+            ],
+            "doc": "Experiment variant assigned to the candidate, if any.",
+            "default": null
+          },
+          {
+            "name": "outcome",
+            "type": {
+              "type": "enum",
+              "name": "SendOutcome",
+              "symbols": [
+                "sent",
+                "skipped_duplicate",
+                "suppressed",
+                "failed",
+                "ambiguous",
+                "held"
+              ]
+            },
+            "doc": "Terminal outcome."
+          },
+          {
+            "name": "reason",
+            "type": [
+              "null",
+              "string"
+            ],
+            "doc": "Why, for any outcome other than sent.",
+            "default": null
+          },
+          {
+            "name": "providerMessageId",
+            "type": [
+              "null",
+              "string"
+            ],
+            "doc": "The provider's id (SMTP Message-ID) when sent.",
+            "default": null
+          },
+          {
+            "name": "recordedAt",
+            "type": {
+              "type": "long",
+              "logicalType": "timestamp-millis"
+            },
+            "doc": "Database time at which the outcome was recorded."
+          }
+        ]
       },
-    ],
+      {
+        "type": "record",
+        "name": "SendRecorded",
+        "namespace": "outreach.events",
+        "doc": "The terminal outcome of one SendRequested, recorded by the sender. Topic: outreach.send-recorded.v1.",
+        "fields": [
+          {
+            "name": "eventId",
+            "type": {
+              "type": "string",
+              "logicalType": "uuid"
+            },
+            "doc": "Unique id of this event; consumers deduplicate by it."
+          },
+          {
+            "name": "occurredAt",
+            "type": {
+              "type": "long",
+              "logicalType": "timestamp-millis"
+            },
+            "doc": "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters."
+          },
+          {
+            "name": "producer",
+            "type": "string",
+            "doc": "The service (or external system) that produced the event."
+          },
+          {
+            "name": "correlationId",
+            "type": "string",
+            "doc": "Shared by every event caused, directly or not, by one original request."
+          },
+          {
+            "name": "causationId",
+            "type": [
+              "null",
+              "string"
+            ],
+            "default": null,
+            "doc": "eventId of the event that caused this one; null for an original request."
+          },
+          {
+            "name": "sendId",
+            "type": {
+              "type": "string",
+              "logicalType": "uuid"
+            },
+            "doc": "The send this outcome belongs to."
+          },
+          {
+            "name": "campaignId",
+            "type": "string",
+            "doc": "Canonical campaign id: NFKC, invisible characters removed, trimmed, case-folded (schemas/README.md, Keys)."
+          },
+          {
+            "name": "candidateKey",
+            "type": "string",
+            "doc": "Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key."
+          },
+          {
+            "name": "emailHash",
+            "type": "string",
+            "doc": "Hex HMAC-SHA256, under the platform's secret key emailHashKeyId, of the canonical address (schemas/README.md, Keys): joinable while the key is the same; not recomputable from a list of addresses without the key."
+          },
+          {
+            "name": "emailHashKeyId",
+            "type": [
+              "null",
+              "string"
+            ],
+            "default": null,
+            "doc": "Id of the key emailHash was computed with; a new key gets a new id. null only on events written before keyed hashes: their emailHash is an unsalted SHA-256, which anyone can recompute from an address."
+          },
+          {
+            "name": "step",
+            "type": "string",
+            "doc": "Canonical step of the sequence (e.g. 'intro', 'follow-up-1'; folded like campaignId); distinct steps are distinct sends."
+          },
+          {
+            "name": "experimentId",
+            "type": [
+              "null",
+              "string"
+            ],
+            "doc": "A/B experiment this send belongs to, if any.",
+            "default": null
+          },
+          {
+            "name": "variant",
+            "type": [
+              "null",
+              "string"
+            ],
+            "doc": "Experiment variant assigned to the candidate, if any.",
+            "default": null
+          },
+          {
+            "name": "outcome",
+            "type": {
+              "type": "enum",
+              "name": "SendOutcome",
+              "symbols": [
+                "sent",
+                "skipped_duplicate",
+                "suppressed",
+                "failed",
+                "ambiguous",
+                "held"
+              ]
+            },
+            "doc": "Terminal outcome."
+          },
+          {
+            "name": "reason",
+            "type": [
+              "null",
+              "string"
+            ],
+            "doc": "Why, for any outcome other than sent.",
+            "default": null
+          },
+          {
+            "name": "providerMessageId",
+            "type": [
+              "null",
+              "string"
+            ],
+            "doc": "The provider's id (SMTP Message-ID) when sent.",
+            "default": null
+          },
+          {
+            "name": "recordedAt",
+            "type": {
+              "type": "long",
+              "logicalType": "timestamp-millis"
+            },
+            "doc": "Database time at which the outcome was recorded."
+          }
+        ]
+      },
+      {
+        "type": "record",
+        "name": "SendRecorded",
+        "namespace": "outreach.events",
+        "doc": "The terminal outcome of one SendRequested, recorded by the sender. Topic: outreach.send-recorded.v1.",
+        "fields": [
+          {
+            "name": "eventId",
+            "type": {
+              "type": "string",
+              "logicalType": "uuid"
+            },
+            "doc": "Unique id of this event; consumers deduplicate by it."
+          },
+          {
+            "name": "occurredAt",
+            "type": {
+              "type": "long",
+              "logicalType": "timestamp-millis"
+            },
+            "doc": "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters."
+          },
+          {
+            "name": "producer",
+            "type": "string",
+            "doc": "The service (or external system) that produced the event."
+          },
+          {
+            "name": "correlationId",
+            "type": "string",
+            "doc": "Shared by every event caused, directly or not, by one original request."
+          },
+          {
+            "name": "causationId",
+            "type": [
+              "null",
+              "string"
+            ],
+            "default": null,
+            "doc": "eventId of the event that caused this one; null for an original request."
+          },
+          {
+            "name": "sendId",
+            "type": {
+              "type": "string",
+              "logicalType": "uuid"
+            },
+            "doc": "The send this outcome belongs to."
+          },
+          {
+            "name": "campaignId",
+            "type": "string",
+            "doc": "Canonical campaign id: NFKC, invisible characters removed, trimmed, case-folded (schemas/README.md, Keys)."
+          },
+          {
+            "name": "candidateKey",
+            "type": "string",
+            "doc": "Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key."
+          },
+          {
+            "name": "emailHash",
+            "type": "string",
+            "doc": "Hex HMAC-SHA256, under the platform's secret key emailHashKeyId, of the canonical address (schemas/README.md, Keys): joinable while the key is the same; not recomputable from a list of addresses without the key."
+          },
+          {
+            "name": "emailHashKeyId",
+            "type": [
+              "null",
+              "string"
+            ],
+            "default": null,
+            "doc": "Id of the key emailHash was computed with; a new key gets a new id. null only on events written before keyed hashes: their emailHash is an unsalted SHA-256, which anyone can recompute from an address."
+          },
+          {
+            "name": "step",
+            "type": "string",
+            "doc": "Canonical step of the sequence (e.g. 'intro', 'follow-up-1'; folded like campaignId); distinct steps are distinct sends."
+          },
+          {
+            "name": "experimentId",
+            "type": [
+              "null",
+              "string"
+            ],
+            "doc": "A/B experiment this send belongs to, if any.",
+            "default": null
+          },
+          {
+            "name": "variant",
+            "type": [
+              "null",
+              "string"
+            ],
+            "doc": "Experiment variant assigned to the candidate, if any.",
+            "default": null
+          },
+          {
+            "name": "outcome",
+            "type": {
+              "type": "enum",
+              "name": "SendOutcome",
+              "symbols": [
+                "sent",
+                "skipped_duplicate",
+                "suppressed",
+                "failed",
+                "ambiguous",
+                "held"
+              ]
+            },
+            "doc": "Terminal outcome."
+          },
+          {
+            "name": "reason",
+            "type": [
+              "null",
+              "string"
+            ],
+            "doc": "Why, for any outcome other than sent.",
+            "default": null
+          },
+          {
+            "name": "providerMessageId",
+            "type": [
+              "null",
+              "string"
+            ],
+            "doc": "The provider's id (SMTP Message-ID) when sent.",
+            "default": null
+          },
+          {
+            "name": "recordedAt",
+            "type": {
+              "type": "long",
+              "logicalType": "timestamp-millis"
+            },
+            "doc": "Database time at which the outcome was recorded."
+          },
+          {
+            "name": "conversationId",
+            "type": [
+              "null",
+              "string"
+            ],
+            "default": null,
+            "doc": "The conversation this send belongs to, copied from its SendRequested. Null in events written before this field (or by a sender that does not carry it): the send then belongs to the conversation whose SequencePlanned lists its (campaignId, candidateKey, step), else to \"<campaignId>:<candidateKey>\"."
+          }
+        ]
+      }
+    ]
   },
-  SequencePlanned: {
-    current: {
-      type: 'record',
-      name: 'SequencePlanned',
-      namespace: 'outreach.events',
-      doc: "The planner accepted a request: the steps it will send in this conversation, in order (the requested step, then its follow-ups). Once the last is sent, no next step is owed: the conversation awaits the candidate's reply. Topic: conversation.events.v1.",
-      fields: [
+  "SendRequested": {
+    "current": {
+      "type": "record",
+      "name": "SendRequested",
+      "namespace": "outreach.events",
+      "doc": "The planner asks the sender to send exactly this email (internal; carries PII). Topic: outreach.send-requested.v1.",
+      "fields": [
         {
-          name: 'eventId',
-          type: {
-            type: 'string',
-            logicalType: 'uuid',
+          "name": "eventId",
+          "type": {
+            "type": "string",
+            "logicalType": "uuid"
           },
-          doc: 'Unique id of this event; consumers deduplicate by it.',
+          "doc": "Unique id of this event; consumers deduplicate by it."
         },
         {
-          name: 'occurredAt',
-          type: {
-            type: 'long',
-            logicalType: 'timestamp-millis',
+          "name": "occurredAt",
+          "type": {
+            "type": "long",
+            "logicalType": "timestamp-millis"
           },
-          doc: "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters.",
+          "doc": "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters."
         },
         {
-          name: 'producer',
-          type: 'string',
-          doc: 'The service (or external system) that produced the event.',
+          "name": "producer",
+          "type": "string",
+          "doc": "The service (or external system) that produced the event."
         },
         {
-          name: 'correlationId',
-          type: 'string',
-          doc: 'Shared by every event caused, directly or not, by one original request.',
+          "name": "correlationId",
+          "type": "string",
+          "doc": "Shared by every event caused, directly or not, by one original request."
         },
         {
-          name: 'causationId',
-          type: ['null', 'string'],
-          default: null,
-          doc: 'eventId of the event that caused this one; null for an original request.',
+          "name": "causationId",
+          "type": [
+            "null",
+            "string"
+          ],
+          "default": null,
+          "doc": "eventId of the event that caused this one; null for an original request."
         },
         {
-          name: 'conversationId',
-          type: 'string',
-          doc: 'The conversation: one per (campaignId, candidateKey) unless the agent says otherwise.',
-        },
-        {
-          name: 'campaignId',
-          type: 'string',
-          doc: 'Campaign id as given by the requester.',
-        },
-        {
-          name: 'candidateKey',
-          type: 'string',
-          doc: 'Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key.',
-        },
-        {
-          name: 'steps',
-          type: {
-            type: 'array',
-            items: 'string',
+          "name": "sendId",
+          "type": {
+            "type": "string",
+            "logicalType": "uuid"
           },
-          doc: 'Canonical steps in the order they are sent; the last ends the sequence. A send of one of them (campaignId, candidateKey, step) belongs to this conversation.',
+          "doc": "Deterministic from the canonical (campaignId, candidateKey, step): the same on every re-run."
         },
-      ],
+        {
+          "name": "requestId",
+          "type": "string",
+          "doc": "The originating request's id."
+        },
+        {
+          "name": "campaignId",
+          "type": "string",
+          "doc": "Canonical campaign id: NFKC, invisible characters removed, trimmed, case-folded (schemas/README.md, Keys)."
+        },
+        {
+          "name": "candidateId",
+          "type": "string",
+          "doc": "Candidate id as the caller sent it."
+        },
+        {
+          "name": "candidateKey",
+          "type": "string",
+          "doc": "Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key."
+        },
+        {
+          "name": "email",
+          "type": "string",
+          "doc": "The address to mail, canonical: invisible characters removed, NFC, trimmed, domain as lower-case IDNA ASCII, local part as given (PII)."
+        },
+        {
+          "name": "emailNorm",
+          "type": "string",
+          "doc": "The address's identity: email with the local part lower-cased (PII). Dedupe, suppressions and emailHash use it."
+        },
+        {
+          "name": "step",
+          "type": "string",
+          "doc": "Canonical step of the sequence (e.g. 'intro', 'follow-up-1'; folded like campaignId); distinct steps are distinct sends."
+        },
+        {
+          "name": "experimentId",
+          "type": [
+            "null",
+            "string"
+          ],
+          "doc": "A/B experiment this send belongs to, if any.",
+          "default": null
+        },
+        {
+          "name": "variant",
+          "type": [
+            "null",
+            "string"
+          ],
+          "doc": "Experiment variant assigned to the candidate, if any.",
+          "default": null
+        },
+        {
+          "name": "subject",
+          "type": "string",
+          "doc": "Subject line of the chosen content."
+        },
+        {
+          "name": "body",
+          "type": "string",
+          "doc": "Body of the chosen content (PII-adjacent; internal)."
+        },
+        {
+          "name": "scheduledFor",
+          "type": [
+            "null",
+            {
+              "type": "long",
+              "logicalType": "timestamp-millis"
+            }
+          ],
+          "doc": "The due time of a scheduled step, if this send was scheduled.",
+          "default": null
+        },
+        {
+          "name": "conversationId",
+          "type": [
+            "null",
+            "string"
+          ],
+          "default": null,
+          "doc": "The conversation this send belongs to: the request's conversationId (canonical), else \"<campaignId>:<candidateKey>\". Null in events written before this field."
+        }
+      ]
     },
-    history: [],
+    "history": [
+      {
+        "type": "record",
+        "name": "SendRequested",
+        "namespace": "outreach.events",
+        "doc": "The planner asks the sender to send exactly this email (internal; carries PII). Topic: outreach.send-requested.v1.",
+        "fields": [
+          {
+            "name": "eventId",
+            "type": {
+              "type": "string",
+              "logicalType": "uuid"
+            },
+            "doc": "Unique id of this event; consumers deduplicate by it."
+          },
+          {
+            "name": "occurredAt",
+            "type": {
+              "type": "long",
+              "logicalType": "timestamp-millis"
+            },
+            "doc": "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters."
+          },
+          {
+            "name": "producer",
+            "type": "string",
+            "doc": "The service (or external system) that produced the event."
+          },
+          {
+            "name": "correlationId",
+            "type": "string",
+            "doc": "Shared by every event caused, directly or not, by one original request."
+          },
+          {
+            "name": "causationId",
+            "type": [
+              "null",
+              "string"
+            ],
+            "default": null,
+            "doc": "eventId of the event that caused this one; null for an original request."
+          },
+          {
+            "name": "sendId",
+            "type": {
+              "type": "string",
+              "logicalType": "uuid"
+            },
+            "doc": "Deterministic from the canonical (campaignId, candidateKey, step): the same on every re-run."
+          },
+          {
+            "name": "requestId",
+            "type": "string",
+            "doc": "The originating request's id."
+          },
+          {
+            "name": "campaignId",
+            "type": "string",
+            "doc": "Canonical campaign id: NFKC, invisible characters removed, trimmed, case-folded (schemas/README.md, Keys)."
+          },
+          {
+            "name": "candidateId",
+            "type": "string",
+            "doc": "Candidate id as the caller sent it."
+          },
+          {
+            "name": "candidateKey",
+            "type": "string",
+            "doc": "Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key."
+          },
+          {
+            "name": "email",
+            "type": "string",
+            "doc": "The address to mail, canonical: invisible characters removed, NFC, trimmed, domain as lower-case IDNA ASCII, local part as given (PII)."
+          },
+          {
+            "name": "emailNorm",
+            "type": "string",
+            "doc": "The address's identity: email with the local part lower-cased (PII). Dedupe, suppressions and emailHash use it."
+          },
+          {
+            "name": "step",
+            "type": "string",
+            "doc": "Canonical step of the sequence (e.g. 'intro', 'follow-up-1'; folded like campaignId); distinct steps are distinct sends."
+          },
+          {
+            "name": "experimentId",
+            "type": [
+              "null",
+              "string"
+            ],
+            "doc": "A/B experiment this send belongs to, if any.",
+            "default": null
+          },
+          {
+            "name": "variant",
+            "type": [
+              "null",
+              "string"
+            ],
+            "doc": "Experiment variant assigned to the candidate, if any.",
+            "default": null
+          },
+          {
+            "name": "subject",
+            "type": "string",
+            "doc": "Subject line of the chosen content."
+          },
+          {
+            "name": "body",
+            "type": "string",
+            "doc": "Body of the chosen content (PII-adjacent; internal)."
+          },
+          {
+            "name": "scheduledFor",
+            "type": [
+              "null",
+              {
+                "type": "long",
+                "logicalType": "timestamp-millis"
+              }
+            ],
+            "doc": "The due time of a scheduled step, if this send was scheduled.",
+            "default": null
+          }
+        ]
+      }
+    ]
   },
-  StepCancelled: {
-    current: {
-      type: 'record',
-      name: 'StepCancelled',
-      namespace: 'outreach.events',
-      doc: 'A scheduled step will not happen: the candidate replied or the conversation closed. Topic: conversation.events.v1.',
-      fields: [
+  "SequencePlanned": {
+    "current": {
+      "type": "record",
+      "name": "SequencePlanned",
+      "namespace": "outreach.events",
+      "doc": "The planner accepted a request: the steps it will send in this conversation, in order (the requested step, then its follow-ups). Once the last is sent, no next step is owed: the conversation awaits the candidate's reply. Topic: conversation.events.v1.",
+      "fields": [
         {
-          name: 'eventId',
-          type: {
-            type: 'string',
-            logicalType: 'uuid',
+          "name": "eventId",
+          "type": {
+            "type": "string",
+            "logicalType": "uuid"
           },
-          doc: 'Unique id of this event; consumers deduplicate by it.',
+          "doc": "Unique id of this event; consumers deduplicate by it."
         },
         {
-          name: 'occurredAt',
-          type: {
-            type: 'long',
-            logicalType: 'timestamp-millis',
+          "name": "occurredAt",
+          "type": {
+            "type": "long",
+            "logicalType": "timestamp-millis"
           },
-          doc: "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters.",
+          "doc": "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters."
         },
         {
-          name: 'producer',
-          type: 'string',
-          doc: 'The service (or external system) that produced the event.',
+          "name": "producer",
+          "type": "string",
+          "doc": "The service (or external system) that produced the event."
         },
         {
-          name: 'correlationId',
-          type: 'string',
-          doc: 'Shared by every event caused, directly or not, by one original request.',
+          "name": "correlationId",
+          "type": "string",
+          "doc": "Shared by every event caused, directly or not, by one original request."
         },
         {
-          name: 'causationId',
-          type: ['null', 'string'],
-          default: null,
-          doc: 'eventId of the event that caused this one; null for an original request.',
+          "name": "causationId",
+          "type": [
+            "null",
+            "string"
+          ],
+          "default": null,
+          "doc": "eventId of the event that caused this one; null for an original request."
         },
         {
-          name: 'conversationId',
-          type: 'string',
-          doc: 'The conversation: one per (campaignId, candidateKey) unless the agent says otherwise.',
+          "name": "conversationId",
+          "type": "string",
+          "doc": "The conversation: one per (campaignId, candidateKey) unless the agent says otherwise."
         },
         {
-          name: 'campaignId',
-          type: 'string',
-          doc: 'Campaign id as given by the requester.',
+          "name": "campaignId",
+          "type": "string",
+          "doc": "Campaign id as given by the requester."
         },
         {
-          name: 'candidateKey',
-          type: 'string',
-          doc: 'Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key.',
+          "name": "candidateKey",
+          "type": "string",
+          "doc": "Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key."
         },
         {
-          name: 'stepId',
-          type: 'string',
-          doc: 'The cancelled step.',
-        },
-        {
-          name: 'reason',
-          type: 'string',
-          doc: 'Why (reply, closed, ...).',
-        },
-      ],
+          "name": "steps",
+          "type": {
+            "type": "array",
+            "items": "string"
+          },
+          "doc": "Canonical steps in the order they are sent; the last ends the sequence. A send of one of them (campaignId, candidateKey, step) belongs to this conversation."
+        }
+      ]
     },
-    history: [],
+    "history": []
   },
-  StepCompleted: {
-    current: {
-      type: 'record',
-      name: 'StepCompleted',
-      namespace: 'outreach.events',
-      doc: 'A step of the conversation was carried out. Topic: conversation.events.v1.',
-      fields: [
+  "StepCancelled": {
+    "current": {
+      "type": "record",
+      "name": "StepCancelled",
+      "namespace": "outreach.events",
+      "doc": "A scheduled step will not happen: the candidate replied or the conversation closed. Topic: conversation.events.v1.",
+      "fields": [
         {
-          name: 'eventId',
-          type: {
-            type: 'string',
-            logicalType: 'uuid',
+          "name": "eventId",
+          "type": {
+            "type": "string",
+            "logicalType": "uuid"
           },
-          doc: 'Unique id of this event; consumers deduplicate by it.',
+          "doc": "Unique id of this event; consumers deduplicate by it."
         },
         {
-          name: 'occurredAt',
-          type: {
-            type: 'long',
-            logicalType: 'timestamp-millis',
+          "name": "occurredAt",
+          "type": {
+            "type": "long",
+            "logicalType": "timestamp-millis"
           },
-          doc: "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters.",
+          "doc": "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters."
         },
         {
-          name: 'producer',
-          type: 'string',
-          doc: 'The service (or external system) that produced the event.',
+          "name": "producer",
+          "type": "string",
+          "doc": "The service (or external system) that produced the event."
         },
         {
-          name: 'correlationId',
-          type: 'string',
-          doc: 'Shared by every event caused, directly or not, by one original request.',
+          "name": "correlationId",
+          "type": "string",
+          "doc": "Shared by every event caused, directly or not, by one original request."
         },
         {
-          name: 'causationId',
-          type: ['null', 'string'],
-          default: null,
-          doc: 'eventId of the event that caused this one; null for an original request.',
+          "name": "causationId",
+          "type": [
+            "null",
+            "string"
+          ],
+          "default": null,
+          "doc": "eventId of the event that caused this one; null for an original request."
         },
         {
-          name: 'conversationId',
-          type: 'string',
-          doc: 'The conversation: one per (campaignId, candidateKey) unless the agent says otherwise.',
+          "name": "conversationId",
+          "type": "string",
+          "doc": "The conversation: one per (campaignId, candidateKey) unless the agent says otherwise."
         },
         {
-          name: 'campaignId',
-          type: 'string',
-          doc: 'Campaign id as given by the requester.',
+          "name": "campaignId",
+          "type": "string",
+          "doc": "Campaign id as given by the requester."
         },
         {
-          name: 'candidateKey',
-          type: 'string',
-          doc: 'Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key.',
+          "name": "candidateKey",
+          "type": "string",
+          "doc": "Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key."
         },
         {
-          name: 'stepId',
-          type: 'string',
-          doc: 'The completed step.',
+          "name": "stepId",
+          "type": "string",
+          "doc": "The cancelled step."
         },
-      ],
+        {
+          "name": "reason",
+          "type": "string",
+          "doc": "Why (reply, closed, ...)."
+        }
+      ]
     },
-    history: [],
+    "history": []
   },
-  VariantAssigned: {
-    current: {
-      type: 'record',
-      name: 'VariantAssigned',
-      namespace: 'outreach.events',
-      doc: 'A candidate was assigned, once and for good, to a variant of an experiment. Topic: experiment.assignments.v1.',
-      fields: [
+  "StepCompleted": {
+    "current": {
+      "type": "record",
+      "name": "StepCompleted",
+      "namespace": "outreach.events",
+      "doc": "A step of the conversation was carried out. Topic: conversation.events.v1.",
+      "fields": [
         {
-          name: 'eventId',
-          type: {
-            type: 'string',
-            logicalType: 'uuid',
+          "name": "eventId",
+          "type": {
+            "type": "string",
+            "logicalType": "uuid"
           },
-          doc: 'Unique id of this event; consumers deduplicate by it.',
+          "doc": "Unique id of this event; consumers deduplicate by it."
         },
         {
-          name: 'occurredAt',
-          type: {
-            type: 'long',
-            logicalType: 'timestamp-millis',
+          "name": "occurredAt",
+          "type": {
+            "type": "long",
+            "logicalType": "timestamp-millis"
           },
-          doc: "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters.",
+          "doc": "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters."
         },
         {
-          name: 'producer',
-          type: 'string',
-          doc: 'The service (or external system) that produced the event.',
+          "name": "producer",
+          "type": "string",
+          "doc": "The service (or external system) that produced the event."
         },
         {
-          name: 'correlationId',
-          type: 'string',
-          doc: 'Shared by every event caused, directly or not, by one original request.',
+          "name": "correlationId",
+          "type": "string",
+          "doc": "Shared by every event caused, directly or not, by one original request."
         },
         {
-          name: 'causationId',
-          type: ['null', 'string'],
-          default: null,
-          doc: 'eventId of the event that caused this one; null for an original request.',
+          "name": "causationId",
+          "type": [
+            "null",
+            "string"
+          ],
+          "default": null,
+          "doc": "eventId of the event that caused this one; null for an original request."
         },
         {
-          name: 'experimentId',
-          type: 'string',
-          doc: 'The experiment.',
+          "name": "conversationId",
+          "type": "string",
+          "doc": "The conversation: one per (campaignId, candidateKey) unless the agent says otherwise."
         },
         {
-          name: 'candidateKey',
-          type: 'string',
-          doc: 'Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key.',
+          "name": "campaignId",
+          "type": "string",
+          "doc": "Campaign id as given by the requester."
         },
         {
-          name: 'variant',
-          type: 'string',
-          doc: 'The assigned variant.',
+          "name": "candidateKey",
+          "type": "string",
+          "doc": "Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key."
         },
         {
-          name: 'assignedAt',
-          type: {
-            type: 'long',
-            logicalType: 'timestamp-millis',
-          },
-          doc: 'Database time of the first assignment.',
-        },
-      ],
+          "name": "stepId",
+          "type": "string",
+          "doc": "The completed step."
+        }
+      ]
     },
-    history: [],
+    "history": []
   },
-  VariantContaminated: {
-    current: {
-      type: 'record',
-      name: 'VariantContaminated',
-      namespace: 'outreach.events',
-      doc: 'A candidate was exposed to more than one variant of one experiment. Topic: experiment.assignments.v1.',
-      fields: [
+  "VariantAssigned": {
+    "current": {
+      "type": "record",
+      "name": "VariantAssigned",
+      "namespace": "outreach.events",
+      "doc": "A candidate was assigned, once and for good, to a variant of an experiment. Topic: experiment.assignments.v1.",
+      "fields": [
         {
-          name: 'eventId',
-          type: {
-            type: 'string',
-            logicalType: 'uuid',
+          "name": "eventId",
+          "type": {
+            "type": "string",
+            "logicalType": "uuid"
           },
-          doc: 'Unique id of this event; consumers deduplicate by it.',
+          "doc": "Unique id of this event; consumers deduplicate by it."
         },
         {
-          name: 'occurredAt',
-          type: {
-            type: 'long',
-            logicalType: 'timestamp-millis',
+          "name": "occurredAt",
+          "type": {
+            "type": "long",
+            "logicalType": "timestamp-millis"
           },
-          doc: "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters.",
+          "doc": "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters."
         },
         {
-          name: 'producer',
-          type: 'string',
-          doc: 'The service (or external system) that produced the event.',
+          "name": "producer",
+          "type": "string",
+          "doc": "The service (or external system) that produced the event."
         },
         {
-          name: 'correlationId',
-          type: 'string',
-          doc: 'Shared by every event caused, directly or not, by one original request.',
+          "name": "correlationId",
+          "type": "string",
+          "doc": "Shared by every event caused, directly or not, by one original request."
         },
         {
-          name: 'causationId',
-          type: ['null', 'string'],
-          default: null,
-          doc: 'eventId of the event that caused this one; null for an original request.',
+          "name": "causationId",
+          "type": [
+            "null",
+            "string"
+          ],
+          "default": null,
+          "doc": "eventId of the event that caused this one; null for an original request."
         },
         {
-          name: 'experimentId',
-          type: 'string',
-          doc: 'The experiment.',
+          "name": "experimentId",
+          "type": "string",
+          "doc": "The experiment."
         },
         {
-          name: 'candidateKey',
-          type: 'string',
-          doc: 'Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key.',
+          "name": "candidateKey",
+          "type": "string",
+          "doc": "Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key."
         },
         {
-          name: 'assignedVariant',
-          type: 'string',
-          doc: 'The variant the candidate is assigned to.',
+          "name": "variant",
+          "type": "string",
+          "doc": "The assigned variant."
         },
         {
-          name: 'exposedVariants',
-          type: {
-            type: 'array',
-            items: 'string',
+          "name": "assignedAt",
+          "type": {
+            "type": "long",
+            "logicalType": "timestamp-millis"
           },
-          doc: 'Every variant the candidate has been exposed to.',
-        },
-        {
-          name: 'detectedAt',
-          type: {
-            type: 'long',
-            logicalType: 'timestamp-millis',
-          },
-          doc: 'Database time of detection.',
-        },
-      ],
+          "doc": "Database time of the first assignment."
+        }
+      ]
     },
-    history: [],
+    "history": []
   },
+  "VariantContaminated": {
+    "current": {
+      "type": "record",
+      "name": "VariantContaminated",
+      "namespace": "outreach.events",
+      "doc": "A candidate was exposed to more than one variant of one experiment. Topic: experiment.assignments.v1.",
+      "fields": [
+        {
+          "name": "eventId",
+          "type": {
+            "type": "string",
+            "logicalType": "uuid"
+          },
+          "doc": "Unique id of this event; consumers deduplicate by it."
+        },
+        {
+          "name": "occurredAt",
+          "type": {
+            "type": "long",
+            "logicalType": "timestamp-millis"
+          },
+          "doc": "When the fact happened, epoch milliseconds (UTC), from the producing service's database clock where it matters."
+        },
+        {
+          "name": "producer",
+          "type": "string",
+          "doc": "The service (or external system) that produced the event."
+        },
+        {
+          "name": "correlationId",
+          "type": "string",
+          "doc": "Shared by every event caused, directly or not, by one original request."
+        },
+        {
+          "name": "causationId",
+          "type": [
+            "null",
+            "string"
+          ],
+          "default": null,
+          "doc": "eventId of the event that caused this one; null for an original request."
+        },
+        {
+          "name": "experimentId",
+          "type": "string",
+          "doc": "The experiment."
+        },
+        {
+          "name": "candidateKey",
+          "type": "string",
+          "doc": "Canonical candidate key: the candidate id in NFKC, invisible characters removed, trimmed; case kept (schemas/README.md, Keys). The Kafka message key."
+        },
+        {
+          "name": "assignedVariant",
+          "type": "string",
+          "doc": "The variant the candidate is assigned to."
+        },
+        {
+          "name": "exposedVariants",
+          "type": {
+            "type": "array",
+            "items": "string"
+          },
+          "doc": "Every variant the candidate has been exposed to."
+        },
+        {
+          "name": "detectedAt",
+          "type": {
+            "type": "long",
+            "logicalType": "timestamp-millis"
+          },
+          "doc": "Database time of detection."
+        }
+      ]
+    },
+    "history": []
+  }
 };
