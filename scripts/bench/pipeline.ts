@@ -7,7 +7,7 @@
 import { join } from 'node:path';
 import { createKafka, EventProducer, topicName } from '@outreach/shared';
 import { eventCodec, type SendRecorded } from '@outreach/contracts';
-import { services } from '../lib/stack.js';
+import { services, type Service } from '../lib/stack.js';
 import {
   duplicateDeliveries,
   latencyOf,
@@ -18,7 +18,9 @@ import {
   type BenchRequest,
 } from './common.js';
 import { benchStack, bindBenchCodec, feed, runId, until, type BenchEnv } from './harness.js';
-import type { SystemResult } from './report.js';
+import type { DatabaseCost, SystemResult } from './report.js';
+import pg from 'pg';
+import { waitFor } from '@outreach/testkit';
 
 export interface PipelineOptions {
   /** Sender SIGKILLs, each at the next quarter of the sends recorded, the sender restarted each time. */
@@ -87,6 +89,16 @@ export async function pipeline(
   });
 
   const distinct = new Set(requests.map((r) => r.sendId)).size;
+  const statements = async () =>
+    Object.fromEntries(
+      await Promise.all(
+        ['planner', 'sender', 'experiment', 'liveness'].map(
+          async (service) => [service, await statementsOf(stack.url(service as Service, '/metrics'))] as const,
+        ),
+      ),
+    );
+  const statementsBefore = await statements();
+  const serverBefore = await serverCounters(env.databaseUrl);
   const sampler = new UsageSampler(pids);
   let publishedAt = new Map<string, number>();
   const producer = new EventProducer(kafka);
@@ -124,6 +136,33 @@ export async function pipeline(
     await producer.disconnect();
     await reader.disconnect();
   }
+  // The projections (liveness, experiment) may still be working through the last SendRecorded events:
+  // the statements are read once every service has sent none for a second.
+  let database: DatabaseCost | undefined;
+  if (!options.kills) {
+    let last = JSON.stringify(await statements());
+    await waitFor(
+      async () => {
+        const now = JSON.stringify(await statements());
+        const settled = now === last;
+        last = now;
+        return settled;
+      },
+      { timeoutMs: 60_000, intervalMs: 1_000, description: 'the services to finish their statements' },
+    ).catch(() => undefined);
+    const after = JSON.parse(last) as Record<string, number>;
+    const server = await serverCounters(env.databaseUrl);
+    database = {
+      statementsPerSend: Object.fromEntries(
+        Object.entries(after).map(([service, n]) => [
+          service,
+          round2((n - (statementsBefore[service] ?? 0)) / distinct),
+        ]),
+      ),
+      transactionsPerSend: round2((server.commits - serverBefore.commits) / distinct),
+      walBytesPerSend: Math.round((server.walBytes - serverBefore.walBytes) / distinct),
+    };
+  }
   const usage = sampler.stop();
   await stack.stopAll();
   const last = maxOf(recorded.values());
@@ -143,5 +182,30 @@ export async function pipeline(
     duplicates: duplicateDeliveries(deliveries),
     usage,
     kills,
+    ...(database ? { database } : {}),
   };
+}
+
+const round2 = (n: number) => Math.round(n * 100) / 100;
+
+/** A service's `outreach_pg_statements_total` from its /metrics. */
+async function statementsOf(url: string): Promise<number> {
+  const text = await (await fetch(url)).text();
+  const line = text.split('\n').find((l) => l.startsWith('outreach_pg_statements_total'));
+  return Number(line?.split(' ').at(-1) ?? 0);
+}
+
+/** The server's commits in this database and WAL bytes so far. */
+async function serverCounters(databaseUrl: string): Promise<{ commits: number; walBytes: number }> {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ commits: string; wal: string }>(
+      `SELECT (SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()) AS commits,
+              (SELECT wal_bytes FROM pg_stat_wal) AS wal`,
+    );
+    return { commits: Number(rows[0]?.commits ?? 0), walBytes: Number(rows[0]?.wal ?? 0) };
+  } finally {
+    await client.end();
+  }
 }

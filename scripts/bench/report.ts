@@ -19,6 +19,18 @@ export interface SystemResult {
   readonly usage: readonly ProcessUsage[];
   readonly kills: number;
   readonly note?: string;
+  /** What the run cost the database, per distinct send (ours only: the services count their statements). */
+  readonly database?: DatabaseCost;
+}
+
+/** PostgreSQL's work per send over one run: statements by service, and the server's commits and WAL. */
+export interface DatabaseCost {
+  /** `outreach_pg_statements_total` of each service over the run, per send. */
+  readonly statementsPerSend: Readonly<Record<string, number>>;
+  /** Commits in the database (pg_stat_database.xact_commit) per send: every client's, the bench's included. */
+  readonly transactionsPerSend: number;
+  /** WAL bytes written by the server (pg_stat_wal.wal_bytes) per send. */
+  readonly walBytesPerSend: number;
 }
 
 /** The sender's check endpoint at a fixed request rate over a seeded sent log. */
@@ -161,6 +173,7 @@ export function markdown(report: BenchReport, options: MarkdownOptions): string 
     '',
     'CPU microseconds per send, by process: ' + main.map((r) => `**${r.system}**: ${cpuPerSend(r)}`).join('; ') + '.',
     '',
+    ...main.filter((r) => r.database).map((r) => databaseLine(r)),
     `## Latency at a steady ${options.steadyRate} requests/s`,
     '',
     systemHeader,
@@ -221,4 +234,17 @@ export function markdown(report: BenchReport, options: MarkdownOptions): string 
       '',
     );
   return lines.join('\n');
+}
+
+/** The database's work per send of one run, as a sentence for the report. */
+export function databaseLine(r: SystemResult): string {
+  const cost = r.database;
+  if (!cost) return '';
+  const statements = Object.entries(cost.statementsPerSend);
+  const total = statements.reduce((sum, [, n]) => sum + n, 0);
+  return (
+    `PostgreSQL per send, **${r.system}**: ${total.toFixed(1)} statements ` +
+    `(${statements.map(([service, n]) => `${service} ${n.toFixed(1)}`).join(', ')}), ` +
+    `${cost.transactionsPerSend.toFixed(2)} commits, ${Math.round(cost.walBytesPerSend)} bytes of WAL.\n`
+  );
 }

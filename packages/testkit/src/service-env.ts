@@ -22,7 +22,7 @@ import { uniqueName } from './names.js';
 import { startProcess, type RunningProcess } from './process.js';
 import { dropWireFormatSubjects, wireFormatEnv, wireFormatFromEnv } from './wire-format.js';
 
-const root = join(import.meta.dirname, '..', '..', '..', '..');
+const root = join(import.meta.dirname, '..', '..', '..');
 
 /**
  * The emailHash key every test service gets: a fixed development key, so a test can compute the

@@ -105,6 +105,13 @@ export const METRICS = {
     labels: [],
   },
 
+  outreach_pg_statements_total: {
+    type: 'counter',
+    owner: 'shared',
+    help: 'Statements this service sent to PostgreSQL through its pool (BEGIN and COMMIT included): divided by sends, the cost per send the benchmark reports',
+    labels: [],
+  },
+
   // ---- the transactional outbox (every service) ----------------------------------------------
   outreach_outbox_published_total: {
     type: 'counter',

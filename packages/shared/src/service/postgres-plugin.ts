@@ -1,6 +1,7 @@
 import fp from 'fastify-plugin';
 import type { Pool } from 'pg';
 import { explainPgError, type PgConnectionSettings } from '../pg/connection.js';
+import { counter } from '../metrics.js';
 import { createPool } from '../pg/pool.js';
 import { StartupError } from './startup-error.js';
 
@@ -34,6 +35,17 @@ export const postgresPlugin = fp<PostgresPluginOptions>(
     const { sessionConnectionString, ...poolOptions } = options;
     const pool = createPool({ ...poolOptions, logger: app.log });
     app.decorate('pg', pool);
+    // Every statement of every pooled connection, counted (one increment per query): the benchmark's
+    // statements per send, and an operator's view of what a change did to the database's load.
+    const statements = counter(app.metrics, 'outreach_pg_statements_total');
+    statements.inc(0);
+    pool.on('connect', (client) => {
+      const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+      (client as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
+        statements.inc();
+        return query(...args);
+      };
+    });
     app.decorate('pgSessionUrl', sessionConnectionString || undefined);
     app.addHook('onReady', async () => {
       try {
