@@ -10,9 +10,10 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SmtpSink } from '@outreach/testkit';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SendResult } from '../src/adapters/providers/port.js';
 import { SmtpProvider, type SmtpProviderOptions } from '../src/adapters/providers/smtp.js';
+import { stoppedAfterEach } from './stopped-after-each.js';
 
 interface Pki {
   readonly ca: string;
@@ -72,14 +73,7 @@ beforeAll(() => {
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-let sink: SmtpSink | undefined;
-let provider: SmtpProvider | undefined;
-afterEach(async () => {
-  await provider?.close();
-  await sink?.stop();
-  sink = undefined;
-  provider = undefined;
-});
+const keep = stoppedAfterEach();
 
 const USER = { user: 'outreach', password: 'correct horse battery staple' };
 
@@ -87,20 +81,21 @@ async function start(
   sinkOptions: ConstructorParameters<typeof SmtpSink>[0],
   options: Partial<SmtpProviderOptions>,
 ): Promise<{ sink: SmtpSink; send: () => Promise<SendResult> }> {
-  const server = await new SmtpSink(sinkOptions).start();
-  sink = server;
-  const p = new SmtpProvider({
-    host: '127.0.0.1',
-    port: server.port,
-    secure: false,
-    requireTLS: true,
-    messageIdDomain: 'tls.test',
-    timeoutMs: 3000,
-    finalReplyTimeoutMs: 10_000,
-    maxConnections: 2,
-    ...options,
-  });
-  provider = p;
+  const server = keep(await new SmtpSink(sinkOptions).start(), (s) => s.stop());
+  const p = keep(
+    new SmtpProvider({
+      host: '127.0.0.1',
+      port: server.port,
+      secure: false,
+      requireTLS: true,
+      messageIdDomain: 'tls.test',
+      timeoutMs: 3000,
+      finalReplyTimeoutMs: 10_000,
+      maxConnections: 2,
+      ...options,
+    }),
+    (provider) => provider.close(),
+  );
   const send = () =>
     p.send(
       { from: 'sender@tls.test', to: 'cand@example.com', subject: 'hi', text: 'hello', headers: {} },
