@@ -5,11 +5,14 @@ import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { candidateKeyFor, normalizeEmail, sendIdFor, type SendRequested } from '@outreach/contracts';
+import { migrate } from '@outreach/shared';
 import {
+  isolatedSchema,
   serviceTestEnv,
   SmtpSink,
   TEST_EMAIL_HASH_ENV,
   testEmailHashKey,
+  type IsolatedSchema,
   type ServiceTestEnv,
   type SmtpSinkOptions,
 } from '@outreach/testkit';
@@ -152,4 +155,11 @@ export function runBackfill(
     },
   );
   return { status: run.status, stdout: run.stdout, stderr: run.stderr };
+}
+
+/** A schema of its own on `databaseUrl`, with the sender's migrations applied (and the outbox). */
+export async function migratedSenderSchema(databaseUrl: string, prefix: string): Promise<IsolatedSchema> {
+  const db = await isolatedSchema(databaseUrl, prefix);
+  await migrate({ databaseUrl, schema: db.schema, dir: migrationsDir, outbox: true });
+  return db;
 }
