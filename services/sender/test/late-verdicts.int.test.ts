@@ -17,19 +17,17 @@ const keep = stoppedAfterEach();
 
 async function start(script: Script, env: Record<string, string> = {}) {
   const peer = keep(await new RawSmtp(script).start(), (p) => p.stop());
-  const t = keep(
-    await senderTestEnv(infra, {
-      env: {
-        SMTP_PORT: String(peer.port),
-        PROVIDER_TIMEOUT_MS: String(T),
-        LEASE_MS: '6000',
-        RETRY_BACKOFF_MS: '50',
-        SEND_CONCURRENCY: '1',
-        ...env,
-      },
-    }),
-    (e) => e.cleanup(),
-  );
+  const t = await senderTestEnv(infra, {
+    env: {
+      SMTP_PORT: String(peer.port),
+      PROVIDER_TIMEOUT_MS: String(T),
+      LEASE_MS: '6000',
+      RETRY_BACKOFF_MS: '50',
+      SEND_CONCURRENCY: '1',
+      ...env,
+    },
+  });
+  keep(t, (e) => e.cleanup());
   const app = await t.startApp();
   return { env: t, app, peer };
 }

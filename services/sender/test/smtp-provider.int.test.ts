@@ -16,19 +16,17 @@ const keep = stoppedAfterEach();
 
 async function setup(script: Script, options: { maxConnections?: number } = {}) {
   const peer = keep(await new RawSmtp(script).start(), (p) => p.stop());
-  const provider = keep(
-    new SmtpProvider({
-      host: '127.0.0.1',
-      port: peer.port,
-      secure: false,
-      requireTLS: false,
-      messageIdDomain: 'attack.test',
-      timeoutMs: TIMEOUT,
-      finalReplyTimeoutMs: 10_000,
-      maxConnections: options.maxConnections ?? 4,
-    }),
-    (p) => p.close(),
-  );
+  const provider = new SmtpProvider({
+    host: '127.0.0.1',
+    port: peer.port,
+    secure: false,
+    requireTLS: false,
+    messageIdDomain: 'attack.test',
+    timeoutMs: TIMEOUT,
+    finalReplyTimeoutMs: 10_000,
+    maxConnections: options.maxConnections ?? 4,
+  });
+  keep(provider, (p) => p.close());
   return { peer, provider };
 }
 

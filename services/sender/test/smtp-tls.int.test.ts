@@ -82,20 +82,18 @@ async function start(
   options: Partial<SmtpProviderOptions>,
 ): Promise<{ sink: SmtpSink; send: () => Promise<SendResult> }> {
   const server = keep(await new SmtpSink(sinkOptions).start(), (s) => s.stop());
-  const p = keep(
-    new SmtpProvider({
-      host: '127.0.0.1',
-      port: server.port,
-      secure: false,
-      requireTLS: true,
-      messageIdDomain: 'tls.test',
-      timeoutMs: 3000,
-      finalReplyTimeoutMs: 10_000,
-      maxConnections: 2,
-      ...options,
-    }),
-    (provider) => provider.close(),
-  );
+  const p = new SmtpProvider({
+    host: '127.0.0.1',
+    port: server.port,
+    secure: false,
+    requireTLS: true,
+    messageIdDomain: 'tls.test',
+    timeoutMs: 3000,
+    finalReplyTimeoutMs: 10_000,
+    maxConnections: 2,
+    ...options,
+  });
+  keep(p, (provider) => provider.close());
   const send = () =>
     p.send(
       { from: 'sender@tls.test', to: 'cand@example.com', subject: 'hi', text: 'hello', headers: {} },
