@@ -6,18 +6,23 @@
  * report gives send times, the window and the source; `--step` mismatches and steps a campaign never
  * had are refused by line number; the blind window is printed with the history's time range.
  */
-import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { copyFileSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { topicName } from '@outreach/shared';
 import { eventCodec, type SendRecorded, type SendRequested } from '@outreach/contracts';
-import { readTopic, TEST_EMAIL_HASH_ENV, waitFor, type SmtpHostility } from '@outreach/testkit';
+import { readTopic, waitFor, type SmtpHostility } from '@outreach/testkit';
 import { afterEach, describe, expect, inject, it } from 'vitest';
-import { API_TOKEN, senderTestEnv, sendRequested, type SenderTestEnv } from './harness.js';
+import {
+  API_TOKEN,
+  runBackfill,
+  senderTestEnv,
+  sendRequested,
+  type BackfillRun,
+  type SenderTestEnv,
+} from './harness.js';
 
-const root = join(import.meta.dirname, '..', '..', '..');
 const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
 const auth = { authorization: `Bearer ${API_TOKEN}` };
 let t: SenderTestEnv | undefined;
@@ -32,36 +37,9 @@ function csv(lines: readonly string[]): string {
   return file;
 }
 
-interface Run {
-  readonly status: number | null;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
-function backfill(env: SenderTestEnv, file: string, ...args: string[]): Run {
-  const run = spawnSync(
-    process.execPath,
-    [
-      '--conditions=source',
-      '--import',
-      join(root, 'node_modules/tsx/dist/loader.mjs'),
-      join(root, 'services/sender/src/cli/backfill.ts'),
-      '--file',
-      file,
-      ...args,
-    ],
-    {
-      env: {
-        PATH: process.env.PATH,
-        DATABASE_URL: env.databaseUrl,
-        DATABASE_SCHEMA: env.schema,
-        TOPIC_PREFIX: env.prefix,
-        ...TEST_EMAIL_HASH_ENV,
-      },
-      encoding: 'utf8',
-    },
-  );
-  return { status: run.status, stdout: run.stdout, stderr: run.stderr };
+/** The backfill CLI on `file`, writing its SendRecorded events to the env's topics. */
+function backfill(env: SenderTestEnv, file: string, ...args: string[]): BackfillRun {
+  return runBackfill(env, file, args, { TOPIC_PREFIX: env.prefix });
 }
 
 /** Everything an import writes, in a stable order. */

@@ -2,17 +2,15 @@
  * Seed 000-1 step 2 (docs/seeds.md): provider history imported into the sent log blocks re-sends, duplicates in it are
  * reported, and importing never sends.
  */
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { TEST_EMAIL_HASH_ENV, waitFor } from '@outreach/testkit';
+import { waitFor } from '@outreach/testkit';
 import { afterEach, expect, inject, it } from 'vitest';
-import { API_TOKEN, senderTestEnv, sendRequested, type SenderTestEnv } from './harness.js';
+import { API_TOKEN, runBackfill, senderTestEnv, sendRequested, type SenderTestEnv } from './harness.js';
 
 const auth = { authorization: `Bearer ${API_TOKEN}` };
 
-const root = join(import.meta.dirname, '..', '..', '..');
 let t: SenderTestEnv;
 afterEach(() => t?.cleanup());
 
@@ -30,23 +28,7 @@ it('imports provider history with progress, reports its duplicates, never sends,
       'linus@example.com,camp-b,yesterday-ish,<p5@provider>',
     ].join('\n'),
   );
-  const run = spawnSync(
-    process.execPath,
-    [
-      '--conditions=source',
-      '--import',
-      join(root, 'node_modules/tsx/dist/loader.mjs'),
-      join(root, 'services/sender/src/cli/backfill.ts'),
-      '--file',
-      csv,
-      '--step',
-      'intro',
-    ],
-    {
-      env: { PATH: process.env.PATH, DATABASE_URL: t.databaseUrl, DATABASE_SCHEMA: t.schema, ...TEST_EMAIL_HASH_ENV },
-      encoding: 'utf8',
-    },
-  );
+  const run = runBackfill(t, csv, ['--step', 'intro']);
   expect(run.status, run.stderr).toBe(0);
   expect(run.stderr).toMatch(/backfill: 5 rows read, 2 new sent-log entries, 2 invalid/);
   expect(run.stdout).toMatch(/5 rows, 3 imported, 2 new sent-log entries, 2 invalid/);

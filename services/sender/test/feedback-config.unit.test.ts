@@ -1,34 +1,27 @@
 /** Issue #18, feedback settings: what the sender refuses at start (a ConfigError naming the variable, exit 78). */
 import { generateKeyPairSync } from 'node:crypto';
-import { ConfigError, loadConfig } from '@outreach/shared';
+import { ConfigError } from '@outreach/shared';
 import { TEST_SNS_TOPIC_ARN } from './fixtures/feedback-fixtures.js';
 import { describe, expect, it } from 'vitest';
-import { checkConfig, ConfigSchema, sendGridWebhookKey, sesTopicArns, type Config } from '../src/config.js';
+import { checkConfig, sendGridWebhookKey, sesTopicArns } from '../src/config.js';
+import { configOf } from './config-env.js';
 
-const base = {
-  KAFKA_BROKERS: '127.0.0.1:9092',
-  DATABASE_URL: 'postgres://u@h/db',
-  EMAIL_HASH_KEY: 'k'.repeat(40),
-  EMAIL_HASH_KEY_ID: 't',
-  NODE_ENV: 'development',
-};
-const config = (env: Record<string, string>) => loadConfig(ConfigSchema, { ...base, ...env }) as Config;
 const ec = generateKeyPairSync('ec', { namedCurve: 'prime256v1' }).publicKey;
 const der = ec.export({ type: 'spki', format: 'der' }).toString('base64');
 const pem = ec.export({ type: 'spki', format: 'pem' }).toString();
 
 describe('SES_SNS_TOPIC_ARNS', () => {
   it('is off when empty, and a list of ARNs otherwise', () => {
-    expect(sesTopicArns(config({}))).toEqual([]);
+    expect(sesTopicArns(configOf({}))).toEqual([]);
     const other = 'arn:aws:sns:eu-west-1:123456789012:bounces';
-    expect(sesTopicArns(config({ SES_SNS_TOPIC_ARNS: ` ${TEST_SNS_TOPIC_ARN}, ${other} ` }))).toEqual([
+    expect(sesTopicArns(configOf({ SES_SNS_TOPIC_ARNS: ` ${TEST_SNS_TOPIC_ARN}, ${other} ` }))).toEqual([
       TEST_SNS_TOPIC_ARN,
       other,
     ]);
   });
 
   it('refuses at start a value that is no SNS topic ARN, naming the variable and entry', () => {
-    const bad = config({ SES_SNS_TOPIC_ARNS: `${TEST_SNS_TOPIC_ARN},arn:aws:sqs:us-east-1:123456789012:q` });
+    const bad = configOf({ SES_SNS_TOPIC_ARNS: `${TEST_SNS_TOPIC_ARN},arn:aws:sqs:us-east-1:123456789012:q` });
     expect(() => checkConfig(bad)).toThrow(ConfigError);
     expect(() => checkConfig(bad)).toThrow(/SES_SNS_TOPIC_ARNS entry 2/);
   });
@@ -42,10 +35,10 @@ describe('SENDGRID_WEBHOOK_PUBLIC_KEY[_FILE]', () => {
   };
 
   it('is off when neither is set; reads the base64 DER SendGrid shows, or a PEM, inline or from a file', () => {
-    expect(sendGridWebhookKey(config({}))).toBeUndefined();
-    expect(sendGridWebhookKey(config({ SENDGRID_WEBHOOK_PUBLIC_KEY: der }))?.asymmetricKeyType).toBe('ec');
+    expect(sendGridWebhookKey(configOf({}))).toBeUndefined();
+    expect(sendGridWebhookKey(configOf({ SENDGRID_WEBHOOK_PUBLIC_KEY: der }))?.asymmetricKeyType).toBe('ec');
     const fromFile = sendGridWebhookKey(
-      config({ SENDGRID_WEBHOOK_PUBLIC_KEY_FILE: '/k/key' }),
+      configOf({ SENDGRID_WEBHOOK_PUBLIC_KEY_FILE: '/k/key' }),
       read({ '/k/key': `${pem}\n` }),
     );
     expect(fromFile?.asymmetricKeyType).toBe('ec');
@@ -53,9 +46,9 @@ describe('SENDGRID_WEBHOOK_PUBLIC_KEY[_FILE]', () => {
 
   it('refuses both at once, an unreadable file, and a key that is not EC P-256', () => {
     expect(() =>
-      sendGridWebhookKey(config({ SENDGRID_WEBHOOK_PUBLIC_KEY: der, SENDGRID_WEBHOOK_PUBLIC_KEY_FILE: '/k/key' })),
+      sendGridWebhookKey(configOf({ SENDGRID_WEBHOOK_PUBLIC_KEY: der, SENDGRID_WEBHOOK_PUBLIC_KEY_FILE: '/k/key' })),
     ).toThrow(/not both/);
-    expect(() => sendGridWebhookKey(config({ SENDGRID_WEBHOOK_PUBLIC_KEY_FILE: '/nope' }), read({}))).toThrow(
+    expect(() => sendGridWebhookKey(configOf({ SENDGRID_WEBHOOK_PUBLIC_KEY_FILE: '/nope' }), read({}))).toThrow(
       /SENDGRID_WEBHOOK_PUBLIC_KEY_FILE cannot be read \(ENOENT\)/,
     );
     const rsa = generateKeyPairSync('rsa', { modulusLength: 2048 })
@@ -65,7 +58,7 @@ describe('SENDGRID_WEBHOOK_PUBLIC_KEY[_FILE]', () => {
       .publicKey.export({ type: 'spki', format: 'der' })
       .toString('base64');
     for (const value of [rsa, p384, 'not a key']) {
-      expect(() => sendGridWebhookKey(config({ SENDGRID_WEBHOOK_PUBLIC_KEY: value }))).toThrow(
+      expect(() => sendGridWebhookKey(configOf({ SENDGRID_WEBHOOK_PUBLIC_KEY: value }))).toThrow(
         /SENDGRID_WEBHOOK_PUBLIC_KEY is not an EC P-256 public key/,
       );
     }

@@ -4,18 +4,16 @@
  * kill switch, the fence's and a resume's conditions let a send through exactly when `gateOf` and
  * `holdOf` are null.
  */
-import { migrate } from '@outreach/shared';
-import { isolatedSchema, type IsolatedSchema } from '@outreach/testkit';
+import type { IsolatedSchema } from '@outreach/testkit';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import { gateClearSql, holdClearSql, sendGateFactsSql } from '../src/adapters/gate-sql.js';
-import { migrationsDir } from '../src/app.js';
 import { gateOf, holdOf, type SendFacts } from '../src/domain/send.js';
+import { migratedSenderSchema } from './harness.js';
 
 const databaseUrl = inject('databaseUrl');
 let db: IsolatedSchema;
 beforeAll(async () => {
-  db = await isolatedSchema(databaseUrl, 'sender_gate_sql');
-  await migrate({ databaseUrl, schema: db.schema, dir: migrationsDir, outbox: true });
+  db = await migratedSenderSchema(databaseUrl, 'sender_gate_sql');
 });
 afterAll(() => db?.drop());
 

@@ -3,33 +3,24 @@
  * (captured from the repository) are explained with sequential scans off, and each table must be
  * read through the index made for it, not scanned whole or through an index of all sends.
  */
-import { createMetricsRegistry, migrate, type Registry } from '@outreach/shared';
-import { isolatedSchema, planScans, testEmailHashKey, type IsolatedSchema } from '@outreach/testkit';
+import { createMetricsRegistry, type Registry } from '@outreach/shared';
+import { planScans, testEmailHashKey, type IsolatedSchema } from '@outreach/testkit';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import { registerSenderGauges } from '../src/adapters/gauges.js';
 import { ReportsRepository } from '../src/adapters/reports-repository.js';
-import { migrationsDir } from '../src/app.js';
+import { migratedSenderSchema } from './harness.js';
+import { recordingPool } from './recording-pool.js';
 
 const databaseUrl = inject('databaseUrl');
 let db: IsolatedSchema;
 beforeAll(async () => {
-  db = await isolatedSchema(databaseUrl, 'sender_gauges');
-  await migrate({ databaseUrl, schema: db.schema, dir: migrationsDir, outbox: true });
+  db = await migratedSenderSchema(databaseUrl, 'sender_gauges');
 });
 afterAll(() => db?.drop());
 
 /** The gauges over a pool that remembers every statement they send. */
-function gaugesRecording(): { registry: Registry; statements: string[] } {
-  const statements: string[] = [];
-  const recording = new Proxy(db.pool, {
-    get(target, property, receiver) {
-      if (property !== 'query') return Reflect.get(target, property, receiver);
-      return (text: string, ...rest: unknown[]) => {
-        statements.push(text);
-        return (target.query as (...args: unknown[]) => unknown)(text, ...rest);
-      };
-    },
-  });
+function gaugesRecording(): { registry: Registry; statements: readonly string[] } {
+  const { pool: recording, statements } = recordingPool(db.pool);
   const registry = createMetricsRegistry('sender', false);
   registerSenderGauges(registry, new ReportsRepository(recording, testEmailHashKey()), {
     get: async () => ({ paused: false }) as never,

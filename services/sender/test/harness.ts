@@ -1,13 +1,18 @@
 /**
  * The sender's test harness: the shared service harness plus a real SMTP sink the sender delivers to.
  */
+import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { candidateKeyFor, normalizeEmail, sendIdFor, type SendRequested } from '@outreach/contracts';
+import { migrate } from '@outreach/shared';
 import {
+  isolatedSchema,
   serviceTestEnv,
   SmtpSink,
+  TEST_EMAIL_HASH_ENV,
   testEmailHashKey,
+  type IsolatedSchema,
   type ServiceTestEnv,
   type SmtpSinkOptions,
 } from '@outreach/testkit';
@@ -107,4 +112,54 @@ export function deliveriesByRecipient(sink: SmtpSink): Map<string, number> {
     for (const to of message.to) counts.set(to.toLowerCase(), (counts.get(to.toLowerCase()) ?? 0) + 1);
   }
   return counts;
+}
+
+export interface BackfillRun {
+  readonly status: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+const root = join(import.meta.dirname, '..', '..', '..');
+
+/**
+ * The backfill CLI (src/cli/backfill.ts) run as a process on `file` against the test env's schema,
+ * with the test email hash key; `env` adds to its environment.
+ */
+export function runBackfill(
+  t: SenderTestEnv,
+  file: string,
+  args: readonly string[] = [],
+  env: Record<string, string> = {},
+): BackfillRun {
+  const run = spawnSync(
+    process.execPath,
+    [
+      '--conditions=source',
+      '--import',
+      join(root, 'node_modules/tsx/dist/loader.mjs'),
+      join(root, 'services/sender/src/cli/backfill.ts'),
+      '--file',
+      file,
+      ...args,
+    ],
+    {
+      env: {
+        PATH: process.env.PATH,
+        DATABASE_URL: t.databaseUrl,
+        DATABASE_SCHEMA: t.schema,
+        ...env,
+        ...TEST_EMAIL_HASH_ENV,
+      },
+      encoding: 'utf8',
+    },
+  );
+  return { status: run.status, stdout: run.stdout, stderr: run.stderr };
+}
+
+/** A schema of its own on `databaseUrl`, with the sender's migrations applied (and the outbox). */
+export async function migratedSenderSchema(databaseUrl: string, prefix: string): Promise<IsolatedSchema> {
+  const db = await isolatedSchema(databaseUrl, prefix);
+  await migrate({ databaseUrl, schema: db.schema, dir: migrationsDir, outbox: true });
+  return db;
 }

@@ -4,20 +4,18 @@
  * suppression list and the backfill; a candidate id that is an address is filed under its keyed
  * hash; and the emailHash on SendRecorded is keyed, with its key id.
  */
-import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { topicName } from '@outreach/shared';
 import { addressCandidateKey, emailHash, eventCodec, type SendRecorded } from '@outreach/contracts';
-import { readTopic, TEST_EMAIL_HASH_ENV, testEmailHashKey, waitFor } from '@outreach/testkit';
+import { readTopic, testEmailHashKey, waitFor } from '@outreach/testkit';
 import { afterEach, describe, expect, inject, it } from 'vitest';
-import { API_TOKEN, senderTestEnv, sendRequested, type SenderTestEnv } from './harness.js';
+import { API_TOKEN, runBackfill, senderTestEnv, sendRequested, type SenderTestEnv } from './harness.js';
 
 const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
 const auth = { authorization: `Bearer ${API_TOKEN}` };
-const root = join(import.meta.dirname, '..', '..', '..');
 const key = testEmailHashKey();
 let t: SenderTestEnv;
 
@@ -240,21 +238,7 @@ describe('canonical keys in the sender', () => {
         'grace@b\u00fccher.de,CAMP-K,INTRO,2026-11-28T11:00:00Z,<p3@provider>',
       ].join('\n'),
     );
-    const run = spawnSync(
-      process.execPath,
-      [
-        '--conditions=source',
-        '--import',
-        join(root, 'node_modules/tsx/dist/loader.mjs'),
-        join(root, 'services/sender/src/cli/backfill.ts'),
-        '--file',
-        csv,
-      ],
-      {
-        env: { PATH: process.env.PATH, DATABASE_URL: t.databaseUrl, DATABASE_SCHEMA: t.schema, ...TEST_EMAIL_HASH_ENV },
-        encoding: 'utf8',
-      },
-    );
+    const run = runBackfill(t, csv);
     expect(run.status, run.stderr).toBe(0);
     expect(run.stdout).toMatch(/3 rows, 3 imported, 2 new sent-log entries, 0 invalid/);
     expect(`${run.stdout}${run.stderr}`).not.toMatch(/ada@|grace@/i);

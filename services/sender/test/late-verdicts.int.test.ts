@@ -5,25 +5,19 @@
  */
 import { randomUUID } from 'node:crypto';
 import { waitFor } from '@outreach/testkit';
-import { afterEach, describe, expect, inject, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
 import type {} from '../src/plugins/sender.js';
 import { senderTestEnv, sendRequested, type SenderTestEnv } from './harness.js';
 import { RawSmtp, type Script } from './raw-smtp.js';
+import { stoppedAfterEach } from './stopped-after-each.js';
 
 const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
 const T = 1500;
-let t: SenderTestEnv | undefined;
-let peer: RawSmtp | undefined;
-afterEach(async () => {
-  await t?.cleanup();
-  await peer?.stop();
-  t = undefined;
-  peer = undefined;
-});
+const keep = stoppedAfterEach();
 
 async function start(script: Script, env: Record<string, string> = {}) {
-  peer = await new RawSmtp(script).start();
-  t = await senderTestEnv(infra, {
+  const peer = keep(await new RawSmtp(script).start(), (p) => p.stop());
+  const t = await senderTestEnv(infra, {
     env: {
       SMTP_PORT: String(peer.port),
       PROVIDER_TIMEOUT_MS: String(T),
@@ -33,6 +27,7 @@ async function start(script: Script, env: Record<string, string> = {}) {
       ...env,
     },
   });
+  keep(t, (e) => e.cleanup());
   const app = await t.startApp();
   return { env: t, app, peer };
 }

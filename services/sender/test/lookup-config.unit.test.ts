@@ -1,59 +1,53 @@
 /** Issue #18, the delivery lookup's settings (ADR 009): what the sender refuses at start, and the timing it derives. */
-import { loadConfig } from '@outreach/shared';
 import { describe, expect, it } from 'vitest';
-import { checkConfig, ConfigSchema, handoverWithinMs, lookupSettleMs, type Config } from '../src/config.js';
-
-const base = {
-  KAFKA_BROKERS: '127.0.0.1:9092',
-  DATABASE_URL: 'postgres://u@h/db',
-  EMAIL_HASH_KEY: 'k'.repeat(40),
-  EMAIL_HASH_KEY_ID: 't',
-  NODE_ENV: 'development',
-};
-const config = (env: Record<string, string>) => loadConfig(ConfigSchema, { ...base, ...env }) as Config;
-const check = (env: Record<string, string>) => () => checkConfig(config(env));
+import { handoverWithinMs, lookupSettleMs } from '../src/config.js';
+import { checkOf, configOf } from './config-env.js';
 
 describe('the delivery lookup settings', () => {
   it('is off by default: sends in doubt stay ambiguous, as before', () => {
-    expect(config({}).PROVIDER_LOOKUP).toBe('none');
-    expect(check({})).not.toThrow();
+    expect(configOf({}).PROVIDER_LOOKUP).toBe('none');
+    expect(checkOf({})).not.toThrow();
   });
 
   it('takes the hand-over bound from the provider: the SMTP final-reply wait, or Mailgun’s late reply', () => {
-    expect(handoverWithinMs(config({}))).toBe(600_000);
-    expect(handoverWithinMs(config({ SMTP_FINAL_REPLY_TIMEOUT_MS: '1000', PROVIDER_TIMEOUT_MS: '3000' }))).toBe(3_000);
+    expect(handoverWithinMs(configOf({}))).toBe(600_000);
+    expect(handoverWithinMs(configOf({ SMTP_FINAL_REPLY_TIMEOUT_MS: '1000', PROVIDER_TIMEOUT_MS: '3000' }))).toBe(
+      3_000,
+    );
     const mailgun = { MAIL_PROVIDER: 'mailgun', MAILGUN_DOMAIN: 'mg.example.org', MAILGUN_API_KEY: 'key' };
-    expect(handoverWithinMs(config(mailgun))).toBe(20_000 + 60_000);
-    expect(lookupSettleMs(config({ PROVIDER_LOOKUP: 'mailpit', LOOKUP_GIVE_UP_MS: '700000' }))).toBe(5_000);
-    expect(lookupSettleMs(config({ ...mailgun, PROVIDER_LOOKUP: 'mailgun' }))).toBe(1_800_000);
+    expect(handoverWithinMs(configOf(mailgun))).toBe(20_000 + 60_000);
+    expect(lookupSettleMs(configOf({ PROVIDER_LOOKUP: 'mailpit', LOOKUP_GIVE_UP_MS: '700000' }))).toBe(5_000);
+    expect(lookupSettleMs(configOf({ ...mailgun, PROVIDER_LOOKUP: 'mailgun' }))).toBe(1_800_000);
     expect(
-      lookupSettleMs(config({ PROVIDER_LOOKUP: 'mailpit', LOOKUP_SETTLE_MS: '0', LOOKUP_GIVE_UP_MS: '700000' })),
+      lookupSettleMs(configOf({ PROVIDER_LOOKUP: 'mailpit', LOOKUP_SETTLE_MS: '0', LOOKUP_GIVE_UP_MS: '700000' })),
     ).toBe(0);
   });
 
   it('refuses Mailgun without its domain, or with no key or two', () => {
-    expect(check({ MAIL_PROVIDER: 'mailgun', MAILGUN_API_KEY: 'key' })).toThrow(/MAILGUN_DOMAIN is required/);
-    expect(check({ MAIL_PROVIDER: 'mailgun', MAILGUN_DOMAIN: 'mg.example.org' })).toThrow(
+    expect(checkOf({ MAIL_PROVIDER: 'mailgun', MAILGUN_API_KEY: 'key' })).toThrow(/MAILGUN_DOMAIN is required/);
+    expect(checkOf({ MAIL_PROVIDER: 'mailgun', MAILGUN_DOMAIN: 'mg.example.org' })).toThrow(
       /exactly one of MAILGUN_API_KEY_FILE/,
     );
     expect(
-      check({
+      checkOf({
         MAIL_PROVIDER: 'mailgun',
         MAILGUN_DOMAIN: 'mg.example.org',
         MAILGUN_API_KEY: 'k',
         MAILGUN_API_KEY_FILE: '/k',
       }),
     ).toThrow(/exactly one/);
-    expect(check({ PROVIDER_LOOKUP: 'mailgun', MAILGUN_API_KEY: 'key' })).toThrow(/MAILGUN_DOMAIN is required/);
-    expect(check({ MAIL_PROVIDER: 'mailgun', MAILGUN_DOMAIN: 'mg.example.org', MAILGUN_API_KEY: 'key' })).not.toThrow();
+    expect(checkOf({ PROVIDER_LOOKUP: 'mailgun', MAILGUN_API_KEY: 'key' })).toThrow(/MAILGUN_DOMAIN is required/);
+    expect(
+      checkOf({ MAIL_PROVIDER: 'mailgun', MAILGUN_DOMAIN: 'mg.example.org', MAILGUN_API_KEY: 'key' }),
+    ).not.toThrow();
   });
 
   it('refuses a give-up bound shorter than the time a not-found needs to be trusted', () => {
     // SMTP: 10 minutes of final-reply wait plus Mailpit's 5 s settle.
-    expect(check({ PROVIDER_LOOKUP: 'mailpit', LOOKUP_GIVE_UP_MS: '600000' })).toThrow(
+    expect(checkOf({ PROVIDER_LOOKUP: 'mailpit', LOOKUP_GIVE_UP_MS: '600000' })).toThrow(
       /LOOKUP_GIVE_UP_MS \(600000\) must be at least the hand-over bound plus the lookup's settle time \(605000 ms\)/,
     );
-    expect(check({ PROVIDER_LOOKUP: 'mailpit', LOOKUP_GIVE_UP_MS: '605000' })).not.toThrow();
-    expect(check({ PROVIDER_LOOKUP: 'mailpit' })).not.toThrow();
+    expect(checkOf({ PROVIDER_LOOKUP: 'mailpit', LOOKUP_GIVE_UP_MS: '605000' })).not.toThrow();
+    expect(checkOf({ PROVIDER_LOOKUP: 'mailpit' })).not.toThrow();
   });
 });

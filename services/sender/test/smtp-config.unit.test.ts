@@ -1,43 +1,28 @@
 /** Issue #16, SMTP settings: what the sender refuses at start (exit 78, naming the variable). */
-import { loadConfig } from '@outreach/shared';
 import { describe, expect, it } from 'vitest';
-import { checkConfig, ConfigSchema, type Config } from '../src/config.js';
-
-const base = {
-  KAFKA_BROKERS: '127.0.0.1:9092',
-  DATABASE_URL: 'postgres://u@h/db',
-  EMAIL_HASH_KEY: 'k'.repeat(40),
-  EMAIL_HASH_KEY_ID: 't',
-  NODE_ENV: 'development',
-};
-const identity = {
-  MAIL_FROM: 'Recruiting <recruiting@mail.acme-corp.com>',
-  MESSAGE_ID_DOMAIN: 'mail.acme-corp.com',
-  UNSUBSCRIBE_MAILTO: 'unsubscribe@mail.acme-corp.com',
-  UNSUBSCRIBE_URL: 'https://outreach.acme-corp.com/v1/unsubscribe',
-};
-const check = (env: Record<string, string>) => () =>
-  checkConfig(loadConfig(ConfigSchema, { ...base, ...env }) as Config);
+import { checkOf, configOf, PRODUCTION_IDENTITY } from './config-env.js';
 
 describe('sender SMTP and identity settings', () => {
   it('requires TLS by default', () => {
-    expect(loadConfig(ConfigSchema, base).SMTP_REQUIRE_TLS).toBe(true);
+    expect(configOf({}).SMTP_REQUIRE_TLS).toBe(true);
   });
 
   it('refuses credentials without TLS', () => {
-    expect(check({ SMTP_USER: 'u', SMTP_PASSWORD: 'p', SMTP_REQUIRE_TLS: 'false' })).toThrow(/clear text/);
-    expect(check({ SMTP_USER: 'u', SMTP_PASSWORD: 'p' })).not.toThrow();
-    expect(check({ SMTP_USER: 'u', SMTP_PASSWORD: 'p', SMTP_REQUIRE_TLS: 'false', SMTP_SECURE: 'true' })).not.toThrow();
+    expect(checkOf({ SMTP_USER: 'u', SMTP_PASSWORD: 'p', SMTP_REQUIRE_TLS: 'false' })).toThrow(/clear text/);
+    expect(checkOf({ SMTP_USER: 'u', SMTP_PASSWORD: 'p' })).not.toThrow();
+    expect(
+      checkOf({ SMTP_USER: 'u', SMTP_PASSWORD: 'p', SMTP_REQUIRE_TLS: 'false', SMTP_SECURE: 'true' }),
+    ).not.toThrow();
   });
 
   it('refuses a password given twice', () => {
-    expect(check({ SMTP_PASSWORD: 'p', SMTP_PASSWORD_FILE: '/run/secrets/p' })).toThrow(/not both/);
+    expect(checkOf({ SMTP_PASSWORD: 'p', SMTP_PASSWORD_FILE: '/run/secrets/p' })).toThrow(/not both/);
   });
 
   it('in production, refuses every placeholder identity, naming the variable', () => {
-    const prod = { NODE_ENV: 'production', ...identity };
-    expect(check(prod)).not.toThrow();
-    expect(check({ NODE_ENV: 'production' })).toThrow(/MAIL_FROM must be set/);
+    const prod = { NODE_ENV: 'production', ...PRODUCTION_IDENTITY };
+    expect(checkOf(prod)).not.toThrow();
+    expect(checkOf({ NODE_ENV: 'production' })).toThrow(/MAIL_FROM must be set/);
     for (const [name, value] of [
       ['MAIL_FROM', 'Outreach <outreach@example.com>'],
       ['MAIL_FROM', 'outreach@EXAMPLE.ORG'],
@@ -50,9 +35,9 @@ describe('sender SMTP and identity settings', () => {
       ['UNSUBSCRIBE_URL', 'https://example.com/u'],
       ['UNSUBSCRIBE_URL', 'not a url'],
     ] as const) {
-      expect(check({ ...prod, [name]: value }), `${name}=${value}`).toThrow(new RegExp(`${name} must be set`));
+      expect(checkOf({ ...prod, [name]: value }), `${name}=${value}`).toThrow(new RegExp(`${name} must be set`));
     }
-    expect(check({ ...prod, UNSUBSCRIBE_URL: 'http://outreach.acme-corp.com/u' })).toThrow(/https/);
+    expect(checkOf({ ...prod, UNSUBSCRIBE_URL: 'http://outreach.acme-corp.com/u' })).toThrow(/https/);
   });
 
   it('refuses the development stand-ins in production: the null provider and the Mailpit lookup', () => {
@@ -63,17 +48,17 @@ describe('sender SMTP and identity settings', () => {
       UNSUBSCRIBE_MAILTO: 'unsubscribe@acme-corp.com',
       UNSUBSCRIBE_URL: 'https://outreach.acme-corp.com/v1/unsubscribe',
     };
-    expect(check(prod)).not.toThrow();
+    expect(checkOf(prod)).not.toThrow();
     // With or without a valid identity: it is the provider that is refused, named, and how to fix it.
-    expect(check({ NODE_ENV: 'production', MAIL_PROVIDER: 'null' })).toThrow(
+    expect(checkOf({ NODE_ENV: 'production', MAIL_PROVIDER: 'null' })).toThrow(
       /MAIL_PROVIDER=null .* refused when NODE_ENV=production/,
     );
-    expect(check({ ...prod, MAIL_PROVIDER: 'null' })).toThrow(/MAIL_PROVIDER=null/);
-    expect(check({ ...prod, PROVIDER_LOOKUP: 'mailpit' })).toThrow(
+    expect(checkOf({ ...prod, MAIL_PROVIDER: 'null' })).toThrow(/MAIL_PROVIDER=null/);
+    expect(checkOf({ ...prod, PROVIDER_LOOKUP: 'mailpit' })).toThrow(
       /PROVIDER_LOOKUP=mailpit .* refused when NODE_ENV=production/,
     );
     // Outside production both stay available (the demo, the benchmarks, docker-compose).
-    expect(check({ NODE_ENV: 'development', MAIL_PROVIDER: 'null' })).not.toThrow();
-    expect(check({ NODE_ENV: 'development', PROVIDER_LOOKUP: 'mailpit' })).not.toThrow();
+    expect(checkOf({ NODE_ENV: 'development', MAIL_PROVIDER: 'null' })).not.toThrow();
+    expect(checkOf({ NODE_ENV: 'development', PROVIDER_LOOKUP: 'mailpit' })).not.toThrow();
   });
 });

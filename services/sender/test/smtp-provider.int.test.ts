@@ -5,24 +5,18 @@
  * `sent` only when it has one; anything unknowable `unknown`.
  */
 import { randomUUID } from 'node:crypto';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { SmtpProvider } from '../src/adapters/providers/smtp.js';
 import type { SendResult } from '../src/adapters/providers/port.js';
 import { RawSmtp, type Script } from './raw-smtp.js';
+import { stoppedAfterEach } from './stopped-after-each.js';
 
 const TIMEOUT = 800;
-let peer: RawSmtp | undefined;
-let provider: SmtpProvider | undefined;
-afterEach(async () => {
-  await provider?.close();
-  await peer?.stop();
-  peer = undefined;
-  provider = undefined;
-});
+const keep = stoppedAfterEach();
 
 async function setup(script: Script, options: { maxConnections?: number } = {}) {
-  peer = await new RawSmtp(script).start();
-  provider = new SmtpProvider({
+  const peer = keep(await new RawSmtp(script).start(), (p) => p.stop());
+  const provider = new SmtpProvider({
     host: '127.0.0.1',
     port: peer.port,
     secure: false,
@@ -32,6 +26,7 @@ async function setup(script: Script, options: { maxConnections?: number } = {}) 
     finalReplyTimeoutMs: 10_000,
     maxConnections: options.maxConnections ?? 4,
   });
+  keep(provider, (p) => p.close());
   return { peer, provider };
 }
 

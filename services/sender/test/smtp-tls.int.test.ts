@@ -10,9 +10,10 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SmtpSink } from '@outreach/testkit';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SendResult } from '../src/adapters/providers/port.js';
 import { SmtpProvider, type SmtpProviderOptions } from '../src/adapters/providers/smtp.js';
+import { stoppedAfterEach } from './stopped-after-each.js';
 
 interface Pki {
   readonly ca: string;
@@ -72,14 +73,7 @@ beforeAll(() => {
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-let sink: SmtpSink | undefined;
-let provider: SmtpProvider | undefined;
-afterEach(async () => {
-  await provider?.close();
-  await sink?.stop();
-  sink = undefined;
-  provider = undefined;
-});
+const keep = stoppedAfterEach();
 
 const USER = { user: 'outreach', password: 'correct horse battery staple' };
 
@@ -87,8 +81,7 @@ async function start(
   sinkOptions: ConstructorParameters<typeof SmtpSink>[0],
   options: Partial<SmtpProviderOptions>,
 ): Promise<{ sink: SmtpSink; send: () => Promise<SendResult> }> {
-  const server = await new SmtpSink(sinkOptions).start();
-  sink = server;
+  const server = keep(await new SmtpSink(sinkOptions).start(), (s) => s.stop());
   const p = new SmtpProvider({
     host: '127.0.0.1',
     port: server.port,
@@ -100,7 +93,7 @@ async function start(
     maxConnections: 2,
     ...options,
   });
-  provider = p;
+  keep(p, (provider) => provider.close());
   const send = () =>
     p.send(
       { from: 'sender@tls.test', to: 'cand@example.com', subject: 'hi', text: 'hello', headers: {} },

@@ -7,11 +7,10 @@
  * accepts) the final-reply timer fires first and a message that never left becomes `unknown`.
  */
 import { createServer, type Server, type Socket } from 'node:net';
-import { loadConfig } from '@outreach/shared';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { SendResult } from '../src/adapters/providers/port.js';
 import { SmtpProvider } from '../src/adapters/providers/smtp.js';
-import { checkConfig, ConfigSchema, type Config } from '../src/config.js';
+import { checkOf } from './config-env.js';
 
 type Refusal = 'no-starttls' | 'starttls-454' | 'starttls-220-then-close' | 'ehlo-500';
 
@@ -106,16 +105,7 @@ describe('SMTP: a refused or broken STARTTLS', () => {
   ])(
     'PROVIDER_TIMEOUT_MS=%s with SMTP_FINAL_REPLY_TIMEOUT_MS=%s stops the start naming both',
     (timeout, finalReply) => {
-      const env = {
-        KAFKA_BROKERS: '127.0.0.1:9092',
-        DATABASE_URL: 'postgres://u@h/db',
-        EMAIL_HASH_KEY: 'k'.repeat(40),
-        EMAIL_HASH_KEY_ID: 't',
-        NODE_ENV: 'development',
-        LEASE_MS: '60000',
-      };
-      const check = (extra: Record<string, string>) => () =>
-        checkConfig(loadConfig(ConfigSchema, { ...env, ...extra }) as Config);
+      const check = (extra: Record<string, string>) => checkOf({ LEASE_MS: '60000', ...extra });
       expect(check({ PROVIDER_TIMEOUT_MS: timeout, SMTP_FINAL_REPLY_TIMEOUT_MS: finalReply })).toThrow(
         /SMTP_FINAL_REPLY_TIMEOUT_MS \(\d+\) must be greater than PROVIDER_TIMEOUT_MS \(\d+\)/,
       );

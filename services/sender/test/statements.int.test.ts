@@ -4,42 +4,26 @@
  * an exposure conflict) and recorded. Every statement a phase sends (BEGIN and COMMIT included) is
  * counted; the counts do not depend on the chunk's size, and must not grow.
  */
-import { migrate } from '@outreach/shared';
-import { isolatedSchema, testEmailHashKey, type IsolatedSchema } from '@outreach/testkit';
-import type { Pool, PoolClient } from 'pg';
+import { testEmailHashKey, type IsolatedSchema } from '@outreach/testkit';
+import type { Pool } from 'pg';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import { SendsRepository, type Claim, type RecordEntry } from '../src/adapters/sends-repository.js';
-import { migrationsDir } from '../src/app.js';
 import { validateSendRequest, type ValidSend } from '../src/domain/request.js';
 import { SendCommands } from '../src/workflow/send-commands.js';
-import { sendRequested } from './harness.js';
+import { migratedSenderSchema, sendRequested } from './harness.js';
+import { recordingPool } from './recording-pool.js';
 
 const databaseUrl = inject('databaseUrl');
 let db: IsolatedSchema;
 beforeAll(async () => {
-  db = await isolatedSchema(databaseUrl, 'sender_statements');
-  await migrate({ databaseUrl, schema: db.schema, dir: migrationsDir, outbox: true });
+  db = await migratedSenderSchema(databaseUrl, 'sender_statements');
 });
 afterAll(() => db?.drop());
 
 /** A pool that counts every statement sent through it, or through a client it hands out. */
 function counting(pool: Pool): { pool: Pool; count: () => number } {
-  let statements = 0;
-  const countQueries = <T extends object>(target: T): T =>
-    new Proxy(target, {
-      get(object, property, receiver) {
-        const value = Reflect.get(object, property, receiver) as unknown;
-        if (property === 'query')
-          return (...args: unknown[]) => {
-            statements++;
-            return (value as (...a: unknown[]) => unknown).apply(object, args);
-          };
-        if (property === 'connect')
-          return async () => countQueries(await (value as () => Promise<PoolClient>).apply(object));
-        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(object) : value;
-      },
-    });
-  return { pool: countQueries(pool), count: () => statements };
+  const recording = recordingPool(pool);
+  return { pool: recording.pool, count: () => recording.statements.length };
 }
 
 function send(fields: Parameters<typeof sendRequested>[0]): ValidSend {

@@ -50,7 +50,10 @@ export type ProviderVerdict =
   | {
       readonly kind: 'rejected';
       readonly reason: string;
-      /** Present when the server refused the recipient itself (a 5xx to RCPT TO), with the reply's RFC 3463 code. */
+      /**
+       * Set when the server refused the recipient itself (a 5xx reply to RCPT TO), with the reply's
+       * RFC 3463 enhanced code if it had one: the domain decides whether that is a hard bounce.
+       */
       readonly recipient?: { readonly status: string | null };
     }
   | { readonly kind: 'not_sent'; readonly reason: string }

@@ -33,7 +33,7 @@ import https from 'node:https';
 import http from 'node:http';
 import { httpCall, parseJsonObject, type HttpOutcome } from './http-call.js';
 import { searchableMessageId, type DeliveryLookup, type LookupQuery, type LookupResult } from './lookup.js';
-import type { MailMessage, MailProvider, SendResult } from './port.js';
+import { callsSettled, type MailMessage, type MailProvider, type SendResult } from './port.js';
 
 export interface MailgunOptions {
   /** `https://api.mailgun.net` (US) or `https://api.eu.mailgun.net` (EU); a test server in tests. */
@@ -201,14 +201,7 @@ export class MailgunProvider implements MailProvider {
   /** Graceful: no new calls; calls in flight end within their timeout, then connections close. */
   async close(): Promise<void> {
     this.closed = true;
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([
-      Promise.allSettled([...this.calls]),
-      new Promise((resolve) => {
-        timer = setTimeout(resolve, this.options.timeoutMs + 1_000);
-      }),
-    ]);
-    clearTimeout(timer);
+    await callsSettled(this.calls, this.options.timeoutMs + 1_000);
     this.agent.destroy();
   }
 }

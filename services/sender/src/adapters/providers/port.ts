@@ -1,4 +1,6 @@
 /** The mail provider port. The sender is the only component that talks to one. */
+import type { ProviderVerdict } from '../../domain/send.js';
+
 export interface MailMessage {
   readonly from: string;
   readonly to: string;
@@ -23,17 +25,7 @@ export interface MailMessage {
  * often quote the recipient's address, and reasons travel on topics labelled free of addresses.
  */
 export type SendResult =
-  | { readonly kind: 'sent'; readonly providerMessageId: string }
-  | {
-      readonly kind: 'rejected';
-      readonly reason: string;
-      /**
-       * Set when the server refused the recipient itself (a 5xx reply to RCPT TO), with the reply's
-       * RFC 3463 enhanced code if it had one: the domain decides whether that is a hard bounce.
-       */
-      readonly recipient?: { readonly status: string | null };
-    }
-  | { readonly kind: 'not_sent'; readonly reason: string }
+  | Exclude<ProviderVerdict, { readonly kind: 'unknown' }>
   | {
       readonly kind: 'unknown';
       readonly reason: string;
@@ -49,4 +41,19 @@ export interface MailProvider {
   /** Providers that can look a send up by its idempotency key resolve `sending` leases exactly. */
   lookup?(idempotencyKey: string): Promise<'sent' | 'not_sent' | 'unknown'>;
   close(): Promise<void>;
+}
+
+/**
+ * Until the calls in flight have settled, or `withinMs` has passed: how a closing provider waits
+ * for its calls (each bounded by its own timeout) before it closes its connections.
+ */
+export async function callsSettled(calls: Iterable<Promise<unknown>>, withinMs: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    Promise.allSettled([...calls]),
+    new Promise((resolve) => {
+      timer = setTimeout(resolve, withinMs);
+    }),
+  ]);
+  clearTimeout(timer);
 }

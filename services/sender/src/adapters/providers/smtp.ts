@@ -24,7 +24,7 @@ import { Readable } from 'node:stream';
 import MailComposer from 'nodemailer/lib/mail-composer';
 import SMTPConnection from 'nodemailer/lib/smtp-connection';
 import { traced } from '@outreach/shared';
-import type { MailMessage, MailProvider, SendResult } from './port.js';
+import { callsSettled, type MailMessage, type MailProvider, type SendResult } from './port.js';
 
 export interface SmtpProviderOptions {
   readonly host: string;
@@ -112,14 +112,7 @@ export class SmtpProvider implements MailProvider {
   async close(): Promise<void> {
     this.closed = true;
     for (const session of this.idle.splice(0)) this.discard(session);
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([
-      Promise.allSettled([...this.calls]),
-      new Promise((resolve) => {
-        timer = setTimeout(resolve, this.options.timeoutMs + 1_000);
-      }),
-    ]);
-    clearTimeout(timer);
+    await callsSettled(this.calls, this.options.timeoutMs + 1_000);
     for (const session of this.sessions) session.connection.close();
     this.sessions.clear();
   }

@@ -63,6 +63,24 @@ export function refused(reason: string): { readonly kind: 'refused'; readonly re
   return { kind: 'refused', reason };
 }
 
+/**
+ * A JSON document of at most `maxBytes` bytes (UTF-8), parsed, or why not; `what` names the input
+ * in the reason (`SNS message larger than 262144 bytes`, `SendGrid body is not JSON`).
+ */
+export function parseJsonBody(
+  body: string | Uint8Array,
+  maxBytes: number,
+  what: string,
+): { readonly kind: 'ok'; readonly value: unknown } | { readonly kind: 'invalid'; readonly reason: string } {
+  const bytes = typeof body === 'string' ? Buffer.byteLength(body, 'utf8') : body.byteLength;
+  if (bytes > maxBytes) return invalid(`${what} larger than ${maxBytes} bytes`);
+  try {
+    return { kind: 'ok', value: JSON.parse(typeof body === 'string' ? body : Buffer.from(body).toString('utf8')) };
+  } catch {
+    return invalid(`${what} is not JSON`);
+  }
+}
+
 /** The optional fields of a DeliveryFeedback, each dropped when absent (exactOptionalPropertyTypes). */
 export interface FeedbackDetails {
   readonly messageId?: string | undefined;

@@ -29,6 +29,7 @@ import {
   instant,
   invalid,
   normalizeMessageId,
+  parseJsonBody,
   recipientOf,
   refused,
   token,
@@ -117,14 +118,9 @@ export function parseSendGridEvents(
   context: { readonly now: Date },
   limits: SendGridLimits = DEFAULT_SENDGRID_LIMITS,
 ): FeedbackParse {
-  const bytes = typeof body === 'string' ? Buffer.byteLength(body, 'utf8') : body.byteLength;
-  if (bytes > limits.maxBytes) return invalid(`SendGrid body larger than ${limits.maxBytes} bytes`);
-  let value: unknown;
-  try {
-    value = JSON.parse(typeof body === 'string' ? body : Buffer.from(body).toString('utf8'));
-  } catch {
-    return invalid('SendGrid body is not JSON');
-  }
+  const parsed = parseJsonBody(body, limits.maxBytes, 'SendGrid body');
+  if (parsed.kind === 'invalid') return parsed;
+  const value = parsed.value;
   if (!Array.isArray(value)) return invalid('SendGrid body is not a JSON array');
   if (value.length > limits.maxEvents) return invalid(`SendGrid body holds more than ${limits.maxEvents} events`);
   const events: DeliveryFeedback[] = [];

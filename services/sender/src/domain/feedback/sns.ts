@@ -23,7 +23,7 @@
  *   SubscriptionConfirmation, UnsubscribeConfirmation   Message, MessageId, SubscribeURL, Timestamp, Token, TopicArn, Type
  */
 import { X509Certificate, verify } from 'node:crypto';
-import { invalid, refused, type SignatureCheck } from './feedback.js';
+import { invalid, parseJsonBody, refused, type SignatureCheck } from './feedback.js';
 
 export const SNS_MESSAGE_TYPES = ['Notification', 'SubscriptionConfirmation', 'UnsubscribeConfirmation'] as const;
 export type SnsMessageType = (typeof SNS_MESSAGE_TYPES)[number];
@@ -72,14 +72,9 @@ const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
  * nothing here is trusted until `checkSnsOrigin` and `verifySnsSignature` say so.
  */
 export function parseSnsEnvelope(body: string | Uint8Array, limits: SnsLimits = DEFAULT_SNS_LIMITS): SnsEnvelopeParse {
-  const bytes = typeof body === 'string' ? Buffer.byteLength(body, 'utf8') : body.byteLength;
-  if (bytes > limits.maxBytes) return invalid(`SNS message larger than ${limits.maxBytes} bytes`);
-  let value: unknown;
-  try {
-    value = JSON.parse(typeof body === 'string' ? body : Buffer.from(body).toString('utf8'));
-  } catch {
-    return invalid('SNS message is not JSON');
-  }
+  const parsed = parseJsonBody(body, limits.maxBytes, 'SNS message');
+  if (parsed.kind === 'invalid') return parsed;
+  const value = parsed.value;
   if (typeof value !== 'object' || value === null || Array.isArray(value))
     return invalid('SNS message is not a JSON object');
   const fields = value as Record<string, unknown>;
