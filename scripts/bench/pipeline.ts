@@ -169,6 +169,7 @@ export async function pipeline(
   const seconds = (last - started) / 1000;
   const latencies = [...recorded].map(([sendId, at]) => at - (publishedAt.get(sendId) ?? at));
   const deliveries = readDeliveryLog(deliveryLog);
+  if (database) database = { ...database, rowsPerSend: await rowWrites(env.databaseUrl, run, distinct) };
   await stack.dropData(services);
   return {
     system: 'outreach (ours)',
@@ -193,6 +194,38 @@ async function statementsOf(url: string): Promise<number> {
   const text = await (await fetch(url)).text();
   const line = text.split('\n').find((l) => l.startsWith('outreach_pg_statements_total'));
   return Number(line?.split(' ').at(-1) ?? 0);
+}
+
+/** Row writes per send in the run's schemas (`<run>_<service>`), from pg_stat_user_tables. */
+async function rowWrites(
+  databaseUrl: string,
+  run: string,
+  sends: number,
+): Promise<NonNullable<DatabaseCost['rowsPerSend']>> {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    // Statistics reach the view within a second of each backend's last transaction.
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    const { rows } = await client.query<{ t: string; ins: string; upd: string; hot: string; del: string }>(
+      `SELECT substr(schemaname, length($1) + 2) || '.' || relname AS t, n_tup_ins AS ins, n_tup_upd AS upd,
+              n_tup_hot_upd AS hot, n_tup_del AS del
+       FROM pg_stat_user_tables WHERE starts_with(schemaname, $1 || '_')
+       ORDER BY n_tup_ins + n_tup_upd + n_tup_del DESC`,
+      [run],
+    );
+    return rows
+      .map((r) => ({
+        table: r.t,
+        inserted: round2(Number(r.ins) / sends),
+        updated: round2(Number(r.upd) / sends),
+        hotUpdated: round2(Number(r.hot) / sends),
+        deleted: round2(Number(r.del) / sends),
+      }))
+      .filter((r) => r.inserted + r.updated + r.deleted >= 0.01);
+  } finally {
+    await client.end();
+  }
 }
 
 /** The server's commits in this database and WAL bytes so far. */

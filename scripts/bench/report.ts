@@ -31,6 +31,14 @@ export interface DatabaseCost {
   readonly transactionsPerSend: number;
   /** WAL bytes written by the server (pg_stat_wal.wal_bytes) per send. */
   readonly walBytesPerSend: number;
+  /** Row writes per send, by `schema.table` of the run (pg_stat_user_tables), the busiest first. */
+  readonly rowsPerSend?: ReadonlyArray<{
+    readonly table: string;
+    readonly inserted: number;
+    readonly updated: number;
+    readonly hotUpdated: number;
+    readonly deleted: number;
+  }>;
 }
 
 /** The sender's check endpoint at a fixed request rate over a seeded sent log. */
@@ -245,6 +253,18 @@ export function databaseLine(r: SystemResult): string {
   return (
     `PostgreSQL per send, **${r.system}**: ${total.toFixed(1)} statements ` +
     `(${statements.map(([service, n]) => `${service} ${n.toFixed(1)}`).join(', ')}), ` +
-    `${cost.transactionsPerSend.toFixed(2)} commits, ${Math.round(cost.walBytesPerSend)} bytes of WAL.\n`
+    `${cost.transactionsPerSend.toFixed(2)} commits, ${Math.round(cost.walBytesPerSend)} bytes of WAL.\n` +
+    (cost.rowsPerSend?.length
+      ? [
+          '',
+          '| table (service.table) | inserted / send | updated / send (of which HOT) | deleted / send |',
+          '|---|---|---|---|',
+          ...cost.rowsPerSend.map(
+            (t) =>
+              `| ${t.table} | ${t.inserted.toFixed(2)} | ${t.updated.toFixed(2)} (${t.hotUpdated.toFixed(2)}) | ${t.deleted.toFixed(2)} |`,
+          ),
+          '',
+        ].join('\n')
+      : '')
   );
 }

@@ -32,6 +32,7 @@ import {
 import type { Logger } from '../logger.js';
 import { counter, gauge, type Counter, type Gauge } from '../metrics.js';
 import { pgClientConfig, type PgConnectionSettings } from '../pg/connection.js';
+import { countStatements } from '../pg/statements.js';
 import { quoteIdent } from '../pg/pool.js';
 import type { Queryable } from '../pg/transaction.js';
 import {
@@ -226,6 +227,7 @@ export class OutboxRelay {
       keepAlive: true,
       keepAliveInitialDelayMillis: 30_000,
     });
+    if (this.options.metrics) countStatements(client, this.options.metrics);
     this.client = client;
     let lost: Error | undefined;
     client.on('error', (error) => {

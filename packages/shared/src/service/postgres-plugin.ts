@@ -3,6 +3,7 @@ import type { Pool } from 'pg';
 import { explainPgError, type PgConnectionSettings } from '../pg/connection.js';
 import { counter } from '../metrics.js';
 import { createPool } from '../pg/pool.js';
+import { countStatements } from '../pg/statements.js';
 import { StartupError } from './startup-error.js';
 
 declare module 'fastify' {
@@ -37,15 +38,8 @@ export const postgresPlugin = fp<PostgresPluginOptions>(
     app.decorate('pg', pool);
     // Every statement of every pooled connection, counted (one increment per query): the benchmark's
     // statements per send, and an operator's view of what a change did to the database's load.
-    const statements = counter(app.metrics, 'outreach_pg_statements_total');
-    statements.inc(0);
-    pool.on('connect', (client) => {
-      const query = client.query.bind(client) as (...args: unknown[]) => unknown;
-      (client as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
-        statements.inc();
-        return query(...args);
-      };
-    });
+    counter(app.metrics, 'outreach_pg_statements_total').inc(0);
+    pool.on('connect', (client) => countStatements(client, app.metrics));
     app.decorate('pgSessionUrl', sessionConnectionString || undefined);
     app.addHook('onReady', async () => {
       try {
