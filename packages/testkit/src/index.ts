@@ -1,6 +1,8 @@
 import pg from 'pg';
 import { createPool, quoteIdent } from '@outreach/shared';
 
+export * from './avro-bombs.js';
+export { readFromTable } from './files.js';
 export { waitFor, WaitTimeoutError } from '@outreach/shared';
 export { uniqueName } from './names.js';
 export { dropWireFormatSubjects, wireFormatEnv, wireFormatFromEnv, type ProcessWireFormat } from './wire-format.js';
@@ -63,17 +65,6 @@ export {
   type ServiceTestEnv,
   type ServiceUnderTest,
 } from './service-env.js';
-export {
-  eventBombs,
-  fieldsBefore,
-  headerOf,
-  measureDecode,
-  probeSchema,
-  probeValue,
-  zigzagVarint,
-  type AvroBomb,
-  type MeasuredDecode,
-} from './avro-bombs.js';
 export {
   DOCS_SCOPES,
   examplePath,
