@@ -22,7 +22,8 @@ import { uniqueName } from './names.js';
 import { startProcess, type RunningProcess } from './process.js';
 import { dropWireFormatSubjects, wireFormatEnv, wireFormatFromEnv } from './wire-format.js';
 
-const root = join(import.meta.dirname, '..', '..', '..', '..');
+/** The repository root (this file is packages/testkit/src/service-env.ts). */
+const root = join(import.meta.dirname, '..', '..', '..');
 
 /**
  * The emailHash key every test service gets: a fixed development key, so a test can compute the
