@@ -3,6 +3,7 @@ import { createPool, quoteIdent } from '@outreach/shared';
 
 export * from './avro-bombs.js';
 export { readFromTable } from './files.js';
+export { withLivePool } from './live-pool.js';
 export { waitFor, WaitTimeoutError } from '@outreach/shared';
 export { uniqueName } from './names.js';
 export { dropWireFormatSubjects, wireFormatEnv, wireFormatFromEnv, type ProcessWireFormat } from './wire-format.js';
