@@ -1,8 +1,9 @@
 import pg from 'pg';
-import { createPool, quoteIdent } from '@outreach/shared';
+import { createPool, migrate, quoteIdent } from '@outreach/shared';
 
 export * from './avro-bombs.js';
 export { readFromTable } from './files.js';
+export { recordingPool } from './recording-pool.js';
 export { withLivePool } from './live-pool.js';
 export { waitFor, WaitTimeoutError } from '@outreach/shared';
 export { uniqueName } from './names.js';
@@ -45,6 +46,17 @@ export async function isolatedSchema(databaseUrl: string, prefix: string): Promi
       }
     },
   };
+}
+
+/** An isolated schema (see isolatedSchema) with a service's migrations and the outbox applied. */
+export async function migratedSchema(
+  databaseUrl: string,
+  prefix: string,
+  migrationsDir: string,
+): Promise<IsolatedSchema> {
+  const isolated = await isolatedSchema(databaseUrl, prefix);
+  await migrate({ databaseUrl, schema: isolated.schema, dir: migrationsDir, outbox: true });
+  return isolated;
 }
 
 export { freePort, startProcess, type RunningProcess } from './process.js';
