@@ -4,6 +4,7 @@ import { createPool, migrate, quoteIdent } from '@outreach/shared';
 export * from './avro-bombs.js';
 export { readFromTable } from './files.js';
 export { recordingPool } from './recording-pool.js';
+export { sendRecordedEvent } from './send-recorded.js';
 export { withLivePool } from './live-pool.js';
 export { waitFor, WaitTimeoutError } from '@outreach/shared';
 export { uniqueName } from './names.js';

@@ -3,11 +3,10 @@
  * on the shared infrastructure, the API token the tests use, the requests and events the tests
  * make, and the replay of the exposure projection.
  */
-import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { createLogger } from '@outreach/shared';
-import { sendIdFor, type SendRecorded } from '@outreach/contracts';
-import { serviceTestEnv, withLivePool, type ServiceTestEnv } from '@outreach/testkit';
+import type { SendRecorded } from '@outreach/contracts';
+import { sendRecordedEvent, serviceTestEnv, withLivePool, type ServiceTestEnv } from '@outreach/testkit';
 import type { FastifyInstance } from 'fastify';
 import { inject } from 'vitest';
 import { buildApp, migrationsDir } from '../src/app.js';
@@ -57,32 +56,9 @@ export const postAssignments = (app: FastifyInstance, experimentId: string, cand
   });
 
 /** A SendRecorded of campaign `camp` for a candidate in an experiment's variant, sent now. */
-export function sendRecorded(fields: {
+export const sendRecorded = (fields: {
   experimentId: string;
   candidateKey: string;
   variant: string;
   step: string;
-}): SendRecorded {
-  return {
-    type: 'SendRecorded',
-    eventId: randomUUID(),
-    occurredAt: Date.now(),
-    producer: 'sender',
-    correlationId: randomUUID(),
-    causationId: null,
-    sendId: sendIdFor('camp', fields.candidateKey, fields.step),
-    campaignId: 'camp',
-    candidateKey: fields.candidateKey,
-    emailHash: 'hash',
-    emailHashKeyId: 'test-1',
-    step: fields.step,
-    experimentId: fields.experimentId,
-    variant: fields.variant,
-    outcome: 'sent',
-    reason: null,
-    providerMessageId: null,
-    recordedAt: Date.now(),
-    conversationId: null,
-    requestId: null,
-  };
-}
+}): SendRecorded => sendRecordedEvent({ campaignId: 'camp', emailHash: 'hash', ...fields });

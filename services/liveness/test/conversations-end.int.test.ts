@@ -11,7 +11,6 @@
 import { randomUUID } from 'node:crypto';
 import {
   eventCodec,
-  sendIdFor,
   type ConversationClosed,
   type ConversationStalled,
   type MessageReceived,
@@ -21,7 +20,7 @@ import {
   type SequencePlanned,
   type StepCancelled,
 } from '@outreach/contracts';
-import { readTopic, waitFor, type ServiceTestEnv } from '@outreach/testkit';
+import { readTopic, sendRecordedEvent, waitFor, type ServiceTestEnv } from '@outreach/testkit';
 import { afterEach, describe, expect, it } from 'vitest';
 import { auth, livenessEnv, rebuildFromLog, sweepsDone } from './liveness-env.js';
 
@@ -70,23 +69,14 @@ const planned = (c: Conversation, ...steps: string[]): SequencePlanned => ({
   ...envelope(c, 'planner'),
   steps,
 });
-const sent = (c: Conversation, step: string, campaignId = CAMPAIGN): SendRecorded => ({
-  type: 'SendRecorded',
-  ...envelope(c, 'sender'),
-  campaignId,
-  sendId: sendIdFor(campaignId, c.candidateKey, step),
-  emailHash: 'h',
-  emailHashKeyId: 'test-1',
-  step,
-  experimentId: null,
-  variant: null,
-  outcome: 'sent',
-  reason: null,
-  providerMessageId: null,
-  recordedAt: Date.now(),
-  conversationId: c.sendsNameIt ? c.conversationId : null,
-  requestId: null,
-});
+const sent = (c: Conversation, step: string, campaignId = CAMPAIGN): SendRecorded =>
+  sendRecordedEvent({
+    correlationId: c.candidateKey,
+    campaignId,
+    candidateKey: c.candidateKey,
+    step,
+    conversationId: c.sendsNameIt ? c.conversationId : null,
+  });
 const scheduled = (c: Conversation, stepId: string, dueAt: number): NextStepScheduled => ({
   type: 'NextStepScheduled',
   ...envelope(c, 'planner'),
