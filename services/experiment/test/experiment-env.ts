@@ -55,6 +55,10 @@ export const postAssignments = (app: FastifyInstance, experimentId: string, cand
     payload: { candidateIds },
   });
 
+/** PUT /v1/experiments/:id/assignments/:candidate (the candidate as it goes in the path), with the test token. */
+export const putAssignment = (app: FastifyInstance, experimentId: string, candidateInPath: string) =>
+  app.inject({ method: 'PUT', url: `/v1/experiments/${experimentId}/assignments/${candidateInPath}`, headers: auth });
+
 /** A SendRecorded of campaign `camp` for a candidate in an experiment's variant, sent now. */
 export const sendRecorded = (fields: {
   experimentId: string;

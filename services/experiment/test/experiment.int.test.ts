@@ -13,6 +13,7 @@ import {
   createExperiment,
   experimentEnv,
   postAssignments,
+  putAssignment,
   replayFromLog,
   sendRecorded,
 } from './experiment-env.js';
@@ -61,7 +62,7 @@ describe('experiment service', () => {
     expect((await createExperiment(app, { experimentId: 'ok', ...fiftyFifty, extra: true })).statusCode).toBe(400);
     expect((await createExperiment(app, { experimentId: 'ok', ...fiftyFifty })).statusCode).toBe(201);
     expect((await createExperiment(app, { experimentId: 'ok', ...fiftyFifty })).statusCode).toBe(409);
-    const unknown = await app.inject({ method: 'PUT', url: '/v1/experiments/nope/assignments/c1', headers: auth });
+    const unknown = await putAssignment(app, 'nope', 'c1');
     expect(unknown.statusCode).toBe(404);
     expect(unknown.json().message).toBe('no experiment with this id');
     // An address as candidate id: the planner sends its keyed hash; this service cannot make one,
@@ -93,17 +94,9 @@ describe('experiment service', () => {
     const app = await t.startApp();
     await createExperiment(app, { experimentId: 'sticky', ...fiftyFifty });
     expect((await app.inject({ url: '/v1/experiments/sticky/assignments/c1', headers: auth })).statusCode).toBe(404);
-    const first = (
-      await app.inject({ method: 'PUT', url: '/v1/experiments/sticky/assignments/c1', headers: auth })
-    ).json();
+    const first = (await putAssignment(app, 'sticky', 'c1')).json();
     expect(first).toMatchObject({ enrolled: true, candidateKey: 'c1', created: true });
-    const again = (
-      await app.inject({
-        method: 'PUT',
-        url: `/v1/experiments/sticky/assignments/${encodeURIComponent(' c1 ')}`,
-        headers: auth,
-      })
-    ).json();
+    const again = (await putAssignment(app, 'sticky', encodeURIComponent(' c1 '))).json();
     expect(again).toMatchObject({ variant: first.variant, created: false });
 
     const ids = Array.from({ length: 500 }, (_, i) => `cand-${i}`);
@@ -136,15 +129,11 @@ describe('experiment service', () => {
     expect(newcomers.assignments.filter((a: { variant: string }) => a.variant === 'B').length).toBeGreaterThan(180);
 
     await app.inject({ method: 'PATCH', url: '/v1/experiments/sticky', headers: auth, payload: { status: 'paused' } });
-    expect(
-      (await app.inject({ method: 'PUT', url: '/v1/experiments/sticky/assignments/late', headers: auth })).json(),
-    ).toMatchObject({
+    expect((await putAssignment(app, 'sticky', 'late')).json()).toMatchObject({
       enrolled: false,
       reason: 'experiment is paused',
     });
-    expect(
-      (await app.inject({ method: 'PUT', url: '/v1/experiments/sticky/assignments/c1', headers: auth })).json(),
-    ).toMatchObject({ variant: first.variant });
+    expect((await putAssignment(app, 'sticky', 'c1')).json()).toMatchObject({ variant: first.variant });
   });
 
   it('puts a candidate in at most one experiment of an exclusion group', async () => {
@@ -152,18 +141,12 @@ describe('experiment service', () => {
     const app = await t.startApp();
     await createExperiment(app, { experimentId: 'subject', ...fiftyFifty, exclusionGroup: 'copy' });
     await createExperiment(app, { experimentId: 'signature', ...fiftyFifty, exclusionGroup: 'copy' });
-    expect(
-      (await app.inject({ method: 'PUT', url: '/v1/experiments/subject/assignments/c1', headers: auth })).json(),
-    ).toMatchObject({ enrolled: true });
-    expect(
-      (await app.inject({ method: 'PUT', url: '/v1/experiments/signature/assignments/c1', headers: auth })).json(),
-    ).toMatchObject({
+    expect((await putAssignment(app, 'subject', 'c1')).json()).toMatchObject({ enrolled: true });
+    expect((await putAssignment(app, 'signature', 'c1')).json()).toMatchObject({
       enrolled: false,
       reason: 'not enrolled: candidate is in experiment subject of exclusion group copy',
     });
-    expect(
-      (await app.inject({ method: 'PUT', url: '/v1/experiments/signature/assignments/c2', headers: auth })).json(),
-    ).toMatchObject({ enrolled: true });
+    expect((await putAssignment(app, 'signature', 'c2')).json()).toMatchObject({ enrolled: true });
   });
 
   it('dry run: 100 synthetic ids assigned twice (weights changed between) are 100/100 stable, and nothing is stored', async () => {
