@@ -10,6 +10,7 @@ import {
   fieldsBefore,
   headerOf,
   measureDecode,
+  probeRecord,
   probeSchema,
   probeValue,
   zigzagVarint,
@@ -265,16 +266,11 @@ describe('message size', () => {
 });
 
 describe('older writers (the resolver path)', () => {
-  const v1 = {
-    type: 'record',
-    name: 'Probe',
-    namespace: 'outreach.test',
-    fields: [
-      { name: 'eventId', type: 'string' },
-      { name: 'tags', type: { type: 'array', items: 'string' } },
-      { name: 'count', type: 'int' },
-    ],
-  };
+  const v1 = probeRecord([
+    { name: 'eventId', type: 'string' },
+    { name: 'tags', type: { type: 'array', items: 'string' } },
+    { name: 'count', type: 'int' },
+  ]);
   // v2 dropped `tags`: avsc's resolver skips it, by the block byte size when a block has one.
   const v2 = { ...v1, fields: [v1.fields[0], v1.fields[2]] };
   const reader = new EventCodec({ Probe: { current: v2, history: [v1] } });

@@ -8,6 +8,7 @@ import { eventTypes, schemaDefinitions, type OutreachEvent } from './events.gene
 import { crc64Avro } from './fingerprint.js';
 import { checkCompatibility, generateTypeScript, loadSchemaSet } from '@outreach/shared';
 import { canonicalForm, schemaFingerprint } from '@outreach/contracts';
+import { probeRecord } from '@outreach/testkit';
 
 const schemasDir = join(import.meta.dirname, '..', '..', '..', 'schemas');
 
@@ -164,15 +165,10 @@ describe('schema evolution', () => {
     expect(eventCodec.decode(oldWriter.encode(old))).toEqual({ ...old, conversationId: null, followUps: [] });
   });
 
-  const v1 = {
-    type: 'record',
-    name: 'Probe',
-    namespace: 'outreach.test',
-    fields: [
-      { name: 'eventId', type: 'string' },
-      { name: 'count', type: 'int' },
-    ],
-  };
+  const v1 = probeRecord([
+    { name: 'eventId', type: 'string' },
+    { name: 'count', type: 'int' },
+  ]);
   const v2 = { ...v1, fields: [...v1.fields, { name: 'label', type: ['null', 'string'], default: null }] };
   const v3 = { ...v1, fields: [...v1.fields, { name: 'required', type: 'string' }] };
 

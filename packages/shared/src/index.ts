@@ -32,21 +32,7 @@ export {
   type OAuthBearerToken,
   type OidcClientCredentialsOptions,
 } from './kafka/oauth.js';
-export {
-  isKafkaRole,
-  kafkaAcls,
-  kafkaRoles,
-  renderAclMarkdown,
-  renderKafkaAclsCommands,
-  renderStrimziKafkaUsers,
-  roleAccessNeeds,
-  type AclBinding,
-  type AclOperation,
-  type KafkaAccessNeeds,
-  type KafkaAclOptions,
-  type KafkaRole,
-  type KafkaRoleName,
-} from './kafka/acls.js';
+export * from './kafka/acls.js';
 export { applyKafkaAcls, deleteKafkaAcls } from './kafka/acls-admin.js';
 export { checkKafkaAccess, explainKafkaError, type KafkaAccessCheckOptions } from './kafka/access.js';
 export { StartupError, type StartupFailure } from './service/startup-error.js';

@@ -195,43 +195,43 @@ export function measureDecode(
   return best as MeasuredDecode;
 }
 
+/** A record schema named Probe, in the tests' namespace, with these fields. */
+export function probeRecord<Fields extends object[]>(fields: Fields) {
+  return { type: 'record', name: 'Probe', namespace: 'outreach.test', fields };
+}
+
 /**
  * A schema with every Avro type our event schemas do not use, and the shapes that make a guard hard:
  * items of zero bytes (null, an empty record), arrays of arrays, a map, recursion.
  */
-export const probeSchema = {
-  type: 'record',
-  name: 'Probe',
-  namespace: 'outreach.test',
-  fields: [
-    { name: 'flag', type: 'boolean' },
-    { name: 'count', type: 'int' },
-    { name: 'total', type: 'long' },
-    { name: 'ratio', type: 'float' },
-    { name: 'score', type: 'double' },
-    { name: 'blob', type: 'bytes' },
-    { name: 'id', type: { type: 'fixed', name: 'Id4', size: 4 } },
-    { name: 'color', type: { type: 'enum', name: 'Color', symbols: ['RED', 'GREEN', 'BLUE'] } },
-    { name: 'labels', type: { type: 'map', values: { type: 'array', items: 'string' } } },
-    { name: 'nothings', type: { type: 'array', items: 'null' } },
-    { name: 'empties', type: { type: 'array', items: { type: 'record', name: 'Empty', fields: [] } } },
-    { name: 'matrix', type: { type: 'array', items: { type: 'array', items: 'null' } } },
-    {
-      name: 'list',
-      type: [
-        'null',
-        {
-          type: 'record',
-          name: 'Cell',
-          fields: [
-            { name: 'value', type: 'int' },
-            { name: 'next', type: ['null', 'Cell'] },
-          ],
-        },
-      ],
-    },
-  ],
-};
+export const probeSchema = probeRecord([
+  { name: 'flag', type: 'boolean' },
+  { name: 'count', type: 'int' },
+  { name: 'total', type: 'long' },
+  { name: 'ratio', type: 'float' },
+  { name: 'score', type: 'double' },
+  { name: 'blob', type: 'bytes' },
+  { name: 'id', type: { type: 'fixed', name: 'Id4', size: 4 } },
+  { name: 'color', type: { type: 'enum', name: 'Color', symbols: ['RED', 'GREEN', 'BLUE'] } },
+  { name: 'labels', type: { type: 'map', values: { type: 'array', items: 'string' } } },
+  { name: 'nothings', type: { type: 'array', items: 'null' } },
+  { name: 'empties', type: { type: 'array', items: { type: 'record', name: 'Empty', fields: [] } } },
+  { name: 'matrix', type: { type: 'array', items: { type: 'array', items: 'null' } } },
+  {
+    name: 'list',
+    type: [
+      'null',
+      {
+        type: 'record',
+        name: 'Cell',
+        fields: [
+          { name: 'value', type: 'int' },
+          { name: 'next', type: ['null', 'Cell'] },
+        ],
+      },
+    ],
+  },
+]);
 
 /** A valid Probe value; its arrays and maps hold 9 items and entries in all. */
 export const probeValue = {

@@ -1,6 +1,11 @@
 import pg from 'pg';
-import { createPool, quoteIdent } from '@outreach/shared';
+import { createPool, migrate, quoteIdent } from '@outreach/shared';
 
+export * from './avro-bombs.js';
+export { readFromTable } from './files.js';
+export { recordingPool } from './recording-pool.js';
+export { sendRecordedEvent } from './send-recorded.js';
+export { withLivePool } from './live-pool.js';
 export { waitFor, WaitTimeoutError } from '@outreach/shared';
 export { uniqueName } from './names.js';
 export { dropWireFormatSubjects, wireFormatEnv, wireFormatFromEnv, type ProcessWireFormat } from './wire-format.js';
@@ -44,6 +49,17 @@ export async function isolatedSchema(databaseUrl: string, prefix: string): Promi
   };
 }
 
+/** An isolated schema (see isolatedSchema) with a service's migrations and the outbox applied. */
+export async function migratedSchema(
+  databaseUrl: string,
+  prefix: string,
+  migrationsDir: string,
+): Promise<IsolatedSchema> {
+  const isolated = await isolatedSchema(databaseUrl, prefix);
+  await migrate({ databaseUrl, schema: isolated.schema, dir: migrationsDir, outbox: true });
+  return isolated;
+}
+
 export { freePort, startProcess, type RunningProcess } from './process.js';
 export { OtlpReceiver, otlpJsonSpans, type ReceivedSpan, type ReceivedSpanKind } from './otlp-receiver.js';
 export {
@@ -63,17 +79,6 @@ export {
   type ServiceTestEnv,
   type ServiceUnderTest,
 } from './service-env.js';
-export {
-  eventBombs,
-  fieldsBefore,
-  headerOf,
-  measureDecode,
-  probeSchema,
-  probeValue,
-  zigzagVarint,
-  type AvroBomb,
-  type MeasuredDecode,
-} from './avro-bombs.js';
 export {
   DOCS_SCOPES,
   examplePath,

@@ -22,6 +22,7 @@ import { uniqueName } from './names.js';
 import { startProcess, type RunningProcess } from './process.js';
 import { dropWireFormatSubjects, wireFormatEnv, wireFormatFromEnv } from './wire-format.js';
 
+/** The repository root (this file is packages/testkit/src/service-env.ts). */
 const root = join(import.meta.dirname, '..', '..', '..');
 
 /**

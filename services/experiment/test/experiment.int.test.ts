@@ -4,31 +4,23 @@
  * balance, contamination from real SendRecorded events, and replay of the exposure projection.
  */
 import { spawnSync } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import { createLogger } from '@outreach/shared';
-import { eventCodec, sendIdFor, type SendRecorded, type VariantContaminated } from '@outreach/contracts';
-import { readTopic, serviceTestEnv, waitFor, type ServiceTestEnv } from '@outreach/testkit';
-import type { FastifyInstance } from 'fastify';
-import pg from 'pg';
-import { afterEach, describe, expect, inject, it } from 'vitest';
-import { buildApp, migrationsDir } from '../src/app.js';
-import { ConfigSchema } from '../src/config.js';
-import { replayExposures } from '../src/workflow/replay.js';
+import { eventCodec, type VariantContaminated } from '@outreach/contracts';
+import { readTopic, waitFor, type ServiceTestEnv } from '@outreach/testkit';
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  auth,
+  createExperiment,
+  experimentEnv,
+  postAssignments,
+  putAssignment,
+  replayFromLog,
+  sendRecorded,
+} from './experiment-env.js';
 
-const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
-const entry = join(import.meta.dirname, '..', 'src', 'server.ts');
 const root = join(import.meta.dirname, '..', '..', '..');
-const auth = { authorization: 'Bearer test-token' };
 let t: ServiceTestEnv;
 afterEach(() => t?.cleanup());
-
-const env = () =>
-  serviceTestEnv({ name: 'experiment', configSchema: ConfigSchema, buildApp, migrationsDir, entry }, infra);
-
-async function createExperiment(app: FastifyInstance, body: Record<string, unknown>) {
-  return app.inject({ method: 'POST', url: '/v1/experiments', headers: auth, payload: body });
-}
 
 const fiftyFifty = {
   variants: [
@@ -37,39 +29,9 @@ const fiftyFifty = {
   ],
 };
 
-function sendRecorded(fields: {
-  experimentId: string;
-  candidateKey: string;
-  variant: string;
-  step: string;
-}): SendRecorded {
-  return {
-    type: 'SendRecorded',
-    eventId: randomUUID(),
-    occurredAt: Date.now(),
-    producer: 'sender',
-    correlationId: randomUUID(),
-    causationId: null,
-    sendId: sendIdFor('camp', fields.candidateKey, fields.step),
-    campaignId: 'camp',
-    candidateKey: fields.candidateKey,
-    emailHash: 'hash',
-    emailHashKeyId: 'test-1',
-    step: fields.step,
-    experimentId: fields.experimentId,
-    variant: fields.variant,
-    outcome: 'sent',
-    reason: null,
-    providerMessageId: null,
-    recordedAt: Date.now(),
-    conversationId: null,
-    requestId: null,
-  };
-}
-
 describe('experiment service', () => {
   it('answers mistakes in definitions with 4xx and reasons', async () => {
-    t = await env();
+    t = await experimentEnv();
     const app = await t.startApp();
     expect(
       (await app.inject({ method: 'POST', url: '/v1/experiments', payload: { experimentId: 'x', ...fiftyFifty } }))
@@ -100,7 +62,7 @@ describe('experiment service', () => {
     expect((await createExperiment(app, { experimentId: 'ok', ...fiftyFifty, extra: true })).statusCode).toBe(400);
     expect((await createExperiment(app, { experimentId: 'ok', ...fiftyFifty })).statusCode).toBe(201);
     expect((await createExperiment(app, { experimentId: 'ok', ...fiftyFifty })).statusCode).toBe(409);
-    const unknown = await app.inject({ method: 'PUT', url: '/v1/experiments/nope/assignments/c1', headers: auth });
+    const unknown = await putAssignment(app, 'nope', 'c1');
     expect(unknown.statusCode).toBe(404);
     expect(unknown.json().message).toBe('no experiment with this id');
     // An address as candidate id: the planner sends its keyed hash; this service cannot make one,
@@ -128,32 +90,17 @@ describe('experiment service', () => {
   });
 
   it('assigns stickily: idempotent PUT, GET that never creates, normalized keys, weight changes that flip nobody', async () => {
-    t = await env();
+    t = await experimentEnv();
     const app = await t.startApp();
     await createExperiment(app, { experimentId: 'sticky', ...fiftyFifty });
     expect((await app.inject({ url: '/v1/experiments/sticky/assignments/c1', headers: auth })).statusCode).toBe(404);
-    const first = (
-      await app.inject({ method: 'PUT', url: '/v1/experiments/sticky/assignments/c1', headers: auth })
-    ).json();
+    const first = (await putAssignment(app, 'sticky', 'c1')).json();
     expect(first).toMatchObject({ enrolled: true, candidateKey: 'c1', created: true });
-    const again = (
-      await app.inject({
-        method: 'PUT',
-        url: `/v1/experiments/sticky/assignments/${encodeURIComponent(' c1 ')}`,
-        headers: auth,
-      })
-    ).json();
+    const again = (await putAssignment(app, 'sticky', encodeURIComponent(' c1 '))).json();
     expect(again).toMatchObject({ variant: first.variant, created: false });
 
     const ids = Array.from({ length: 500 }, (_, i) => `cand-${i}`);
-    const before = (
-      await app.inject({
-        method: 'POST',
-        url: '/v1/experiments/sticky/assignments',
-        headers: auth,
-        payload: { candidateIds: ids },
-      })
-    ).json();
+    const before = (await postAssignments(app, 'sticky', ids)).json();
     await app.inject({
       method: 'PATCH',
       url: '/v1/experiments/sticky',
@@ -165,14 +112,7 @@ describe('experiment service', () => {
         ],
       },
     });
-    const after = (
-      await app.inject({
-        method: 'POST',
-        url: '/v1/experiments/sticky/assignments',
-        headers: auth,
-        payload: { candidateIds: ids },
-      })
-    ).json();
+    const after = (await postAssignments(app, 'sticky', ids)).json();
     const flips = before.assignments.filter(
       (a: { variant: string }, i: number) => a.variant !== after.assignments[i].variant,
     );
@@ -180,48 +120,37 @@ describe('experiment service', () => {
     expect(after.assignments.every((a: { created: boolean }) => !a.created)).toBe(true);
     // New candidates now follow the new weights.
     const newcomers = (
-      await app.inject({
-        method: 'POST',
-        url: '/v1/experiments/sticky/assignments',
-        headers: auth,
-        payload: { candidateIds: Array.from({ length: 200 }, (_, i) => `new-${i}`) },
-      })
+      await postAssignments(
+        app,
+        'sticky',
+        Array.from({ length: 200 }, (_, i) => `new-${i}`),
+      )
     ).json();
     expect(newcomers.assignments.filter((a: { variant: string }) => a.variant === 'B').length).toBeGreaterThan(180);
 
     await app.inject({ method: 'PATCH', url: '/v1/experiments/sticky', headers: auth, payload: { status: 'paused' } });
-    expect(
-      (await app.inject({ method: 'PUT', url: '/v1/experiments/sticky/assignments/late', headers: auth })).json(),
-    ).toMatchObject({
+    expect((await putAssignment(app, 'sticky', 'late')).json()).toMatchObject({
       enrolled: false,
       reason: 'experiment is paused',
     });
-    expect(
-      (await app.inject({ method: 'PUT', url: '/v1/experiments/sticky/assignments/c1', headers: auth })).json(),
-    ).toMatchObject({ variant: first.variant });
+    expect((await putAssignment(app, 'sticky', 'c1')).json()).toMatchObject({ variant: first.variant });
   });
 
   it('puts a candidate in at most one experiment of an exclusion group', async () => {
-    t = await env();
+    t = await experimentEnv();
     const app = await t.startApp();
     await createExperiment(app, { experimentId: 'subject', ...fiftyFifty, exclusionGroup: 'copy' });
     await createExperiment(app, { experimentId: 'signature', ...fiftyFifty, exclusionGroup: 'copy' });
-    expect(
-      (await app.inject({ method: 'PUT', url: '/v1/experiments/subject/assignments/c1', headers: auth })).json(),
-    ).toMatchObject({ enrolled: true });
-    expect(
-      (await app.inject({ method: 'PUT', url: '/v1/experiments/signature/assignments/c1', headers: auth })).json(),
-    ).toMatchObject({
+    expect((await putAssignment(app, 'subject', 'c1')).json()).toMatchObject({ enrolled: true });
+    expect((await putAssignment(app, 'signature', 'c1')).json()).toMatchObject({
       enrolled: false,
       reason: 'not enrolled: candidate is in experiment subject of exclusion group copy',
     });
-    expect(
-      (await app.inject({ method: 'PUT', url: '/v1/experiments/signature/assignments/c2', headers: auth })).json(),
-    ).toMatchObject({ enrolled: true });
+    expect((await putAssignment(app, 'signature', 'c2')).json()).toMatchObject({ enrolled: true });
   });
 
   it('dry run: 100 synthetic ids assigned twice (weights changed between) are 100/100 stable, and nothing is stored', async () => {
-    t = await env();
+    t = await experimentEnv();
     const app = await t.startApp();
     await createExperiment(app, { experimentId: 'dry', ...fiftyFifty, exclusionGroup: 'g' });
     const result = (
@@ -255,21 +184,12 @@ describe('experiment service', () => {
   });
 
   it('10,000 sequential candidates at 50/50 pass the sample-ratio-mismatch test, and VariantAssigned is published', async () => {
-    t = await env();
+    t = await experimentEnv();
     const app = await t.startApp();
     await createExperiment(app, { experimentId: 'balance', ...fiftyFifty });
     for (let start = 1; start <= 10_000; start += 1_000) {
       const candidateIds = Array.from({ length: 1_000 }, (_, i) => `cand-${start + i}`);
-      expect(
-        (
-          await app.inject({
-            method: 'POST',
-            url: '/v1/experiments/balance/assignments',
-            headers: auth,
-            payload: { candidateIds },
-          })
-        ).statusCode,
-      ).toBe(200);
+      expect((await postAssignments(app, 'balance', candidateIds)).statusCode).toBe(200);
     }
     const report = (await app.inject({ url: '/v1/experiments/balance/report', headers: auth })).json();
     expect(report.assignedTotal).toBe(10_000);
@@ -283,7 +203,7 @@ describe('experiment service', () => {
   });
 
   it('200 concurrent first assignments for one candidate from two processes agree, and store one row', async () => {
-    t = await env();
+    t = await experimentEnv();
     const app = await t.startApp();
     await createExperiment(app, {
       experimentId: 'race',
@@ -318,17 +238,13 @@ describe('experiment service', () => {
   });
 
   it('detects contamination from real SendRecorded events, publishes it, excludes it from metrics, and replays to the same counts', async () => {
-    t = await env();
+    t = await experimentEnv();
     const app = await t.startApp();
     await createExperiment(app, { experimentId: 'contam', ...fiftyFifty });
-    const assigned = (
-      await app.inject({
-        method: 'POST',
-        url: '/v1/experiments/contam/assignments',
-        headers: auth,
-        payload: { candidateIds: ['c1', 'c2', 'c3'] },
-      })
-    ).json().assignments as Array<{ candidateKey: string; variant: string }>;
+    const assigned = (await postAssignments(app, 'contam', ['c1', 'c2', 'c3'])).json().assignments as Array<{
+      candidateKey: string;
+      variant: string;
+    }>;
     const other = (v: string) => (v === 'A' ? 'B' : 'A');
     const events = [
       ...assigned.map((a) =>
@@ -377,21 +293,9 @@ describe('experiment service', () => {
       exposedVariants: ['A', 'B'],
     });
 
-    const livePool = new pg.Pool({ connectionString: t.databaseUrl, options: `-c search_path=${t.schema}` });
-    try {
-      const replay = await replayExposures({
-        kafka: t.kafka,
-        topic: t.topic('sendRecorded'),
-        databaseUrl: t.databaseUrl,
-        livePool,
-        migrationsDir,
-        logger: createLogger({ name: 'replay', level: 'silent' }),
-      });
-      expect(replay.messages).toBe(7);
-      expect(replay.replayed).toEqual(replay.live);
-      expect(replay.matches).toBe(true);
-    } finally {
-      await livePool.end();
-    }
+    const replay = await replayFromLog(t);
+    expect(replay.messages).toBe(7);
+    expect(replay.replayed).toEqual(replay.live);
+    expect(replay.matches).toBe(true);
   });
 });

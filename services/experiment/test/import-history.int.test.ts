@@ -6,26 +6,19 @@
  * arms, invalid UTF-8) are refused by line number with nothing written and no value echoed.
  */
 import { spawnSync } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createLogger } from '@outreach/shared';
-import { eventCodec, sendIdFor, type SendRecorded, type VariantContaminated } from '@outreach/contracts';
-import { readTopic, serviceTestEnv, waitFor, type ServiceTestEnv } from '@outreach/testkit';
+import { eventCodec, type VariantContaminated } from '@outreach/contracts';
+import { readTopic, waitFor, type ServiceTestEnv } from '@outreach/testkit';
 import type { FastifyInstance } from 'fastify';
-import pg from 'pg';
-import { afterEach, describe, expect, inject, it } from 'vitest';
-import { buildApp, migrationsDir } from '../src/app.js';
-import { ConfigSchema } from '../src/config.js';
+import { afterEach, describe, expect, it } from 'vitest';
 // The app's `experiments` repository (its type is declared with the plugin).
 import type {} from '../src/plugins/experiment.js';
 import { importHistory } from '../src/workflow/import-history.js';
-import { replayExposures } from '../src/workflow/replay.js';
+import { auth, experimentEnv, replayFromLog, sendRecorded } from './experiment-env.js';
 
-const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
 const root = join(import.meta.dirname, '..', '..', '..');
-const auth = { authorization: 'Bearer test-token' };
 let t: ServiceTestEnv;
 let dir: string | undefined;
 afterEach(async () => {
@@ -33,18 +26,6 @@ afterEach(async () => {
   dir = undefined;
   await t?.cleanup();
 });
-
-const env = () =>
-  serviceTestEnv(
-    {
-      name: 'experiment',
-      configSchema: ConfigSchema,
-      buildApp,
-      migrationsDir,
-      entry: join(import.meta.dirname, '..', 'src', 'server.ts'),
-    },
-    infra,
-  );
 
 function file(name: string, content: string | Buffer): string {
   dir ??= mkdtempSync(join(tmpdir(), 'experiment-history-'));
@@ -74,7 +55,7 @@ function cli(path: string, ...args: string[]) {
 }
 
 async function setUp(): Promise<FastifyInstance> {
-  t = await env();
+  t = await experimentEnv();
   const app = await t.startApp();
   const created = await app.inject({
     method: 'POST',
@@ -91,31 +72,6 @@ async function setUp(): Promise<FastifyInstance> {
   });
   expect(created.statusCode).toBe(201);
   return app;
-}
-
-function sendRecorded(experimentId: string, candidateKey: string, variant: string): SendRecorded {
-  return {
-    type: 'SendRecorded',
-    eventId: randomUUID(),
-    occurredAt: Date.now(),
-    producer: 'sender',
-    correlationId: randomUUID(),
-    causationId: null,
-    sendId: sendIdFor('camp', candidateKey, 'intro'),
-    campaignId: 'camp',
-    candidateKey,
-    emailHash: 'hash',
-    emailHashKeyId: 'test-1',
-    step: 'intro',
-    experimentId,
-    variant,
-    outcome: 'sent',
-    reason: null,
-    providerMessageId: null,
-    recordedAt: Date.now(),
-    conversationId: null,
-    requestId: null,
-  };
 }
 
 const snapshot = async () => ({
@@ -207,7 +163,9 @@ describe('importing pre-platform variant history', () => {
 
     // A candidate with imported history in one arm whom the platform later sends the other arm is
     // found at that send: the one rule runs over both sources.
-    await t.publish('sendRecorded', [sendRecorded('legacy', 'h3', 'A')]);
+    await t.publish('sendRecorded', [
+      sendRecorded({ experimentId: 'legacy', candidateKey: 'h3', variant: 'A', step: 'intro' }),
+    ]);
     await waitFor(async () => (await t.query(`SELECT 1 FROM contaminations WHERE candidate_key = 'h3'`)).length === 1, {
       timeoutMs: 30_000,
       description: 'the platform send to h3 to be found contaminated',
@@ -219,23 +177,10 @@ describe('importing pre-platform variant history', () => {
     });
 
     // Imported history is not in the log: the replay compares the exposures from SendRecorded only.
-    const livePool = new pg.Pool({ connectionString: t.databaseUrl, options: `-c search_path=${t.schema}` });
-    try {
-      const replay = await replayExposures({
-        kafka: t.kafka,
-        topic: t.topic('sendRecorded'),
-        databaseUrl: t.databaseUrl,
-        livePool,
-        migrationsDir,
-        logger: createLogger({ name: 'replay', level: 'silent' }),
-        timeoutMs: 10_000,
-      });
-      expect(replay.messages).toBe(1);
-      expect(replay.live).toEqual([{ experimentId: 'legacy', variant: 'A', exposures: 1, candidates: 1 }]);
-      expect(replay.matches).toBe(true);
-    } finally {
-      await livePool.end();
-    }
+    const replay = await replayFromLog(t, { timeoutMs: 10_000 });
+    expect(replay.messages).toBe(1);
+    expect(replay.live).toEqual([{ experimentId: 'legacy', variant: 'A', exposures: 1, candidates: 1 }]);
+    expect(replay.matches).toBe(true);
   });
 
   it('refuses a file with bad lines by line number, naming fields and never values, and writes nothing', async () => {

@@ -8,31 +8,17 @@ import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { migrate, quoteIdent, sharedMigrationsDir } from '@outreach/shared';
-import { serviceTestEnv, uniqueName, type ServiceTestEnv } from '@outreach/testkit';
+import { uniqueName, type ServiceTestEnv } from '@outreach/testkit';
 import type { FastifyInstance } from 'fastify';
 import pg from 'pg';
-import { afterEach, describe, expect, inject, it } from 'vitest';
-import { buildApp, migrationsDir } from '../src/app.js';
-import { ConfigSchema } from '../src/config.js';
+import { afterEach, describe, expect, it } from 'vitest';
+import { migrationsDir } from '../src/app.js';
 import { variantForBucket } from '../src/domain/assignment.js';
 import { sampleRatioMismatch } from '../src/domain/srm.js';
+import { auth, createExperiment, experimentEnv, postAssignments } from './experiment-env.js';
 
-const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
-const auth = { authorization: 'Bearer test-token' };
 let t: ServiceTestEnv;
 afterEach(() => t?.cleanup());
-
-const env = () =>
-  serviceTestEnv(
-    {
-      name: 'experiment',
-      configSchema: ConfigSchema,
-      buildApp,
-      migrationsDir,
-      entry: join(import.meta.dirname, '..', 'src', 'server.ts'),
-    },
-    infra,
-  );
 
 const weights = (a: number, b: number) => ({
   variants: [
@@ -42,12 +28,7 @@ const weights = (a: number, b: number) => ({
 });
 
 async function assign(app: FastifyInstance, experimentId: string, candidateIds: string[]) {
-  const response = await app.inject({
-    method: 'POST',
-    url: `/v1/experiments/${experimentId}/assignments`,
-    headers: auth,
-    payload: { candidateIds },
-  });
+  const response = await postAssignments(app, experimentId, candidateIds);
   expect(response.statusCode, response.body).toBe(200);
   return response.json().assignments as Array<{ candidateKey: string; variant: string; enrolled: boolean }>;
 }
@@ -78,15 +59,10 @@ interface Period {
 
 describe('weights history and the report', () => {
   it('a 10/90 ramp to 50/50 is no sample-ratio mismatch, and the report lists both periods', async () => {
-    t = await env();
+    t = await experimentEnv();
     const app = await t.startApp();
     // A fixed salt makes the split, and so the test, the same on every run.
-    const created = await app.inject({
-      method: 'POST',
-      url: '/v1/experiments',
-      headers: auth,
-      payload: { experimentId: 'ramp', salt: 'ramp-test-salt', ...weights(10, 90) },
-    });
+    const created = await createExperiment(app, { experimentId: 'ramp', salt: 'ramp-test-salt', ...weights(10, 90) });
     expect(created.statusCode).toBe(201);
     expect(created.json().weightsPeriod).toBe(1);
     for (const chunk of [0, 1]) await assign(app, 'ramp', ids(`first-${chunk}`, 1_000));
@@ -127,14 +103,9 @@ describe('weights history and the report', () => {
   });
 
   it('a real mismatch within a period is flagged, and that period is the one marked', async () => {
-    t = await env();
+    t = await experimentEnv();
     const app = await t.startApp();
-    await app.inject({
-      method: 'POST',
-      url: '/v1/experiments',
-      headers: auth,
-      payload: { experimentId: 'skew', salt: 'skew-test-salt', ...weights(1, 1) },
-    });
+    await createExperiment(app, { experimentId: 'skew', salt: 'skew-test-salt', ...weights(1, 1) });
     await assign(app, 'skew', ids('early', 1_000));
     await patch(app, 'skew', weights(1, 3));
     const later = await assign(app, 'skew', ids('late', 1_000));
@@ -152,14 +123,9 @@ describe('weights history and the report', () => {
   });
 
   it('every assignment stores the period whose weights computed it, while weights change under concurrent requests', async () => {
-    t = await env();
+    t = await experimentEnv();
     const app = await t.startApp();
-    await app.inject({
-      method: 'POST',
-      url: '/v1/experiments',
-      headers: auth,
-      payload: { experimentId: 'churn', ...weights(10, 90) },
-    });
+    await createExperiment(app, { experimentId: 'churn', ...weights(10, 90) });
     const ramps = [weights(90, 10), weights(1, 1), weights(0, 1), weights(3, 1), weights(1, 0)];
     // Each round's batches race its weight change; the next round starts after it.
     for (const [round, ramp] of ramps.entries()) {
@@ -182,7 +148,7 @@ describe('weights history and the report', () => {
   });
 
   it('the migration gives existing experiments their known weights, and an untested period where they are not known', async () => {
-    t = await env();
+    t = await experimentEnv();
     const schema = uniqueName('experiment_legacy');
     const firstOnly = mkdtempSync(join(tmpdir(), 'experiment-migrations-'));
     copyFileSync(join(migrationsDir, '1764400000000_experiment.sql'), join(firstOnly, '1764400000000_experiment.sql'));
@@ -233,19 +199,13 @@ describe('weights history and the report', () => {
         experiment_id: 'ramped',
         period: 2,
         effective_from: new Date('2025-01-02T00:00:00Z'),
-        weights: [
-          { name: 'A', weight: 1 },
-          { name: 'B', weight: 1 },
-        ],
+        weights: weights(1, 1).variants,
       },
       {
         experiment_id: 'still',
         period: 1,
         effective_from: new Date('2025-01-01T00:00:00Z'),
-        weights: [
-          { name: 'A', weight: 1 },
-          { name: 'B', weight: 1 },
-        ],
+        weights: weights(1, 1).variants,
       },
     ]);
 

@@ -9,11 +9,8 @@
  * the two topics at its own pace.
  */
 import { randomUUID } from 'node:crypto';
-import { join } from 'node:path';
-import { createLogger } from '@outreach/shared';
 import {
   eventCodec,
-  sendIdFor,
   type ConversationClosed,
   type ConversationStalled,
   type MessageReceived,
@@ -23,38 +20,20 @@ import {
   type SequencePlanned,
   type StepCancelled,
 } from '@outreach/contracts';
-import { readTopic, serviceTestEnv, waitFor, type ServiceTestEnv } from '@outreach/testkit';
-import type { FastifyInstance } from 'fastify';
-import pg from 'pg';
-import { afterEach, describe, expect, inject, it } from 'vitest';
-import { buildApp, migrationsDir } from '../src/app.js';
-import { ConfigSchema } from '../src/config.js';
-import { rebuildConversations } from '../src/workflow/rebuild.js';
+import { readTopic, sendRecordedEvent, waitFor, type ServiceTestEnv } from '@outreach/testkit';
+import { afterEach, describe, expect, it } from 'vitest';
+import { auth, livenessEnv, rebuildFromLog, sweepsDone } from './liveness-env.js';
 
-const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
-const auth = { authorization: 'Bearer test-token' };
 const CAMPAIGN = 'camp-end';
 // The campaign's graces, compressed; the service defaults are long, so only the campaign's apply.
 const GRACES = { inboundMs: 10_000, outboundMs: 10_000, overdueMs: 8_000, replyWindowMs: 5_000 };
 const DEFAULTS = { inboundMs: 3_600_000, outboundMs: 3_600_000, overdueMs: 3_600_000, replyWindowMs: 3_600_000 };
 const FAR = 3_600_000;
-const entry = join(import.meta.dirname, '..', 'src', 'server.ts');
 let t: ServiceTestEnv | undefined;
 afterEach(async () => {
   await t?.cleanup();
   t = undefined;
 });
-
-const env = () =>
-  serviceTestEnv({ name: 'liveness', configSchema: ConfigSchema, buildApp, migrationsDir, entry }, infra, {
-    env: {
-      GRACE_INBOUND_MS: String(DEFAULTS.inboundMs),
-      GRACE_OUTBOUND_MS: String(DEFAULTS.outboundMs),
-      GRACE_OVERDUE_MS: String(DEFAULTS.overdueMs),
-      REPLY_WINDOW_MS: String(DEFAULTS.replyWindowMs),
-      SWEEP_INTERVAL_MS: '200',
-    },
-  });
 
 /** One conversation of the campaign: its candidate, its id (given or derived), and whether sends name it. */
 interface Conversation {
@@ -90,23 +69,14 @@ const planned = (c: Conversation, ...steps: string[]): SequencePlanned => ({
   ...envelope(c, 'planner'),
   steps,
 });
-const sent = (c: Conversation, step: string, campaignId = CAMPAIGN): SendRecorded => ({
-  type: 'SendRecorded',
-  ...envelope(c, 'sender'),
-  campaignId,
-  sendId: sendIdFor(campaignId, c.candidateKey, step),
-  emailHash: 'h',
-  emailHashKeyId: 'test-1',
-  step,
-  experimentId: null,
-  variant: null,
-  outcome: 'sent',
-  reason: null,
-  providerMessageId: null,
-  recordedAt: Date.now(),
-  conversationId: c.sendsNameIt ? c.conversationId : null,
-  requestId: null,
-});
+const sent = (c: Conversation, step: string, campaignId = CAMPAIGN): SendRecorded =>
+  sendRecordedEvent({
+    correlationId: c.candidateKey,
+    campaignId,
+    candidateKey: c.candidateKey,
+    step,
+    conversationId: c.sendsNameIt ? c.conversationId : null,
+  });
 const scheduled = (c: Conversation, stepId: string, dueAt: number): NextStepScheduled => ({
   type: 'NextStepScheduled',
   ...envelope(c, 'planner'),
@@ -207,11 +177,6 @@ function phase(p: number, k: Kind, c: Conversation, now: number): OutreachEvent[
   }
 }
 
-async function sweepsDone(app: FastifyInstance): Promise<number> {
-  const body = (await app.inject({ url: '/metrics' })).body;
-  return Number(/^outreach_liveness_sweeps_total\{[^}]*\} (\d+)/m.exec(body)?.[1] ?? 0);
-}
-
 /** Events projected, not counting the closes the sweep publishes (they come back through the topic too). */
 async function storedEvents(env: ServiceTestEnv): Promise<number> {
   const [row] = await env.query<{ n: number }>(
@@ -223,7 +188,7 @@ async function storedEvents(env: ServiceTestEnv): Promise<number> {
 
 describe('conversations end', () => {
   it('1,000 conversations run to completion: after the window, exactly the planted stalls are flagged and exactly the finished sequences without a reply are closed', async () => {
-    t = await env();
+    t = await livenessEnv(DEFAULTS);
     const app = await t.startApp();
     // A second instance: it projects its share of the partitions and sweeps too.
     await t.startApp();
@@ -354,7 +319,7 @@ describe('conversations end', () => {
   });
 
   it('files a send that names no conversation under the conversation that planned its step, also when the plan comes later, and a rebuild agrees', async () => {
-    t = await env();
+    t = await livenessEnv(DEFAULTS);
     const app = await t.startApp();
     const unnamed = (c: Omit<Conversation, 'sendsNameIt'>): Conversation => ({ ...c, sendsNameIt: false });
     // One candidate, two conversations of its own, one step each; a third step nobody planned.
@@ -414,20 +379,7 @@ describe('conversations end', () => {
     ).toEqual([`${CAMPAIGN}:dana`, 'thread-a', 'thread-b', 'thread-late']);
 
     // A rebuild reads both topics from the beginning at its own pace, and files every send alike.
-    const livePool = new pg.Pool({ connectionString: t.databaseUrl, options: `-c search_path=${t.schema}` });
-    try {
-      const result = await rebuildConversations({
-        kafka: t.kafka,
-        topics: [t.topic('conversationEvents'), t.topic('sendRecorded')],
-        databaseUrl: t.databaseUrl,
-        livePool,
-        migrationsDir,
-        defaults: DEFAULTS,
-        logger: createLogger({ name: 'rebuild', level: 'silent' }),
-      });
-      expect(result).toMatchObject({ matches: true, conversations: 4, messages: 7, differences: 0 });
-    } finally {
-      await livePool.end();
-    }
+    const result = await rebuildFromLog(t, DEFAULTS);
+    expect(result).toMatchObject({ matches: true, conversations: 4, messages: 7, differences: 0 });
   });
 });

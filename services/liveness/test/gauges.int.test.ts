@@ -3,8 +3,8 @@
  * (captured from the repository) are explained with sequential scans off, and `conversations` must be
  * read through the index made for each, not scanned whole.
  */
-import { createMetricsRegistry, migrate, type Registry } from '@outreach/shared';
-import { isolatedSchema, planScans, type IsolatedSchema } from '@outreach/testkit';
+import { createMetricsRegistry, type Registry } from '@outreach/shared';
+import { migratedSchema, planScans, recordingPool, type IsolatedSchema } from '@outreach/testkit';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import { ConversationsRepository } from '../src/adapters/conversations-repository.js';
 import { registerLivenessGauges } from '../src/adapters/gauges.js';
@@ -13,22 +13,12 @@ import { migrationsDir } from '../src/app.js';
 const databaseUrl = inject('databaseUrl');
 let db: IsolatedSchema;
 beforeAll(async () => {
-  db = await isolatedSchema(databaseUrl, 'liveness_gauges');
-  await migrate({ databaseUrl, schema: db.schema, dir: migrationsDir, outbox: true });
+  db = await migratedSchema(databaseUrl, 'liveness_gauges', migrationsDir);
 });
 afterAll(() => db?.drop());
 
 function gaugesRecording(): { registry: Registry; statements: string[] } {
-  const statements: string[] = [];
-  const recording = new Proxy(db.pool, {
-    get(target, property, receiver) {
-      if (property !== 'query') return Reflect.get(target, property, receiver);
-      return (text: string, ...rest: unknown[]) => {
-        statements.push(text);
-        return (target.query as (...args: unknown[]) => unknown)(text, ...rest);
-      };
-    },
-  });
+  const { pool: recording, statements } = recordingPool(db.pool);
   const registry = createMetricsRegistry('liveness', false);
   const graces = { inboundMs: 1, outboundMs: 1, overdueMs: 1, replyWindowMs: 1 };
   registerLivenessGauges(

@@ -5,34 +5,29 @@
  * hold an address is dead-lettered with a reason naming the field, and a 404 echoes no id.
  */
 import { randomUUID } from 'node:crypto';
-import { join } from 'node:path';
 import { dlqTopicOf } from '@outreach/shared';
 import { canonicalCampaignId, type MessageReceived, type SequencePlanned } from '@outreach/contracts';
-import { readTopic, serviceTestEnv, waitFor, type ServiceTestEnv } from '@outreach/testkit';
+import { readTopic, waitFor, type ServiceTestEnv } from '@outreach/testkit';
 import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, expect, inject, it } from 'vitest';
-import { buildApp, migrationsDir } from '../src/app.js';
-import { ConfigSchema } from '../src/config.js';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { auth, livenessEnv } from './liveness-env.js';
 
-const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
-const auth = { authorization: 'Bearer test-token' };
 let t: ServiceTestEnv;
 let app: FastifyInstance;
 
 beforeAll(async () => {
-  t = await serviceTestEnv(
-    {
-      name: 'liveness',
-      configSchema: ConfigSchema,
-      buildApp,
-      migrationsDir,
-      entry: join(import.meta.dirname, '../src/server.ts'),
-    },
-    infra,
-  );
+  t = await livenessEnv();
   app = await t.startApp();
 });
 afterAll(() => t?.cleanup());
+
+/** The first dead-lettered copy of an event from the conversation topic, once there is one. */
+async function deadLettered(eventId: string) {
+  const messages = await readTopic(t.kafka, dlqTopicOf(t.topic('conversationEvents')), (read) =>
+    read.some((m) => m.headers['event-id'] === eventId),
+  );
+  return messages.find((m) => m.headers['event-id'] === eventId);
+}
 
 function received(fields: Partial<MessageReceived>): MessageReceived {
   return {
@@ -108,9 +103,7 @@ it('dead-letters an event whose ids hold an address, naming the fields, and proj
     campaignId: 'camp-h',
   });
   await t.publish('conversationEvents', [event]);
-  const [dead] = await readTopic(t.kafka, dlqTopicOf(t.topic('conversationEvents')), (messages) =>
-    messages.some((m) => m.headers['event-id'] === event.eventId),
-  ).then((messages) => messages.filter((m) => m.headers['event-id'] === event.eventId));
+  const dead = await deadLettered(event.eventId);
   expect(dead?.headers['dlq-reason']).toBe(
     'conversationId, candidateKey must not contain an at-sign (conversation topics are free of addresses)',
   );
@@ -131,9 +124,7 @@ it("dead-letters a plan whose steps hold an address (they would be served on the
     steps: ['intro', 'ask-pia@leak.example'],
   };
   await t.publish('conversationEvents', [plan]);
-  const [dead] = await readTopic(t.kafka, dlqTopicOf(t.topic('conversationEvents')), (messages) =>
-    messages.some((m) => m.headers['event-id'] === plan.eventId),
-  ).then((messages) => messages.filter((m) => m.headers['event-id'] === plan.eventId));
+  const dead = await deadLettered(plan.eventId);
   expect(dead?.headers['dlq-reason']).toBe(
     'steps must not contain an at-sign (conversation topics are free of addresses)',
   );

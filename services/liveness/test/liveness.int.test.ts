@@ -4,8 +4,6 @@
  * without false flags, the rebuild, and the seed-003 silent drop reproduced with BullMQ.
  */
 import { randomUUID } from 'node:crypto';
-import { join } from 'node:path';
-import { createLogger } from '@outreach/shared';
 import {
   eventCodec,
   type ConversationClosed,
@@ -15,35 +13,26 @@ import {
   type OutreachEvent,
   type StepCompleted,
 } from '@outreach/contracts';
-import { readTopic, serviceTestEnv, waitFor, type ServiceTestEnv } from '@outreach/testkit';
+import { readTopic, waitFor, type ServiceTestEnv } from '@outreach/testkit';
 import { Queue, Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import type { FastifyInstance } from 'fastify';
-import pg from 'pg';
-import { afterEach, describe, expect, inject, it } from 'vitest';
-import { buildApp, migrationsDir } from '../src/app.js';
-import { ConfigSchema } from '../src/config.js';
-import { rebuildConversations } from '../src/workflow/rebuild.js';
+import { afterEach, describe, expect, it } from 'vitest';
+import { auth, livenessEnv, rebuildFromLog, sweepsDone } from './liveness-env.js';
 
-const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
-const auth = { authorization: 'Bearer test-token' };
-const entry = join(import.meta.dirname, '..', 'src', 'server.ts');
 const GRACE_INBOUND_MS = 2_000;
 const GRACE_OVERDUE_MS = 1_000;
 const REPLY_WINDOW_MS = 3_600_000;
 let t: ServiceTestEnv;
 afterEach(() => t?.cleanup());
 
-const env = () =>
-  serviceTestEnv({ name: 'liveness', configSchema: ConfigSchema, buildApp, migrationsDir, entry }, infra, {
-    env: {
-      GRACE_INBOUND_MS: String(GRACE_INBOUND_MS),
-      GRACE_OUTBOUND_MS: String(3_600_000),
-      GRACE_OVERDUE_MS: String(GRACE_OVERDUE_MS),
-      REPLY_WINDOW_MS: String(REPLY_WINDOW_MS),
-      SWEEP_INTERVAL_MS: '200',
-    },
-  });
+/** The service's default graces here: a short inbound grace and overdue grace, the rest an hour. */
+const LIVENESS_DEFAULTS = {
+  inboundMs: GRACE_INBOUND_MS,
+  outboundMs: 3_600_000,
+  overdueMs: GRACE_OVERDUE_MS,
+  replyWindowMs: REPLY_WINDOW_MS,
+};
 
 const envelope = (conversationId: string) => ({
   eventId: randomUUID(),
@@ -71,11 +60,6 @@ async function stalledRows(): Promise<Array<{ conversationId: string; reason: st
   );
 }
 
-async function sweepsDone(app: FastifyInstance): Promise<number> {
-  const body = (await app.inject({ url: '/metrics' })).body;
-  return Number(/^outreach_liveness_sweeps_total\{[^}]*\} (\d+)/m.exec(body)?.[1] ?? 0);
-}
-
 /** Waits until the sweeper has run `n` more times: "nothing more was flagged" needs sweeps to have happened. */
 async function afterSweeps(app: FastifyInstance, n: number): Promise<void> {
   const start = await sweepsDone(app);
@@ -87,7 +71,7 @@ async function afterSweeps(app: FastifyInstance, n: number): Promise<void> {
 
 describe('liveness projector', () => {
   it('flags an inbound message with no next step as no_next_step within grace + 2 s, once', async () => {
-    t = await env();
+    t = await livenessEnv(LIVENESS_DEFAULTS);
     const app = await t.startApp();
     await t.publish('conversationEvents', [received('camp:quiet')]);
     await waitFor(async () => (await stalledRows()).length === 1, {
@@ -112,7 +96,7 @@ describe('liveness projector', () => {
   });
 
   it('flags a scheduled step that never executes as next_step_overdue after its deadline plus grace', async () => {
-    t = await env();
+    t = await livenessEnv(LIVENESS_DEFAULTS);
     await t.startApp();
     const dueAt = Date.now() + 1_000;
     await t.publish('conversationEvents', [received('camp:late'), scheduled('camp:late', 'follow-up', dueAt)]);
@@ -129,7 +113,7 @@ describe('liveness projector', () => {
   });
 
   it('1,000 healthy conversations mixed with 50 planted stalls give exactly 50 flags, with two projector instances', async () => {
-    t = await env();
+    t = await livenessEnv(LIVENESS_DEFAULTS);
     const app = await t.startApp();
     // A second instance in the same group: it projects its share of partitions and sweeps too.
     await t.startApp();
@@ -165,7 +149,7 @@ describe('liveness projector', () => {
   });
 
   it('emits ConversationRecovered when a stalled conversation heals, and flags a later stall again', async () => {
-    t = await env();
+    t = await livenessEnv(LIVENESS_DEFAULTS);
     const app = await t.startApp();
     await t.publish('conversationEvents', [received('camp:heal')]);
     await waitFor(async () => (await stalledRows()).length === 1, { timeoutMs: 10_000, description: 'the first flag' });
@@ -186,7 +170,7 @@ describe('liveness projector', () => {
   });
 
   it('raises no false flag when an old event is redelivered after a restart', async () => {
-    t = await env();
+    t = await livenessEnv(LIVENESS_DEFAULTS);
     const app = await t.startApp();
     const message = received('camp:redelivered');
     await t.publish('conversationEvents', [message, scheduled('camp:redelivered', 'reply', Date.now() + 3_600_000)]);
@@ -213,7 +197,7 @@ describe('liveness projector', () => {
   });
 
   it('rebuilding from the log reproduces the live projection exactly', async () => {
-    t = await env();
+    t = await livenessEnv(LIVENESS_DEFAULTS);
     const app = await t.startApp();
     await app.inject({
       method: 'PUT',
@@ -233,30 +217,12 @@ describe('liveness projector', () => {
       timeoutMs: 20_000,
       description: 'all projected',
     });
-    const livePool = new pg.Pool({ connectionString: t.databaseUrl, options: `-c search_path=${t.schema}` });
-    try {
-      const result = await rebuildConversations({
-        kafka: t.kafka,
-        topics: [t.topic('conversationEvents'), t.topic('sendRecorded')],
-        databaseUrl: t.databaseUrl,
-        livePool,
-        migrationsDir,
-        defaults: {
-          inboundMs: GRACE_INBOUND_MS,
-          outboundMs: 3_600_000,
-          overdueMs: GRACE_OVERDUE_MS,
-          replyWindowMs: REPLY_WINDOW_MS,
-        },
-        logger: createLogger({ name: 'rebuild', level: 'silent' }),
-      });
-      expect(result).toMatchObject({ matches: true, conversations: 40, messages: events.length, differences: 0 });
-    } finally {
-      await livePool.end();
-    }
+    const result = await rebuildFromLog(t, LIVENESS_DEFAULTS);
+    expect(result).toMatchObject({ matches: true, conversations: 40, messages: events.length, differences: 0 });
   });
 
   it('seed 003: a job that reschedules itself under its own id is silently dropped by BullMQ, and this service flags the conversation', async () => {
-    t = await env();
+    t = await livenessEnv(LIVENESS_DEFAULTS);
     await t.startApp();
     // BullMQ wants a constructed client in native ESM; workers need maxRetriesPerRequest null.
     const connection = new Redis({ host: '127.0.0.1', port: 6379, maxRetriesPerRequest: null });

@@ -25,12 +25,12 @@ import {
 import { migrationsDir } from '../src/app.js';
 import {
   deadlines,
+  logOrder,
   project,
   stallDeadline,
   verdictAt,
   type ConversationInput,
   type Graces,
-  type TimedInput,
 } from '../src/domain/conversation.js';
 import { projectEvents } from '../src/workflow/projector.js';
 
@@ -137,17 +137,6 @@ const effective = (settings: GraceSettings): Graces => ({
   ...settings,
   replyWindowMs: settings.replyWindowMs ?? DEFAULTS.replyWindowMs,
 });
-
-/** The fold's event order: append time, then log position, then event id. */
-function logOrder(a: TimedInput, b: TimedInput): number {
-  if (a.at !== b.at) return a.at - b.at;
-  const [ta = '', pa = 0, oa = 0] = a.position ?? [];
-  const [tb = '', pb = 0, ob = 0] = b.position ?? [];
-  if (ta !== tb) return ta < tb ? -1 : 1;
-  if (pa !== pb) return pa - pb;
-  if (oa !== ob) return oa - ob;
-  return a.eventId < b.eventId ? -1 : a.eventId > b.eventId ? 1 : 0;
-}
 
 /** Where a send that names no conversation belongs: the earliest plan listing its step, else the default. */
 function expectedFiling(events: readonly ProjectedEvent[], send: ProjectedEvent): string {

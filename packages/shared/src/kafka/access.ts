@@ -7,6 +7,7 @@
  * KAFKA_STARTUP_TIMEOUT_MS, then the start stops too (exit 69): never a silent hang.
  */
 import type { Logger } from '../logger.js';
+import { TLS_TRUST_CODES, TLS_VALIDITY_CODES } from '../security/tls-errors.js';
 import { StartupError, type StartupFailure } from '../service/startup-error.js';
 import { createKafka } from './client.js';
 import { OAuthTokenError } from './oauth.js';
@@ -132,16 +133,6 @@ export async function checkKafkaAccess(options: KafkaAccessCheckOptions): Promis
   }
 }
 
-const TLS_TRUST = new Set([
-  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
-  'SELF_SIGNED_CERT_IN_CHAIN',
-  'DEPTH_ZERO_SELF_SIGNED_CERT',
-  'UNABLE_TO_GET_ISSUER_CERT',
-  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
-  'CERT_SIGNATURE_FAILURE',
-  'CERT_UNTRUSTED',
-]);
-const TLS_VALIDITY = new Set(['CERT_HAS_EXPIRED', 'CERT_NOT_YET_VALID']);
 const AUTHORIZATION = /^(TOPIC|GROUP|CLUSTER|TRANSACTIONAL_ID)_AUTHORIZATION_FAILED$/;
 
 /**
@@ -175,13 +166,13 @@ export function explainKafkaError(
         }`,
       };
     }
-    if (code && TLS_TRUST.has(code)) {
+    if (code && TLS_TRUST_CODES.has(code)) {
       return {
         failure: 'tls',
         message: `kafka: the broker's certificate is not signed by a CA we trust (${code}). Check KAFKA_SSL_CA_FILE${security.ssl === true ? ' (unset: the system trust store)' : ''}`,
       };
     }
-    if (code && TLS_VALIDITY.has(code)) {
+    if (code && TLS_VALIDITY_CODES.has(code)) {
       return { failure: 'tls', message: `kafka: the broker's certificate is not valid now (${code})` };
     }
     if (code === 'ERR_TLS_CERT_ALTNAME_INVALID') {

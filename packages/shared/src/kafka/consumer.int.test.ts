@@ -54,6 +54,22 @@ async function topicWithDlq(prefix: string, partitions = 3): Promise<string> {
   return topic;
 }
 
+/** A one-partition topic (and its DLQ) holding `count` StepCompleted events of one candidate, steps 0 on. */
+async function topicWithEvents(prefix: string, count: number, candidateKey: string) {
+  const topic = await topicWithDlq(prefix, 1);
+  const events = Array.from({ length: count }, (_, i) => stepCompleted(i, candidateKey));
+  await producer.send({
+    topic,
+    acks: -1,
+    messages: events.map((e) => ({ key: e.candidateKey, value: eventCodec.encode(e) })),
+  });
+  return { topic, events };
+}
+
+/** Waits (30 s at most) until the runner has handled or dead-lettered `count` events. */
+const settled = (runner: ConsumerRunner, count: number, description: string) =>
+  waitFor(() => runner.stats.handled + runner.stats.deadLettered >= count, { timeoutMs: 30_000, description });
+
 function start(
   topic: string,
   handler: EventBatchHandler,
@@ -149,13 +165,7 @@ describe('ConsumerRunner', () => {
   });
 
   it('retries a transient failure without skipping or committing, then handles every event once more', async () => {
-    const topic = await topicWithDlq('transient', 1);
-    const events = Array.from({ length: 50 }, (_, i) => stepCompleted(i, 'same-key'));
-    await producer.send({
-      topic,
-      acks: -1,
-      messages: events.map((e) => ({ key: e.candidateKey, value: eventCodec.encode(e) })),
-    });
+    const { topic, events } = await topicWithEvents('transient', 50, 'same-key');
 
     let failuresLeft = 5;
     const committed: string[] = [];
@@ -171,13 +181,7 @@ describe('ConsumerRunner', () => {
   });
 
   it('narrows a failing batch to the poison event, dead-letters it with the reason (addresses masked), and keeps order for the rest', async () => {
-    const topic = await topicWithDlq('poison', 1);
-    const events = Array.from({ length: 30 }, (_, i) => stepCompleted(i, 'k'));
-    await producer.send({
-      topic,
-      acks: -1,
-      messages: events.map((e) => ({ key: e.candidateKey, value: eventCodec.encode(e) })),
-    });
+    const { topic, events } = await topicWithEvents('poison', 30, 'k');
     const poison = events[17] as StepCompleted;
 
     const handled: string[] = [];
@@ -188,10 +192,7 @@ describe('ConsumerRunner', () => {
       handled.push(...batch.map((b) => (b.event as StepCompleted).stepId));
     });
     await runner.start();
-    await waitFor(() => runner.stats.handled + runner.stats.deadLettered >= 30, {
-      timeoutMs: 30_000,
-      description: '30 events',
-    });
+    await settled(runner, 30, '30 events');
 
     expect(handled).toEqual(events.filter((e) => e !== poison).map((e) => e.stepId));
     const [dead] = await readTopic(kafka, dlqTopicOf(topic), (m) => m.length >= 1);
@@ -202,36 +203,21 @@ describe('ConsumerRunner', () => {
   });
 
   it('dead-letters events the handler rejects as invalid, and commits past them', async () => {
-    const topic = await topicWithDlq('rejected', 1);
-    const events = Array.from({ length: 10 }, (_, i) => stepCompleted(i, 'k'));
-    await producer.send({
-      topic,
-      acks: -1,
-      messages: events.map((e) => ({ key: e.candidateKey, value: eventCodec.encode(e) })),
-    });
+    const { topic } = await topicWithEvents('rejected', 10, 'k');
     const runner = start(topic, async (batch) => ({
       rejected: batch
         .filter((b) => Number((b.event as StepCompleted).stepId) % 3 === 0)
         .map((b) => ({ offset: b.offset, reason: 'step divisible by three' })),
     }));
     await runner.start();
-    await waitFor(() => runner.stats.handled + runner.stats.deadLettered >= 10, {
-      timeoutMs: 30_000,
-      description: '10 events',
-    });
+    await settled(runner, 10, '10 events');
     expect(runner.stats.deadLettered).toBe(4);
     const dead = await readTopic(kafka, dlqTopicOf(topic), (m) => m.length >= 4);
     expect(dead.map((d) => d.headers['dlq-reason'])).toEqual(Array(4).fill('step divisible by three'));
   });
 
   it('caps transient retries: an event that always fails transiently goes to the DLQ as TRANSIENT_EXHAUSTED and the partition moves on', async () => {
-    const topic = await topicWithDlq('exhausted', 1);
-    const events = Array.from({ length: 10 }, (_, i) => stepCompleted(i, 'k'));
-    await producer.send({
-      topic,
-      acks: -1,
-      messages: events.map((e) => ({ key: e.candidateKey, value: eventCodec.encode(e) })),
-    });
+    const { topic, events } = await topicWithEvents('exhausted', 10, 'k');
     const stuck = events[3] as StepCompleted;
 
     const handled: string[] = [];
@@ -250,10 +236,7 @@ describe('ConsumerRunner', () => {
       { maxAttempts: 4 },
     );
     await runner.start();
-    await waitFor(() => runner.stats.handled + runner.stats.deadLettered >= 10, {
-      timeoutMs: 30_000,
-      description: '10 events handled or dead-lettered',
-    });
+    await settled(runner, 10, '10 events handled or dead-lettered');
     // The chunk: 4 attempts; then each event alone once, so the other nine pass, in order.
     expect(attempts).toBe(5);
     expect(handled).toEqual(events.filter((e) => e !== stuck).map((e) => e.stepId));

@@ -2,7 +2,7 @@ import { createServer, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ConfigError } from '../config.js';
-import { selfSignedCertificate } from '@outreach/testkit';
+import { readFromTable, selfSignedCertificate } from '@outreach/testkit';
 import { waitFor } from '../wait.js';
 import { explainKafkaError } from './access.js';
 import {
@@ -26,11 +26,7 @@ const files: Record<string, string> = {
   '/s/empty': '\n',
   '/s/token': 'opaque-token\n',
 };
-const readFile = (path: string) => {
-  const content = files[path];
-  if (content === undefined) throw Object.assign(new Error(`ENOENT ${path}`), { code: 'ENOENT' });
-  return content;
-};
+const readFile = readFromTable(files);
 const security = (env: Record<string, string>) => kafkaSecurityFromEnv(env, readFile);
 /** What the TLS options were made of (kafkajs gets a context built from them). */
 const material = (ssl: unknown) => {
@@ -39,6 +35,9 @@ const material = (ssl: unknown) => {
     (['ca', 'cert', 'key', 'passphrase'] as const).filter((k) => o[k] !== undefined).map((k) => [k, o[k]]),
   );
 };
+/** Environment fragments the cases build on: TLS with the test CA; OAUTHBEARER over TLS. */
+const TLS_WITH_CA = { KAFKA_SSL: 'true', KAFKA_SSL_CA_FILE: '/s/ca.pem' };
+const OAUTH = { KAFKA_SSL: 'true', KAFKA_SASL_MECHANISM: 'oauthbearer' };
 const configError = (env: Record<string, string>) => {
   try {
     security(env);
@@ -67,8 +66,7 @@ describe('Kafka security from the environment', () => {
 
   it('reads SCRAM credentials from files, with TLS and a CA, and never puts the password in the description', () => {
     const s = security({
-      KAFKA_SSL: 'true',
-      KAFKA_SSL_CA_FILE: '/s/ca.pem',
+      ...TLS_WITH_CA,
       KAFKA_SASL_MECHANISM: 'scram-sha-512',
       KAFKA_SASL_USERNAME_FILE: '/s/user',
       KAFKA_SASL_PASSWORD_FILE: '/s/password',
@@ -81,8 +79,7 @@ describe('Kafka security from the environment', () => {
 
   it('takes mutual TLS from a certificate and key, naming the principal by the CN', () => {
     const s = security({
-      KAFKA_SSL: 'true',
-      KAFKA_SSL_CA_FILE: '/s/ca.pem',
+      ...TLS_WITH_CA,
       KAFKA_SSL_CERT_FILE: '/s/client.pem',
       KAFKA_SSL_KEY_FILE: '/s/client.key',
     });
@@ -143,8 +140,7 @@ describe('Kafka security from the environment', () => {
 
   it('builds OAUTHBEARER providers: unsecured for tests, a token file, OIDC with extensions', async () => {
     const unsecured = security({
-      KAFKA_SSL: 'true',
-      KAFKA_SASL_MECHANISM: 'oauthbearer',
+      ...OAUTH,
       KAFKA_OAUTH_PROVIDER: 'unsecured',
       KAFKA_OAUTH_SUBJECT: 'sender',
     });
@@ -157,8 +153,7 @@ describe('Kafka security from the environment', () => {
     });
 
     const fromFile = security({
-      KAFKA_SSL: 'true',
-      KAFKA_SASL_MECHANISM: 'oauthbearer',
+      ...OAUTH,
       KAFKA_OAUTH_PROVIDER: 'token-file',
       KAFKA_OAUTH_TOKEN_FILE: '/s/token',
       KAFKA_OAUTH_EXTENSIONS: 'logicalCluster=lkc-1,identityPoolId=pool-2',
@@ -169,8 +164,7 @@ describe('Kafka security from the environment', () => {
     });
     expect(
       configError({
-        KAFKA_SSL: 'true',
-        KAFKA_SASL_MECHANISM: 'oauthbearer',
+        ...OAUTH,
         KAFKA_OAUTH_PROVIDER: 'token-file',
         KAFKA_OAUTH_TOKEN_FILE: '/s/none',
       }),
@@ -181,8 +175,7 @@ describe('Kafka security from the environment', () => {
 describe('unsecured JWS tokens', () => {
   it('are refused in production: an unsigned token names any principal it likes', () => {
     const env = {
-      KAFKA_SSL: 'true',
-      KAFKA_SASL_MECHANISM: 'oauthbearer',
+      ...OAUTH,
       KAFKA_OAUTH_PROVIDER: 'unsecured',
       KAFKA_OAUTH_SUBJECT: 'admin',
     };
@@ -270,8 +263,7 @@ describe('OIDC client credentials', () => {
     const disk: Record<string, string> = { '/id': 'sender\n', '/secret': 'old-secret\n' };
     const s = kafkaSecurityFromEnv(
       {
-        KAFKA_SSL: 'true',
-        KAFKA_SASL_MECHANISM: 'oauthbearer',
+        ...OAUTH,
         KAFKA_OAUTH_PROVIDER: 'oidc',
         KAFKA_OAUTH_TOKEN_ENDPOINT: endpoint.url,
         KAFKA_OAUTH_CLIENT_ID_FILE: '/id',
@@ -342,8 +334,7 @@ describe('OIDC client credentials', () => {
 
   it('refuses an endpoint in clear text (the client secret goes to it), except on this host', () => {
     const env = (endpoint: string) => ({
-      KAFKA_SSL: 'true',
-      KAFKA_SASL_MECHANISM: 'oauthbearer',
+      ...OAUTH,
       KAFKA_OAUTH_PROVIDER: 'oidc',
       KAFKA_OAUTH_TOKEN_ENDPOINT: endpoint,
       KAFKA_OAUTH_CLIENT_ID: 'sender',
@@ -405,8 +396,7 @@ describe('AWS MSK IAM (through AWS signer library)', () => {
 
 describe('explainKafkaError: refused credentials', () => {
   const oauth = kafkaSecurityFromEnv({
-    KAFKA_SSL: 'true',
-    KAFKA_SASL_MECHANISM: 'oauthbearer',
+    ...OAUTH,
     KAFKA_OAUTH_PROVIDER: 'unsecured',
     KAFKA_OAUTH_SUBJECT: 'sender',
   });
@@ -448,11 +438,7 @@ describe('credential files are read again for each new connection (rotation with
   function rotating(initial: Record<string, string>) {
     const disk: Record<string, string> = { ...initial };
     const problems: Array<[string, string]> = [];
-    const read = (path: string) => {
-      const content = disk[path];
-      if (content === undefined) throw Object.assign(new Error(`ENOENT ${path}`), { code: 'ENOENT' });
-      return content;
-    };
+    const read = readFromTable(disk);
     const make = (env: Record<string, string>) =>
       kafkaSecurityFromEnv(env, read, { onReloadProblem: (variable, reason) => problems.push([variable, reason]) });
     return { disk, problems, make };
@@ -594,8 +580,7 @@ describe('credential files are read again for each new connection (rotation with
     for (const extensions of ['auth=Bearer', 'a=x\u0001y', 'a=x\u0000', 'a=x\u007f', 'a=', 'a b=c', 'a=é']) {
       expect(() =>
         kafkaSecurityFromEnv({
-          KAFKA_SSL: 'true',
-          KAFKA_SASL_MECHANISM: 'oauthbearer',
+          ...OAUTH,
           KAFKA_OAUTH_PROVIDER: 'unsecured',
           KAFKA_OAUTH_SUBJECT: 's',
           KAFKA_OAUTH_EXTENSIONS: extensions,
@@ -604,8 +589,7 @@ describe('credential files are read again for each new connection (rotation with
     }
     expect(() =>
       kafkaSecurityFromEnv({
-        KAFKA_SSL: 'true',
-        KAFKA_SASL_MECHANISM: 'oauthbearer',
+        ...OAUTH,
         KAFKA_OAUTH_PROVIDER: 'unsecured',
         KAFKA_OAUTH_SUBJECT: 's',
         KAFKA_OAUTH_EXTENSIONS: 'logicalCluster=lkc-1,identityPoolId=pool-Ab12',
@@ -616,8 +600,7 @@ describe('credential files are read again for each new connection (rotation with
   it('a token file that cannot be read again keeps the token in hand, and says so once', async () => {
     const { disk, problems, make } = rotating({ '/token': 'token-1\n' });
     const s = make({
-      KAFKA_SSL: 'true',
-      KAFKA_SASL_MECHANISM: 'oauthbearer',
+      ...OAUTH,
       KAFKA_OAUTH_PROVIDER: 'token-file',
       KAFKA_OAUTH_TOKEN_FILE: '/token',
     });

@@ -22,7 +22,7 @@ import { uniqueName } from '@outreach/testkit';
 import { startProcess, type RunningProcess } from '@outreach/testkit';
 import { waitFor } from '../wait.js';
 import { registerOutboxMetrics } from '../metrics/outbox.js';
-import { enqueueEvents, OutboxRelay } from './outbox.js';
+import { enqueueEvents, OutboxRelay, type OutboxRelayOptions } from './outbox.js';
 
 const databaseUrl = inject('databaseUrl');
 const brokers = inject('kafkaBrokers');
@@ -97,6 +97,17 @@ async function limitedTopic(maxMessageBytes: number): Promise<string> {
 
 const unpublished = async (pool: IsolatedSchema['pool']) =>
   (await pool.query('SELECT count(*)::int AS n FROM outbox WHERE published_at IS NULL')).rows[0].n as number;
+
+/** A relay started in this process; stopped, and its producer disconnected, after the tests. */
+function startRelay(options: OutboxRelayOptions): OutboxRelay {
+  const relay = new OutboxRelay(options);
+  relay.start();
+  cleanups.push(async () => {
+    await relay.stop();
+    await options.producer.disconnect();
+  });
+  return relay;
+}
 
 /** The batch of the relay processes below: at most this many rows are in flight when one is killed. */
 const RELAY_BATCH_SIZE = 50;
@@ -180,7 +191,7 @@ describe('outbox', () => {
     );
 
     const producer = new EventProducer(kafka);
-    const relay = new OutboxRelay({
+    startRelay({
       databaseUrl,
       schema,
       producer,
@@ -188,11 +199,6 @@ describe('outbox', () => {
       metrics: registry,
       batchSize: 50,
       pollIntervalMs: 100,
-    });
-    relay.start();
-    cleanups.push(async () => {
-      await relay.stop();
-      await producer.disconnect();
     });
     await waitFor(
       async () =>
@@ -351,18 +357,13 @@ describe('outbox', () => {
     registerOutboxMetrics(registry, pool);
     const { log, lines } = capturingLogger();
     const producer = new EventProducer(kafka, { logger: log });
-    const relay = new OutboxRelay({
+    const relay = startRelay({
       databaseUrl,
       schema,
       producer,
       logger: log,
       metrics: registry,
       pollIntervalMs: 100,
-    });
-    relay.start();
-    cleanups.push(async () => {
-      await relay.stop();
-      await producer.disconnect();
     });
     await waitFor(async () => (await unpublished(pool)) === 0, {
       timeoutMs: 60_000,
@@ -423,12 +424,7 @@ describe('outbox', () => {
         [...small.slice(0, 6), tooBig, ...small.slice(6)].map((event) => ({ topic: name, event })),
       ),
     );
-    const relay = new OutboxRelay({ databaseUrl, schema, producer, logger, pollIntervalMs: 100 });
-    relay.start();
-    cleanups.push(async () => {
-      await relay.stop();
-      await producer.disconnect();
-    });
+    startRelay({ databaseUrl, schema, producer, logger, pollIntervalMs: 100 });
     await waitFor(async () => (await unpublished(pool)) === 0, {
       timeoutMs: 60_000,
       description: 'the outbox drained',

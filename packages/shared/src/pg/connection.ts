@@ -25,6 +25,7 @@ import type pg from 'pg';
 import { parse } from 'pg-connection-string';
 import { ConfigError } from '../config.js';
 import { readPemFile, readSecretFile, type Env, type ReadFile, readTextFile } from '../security/secrets.js';
+import { TLS_TRUST_CODES, TLS_VALIDITY_CODES } from '../security/tls-errors.js';
 
 export type SslMode = 'disable' | 'require' | 'verify-ca' | 'verify-full';
 
@@ -203,18 +204,6 @@ function parseUrl(connectionString: string): URL {
   }
 }
 
-const TLS_TRUST = new Set([
-  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
-  'SELF_SIGNED_CERT_IN_CHAIN',
-  'DEPTH_ZERO_SELF_SIGNED_CERT',
-  'UNABLE_TO_GET_ISSUER_CERT',
-  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
-  'CERT_SIGNATURE_FAILURE',
-  'CERT_UNTRUSTED',
-  'CERT_HAS_EXPIRED',
-  'CERT_NOT_YET_VALID',
-]);
-
 /**
  * A PostgreSQL failure at start, in words an operator can act on, when retrying cannot fix it
  * (credentials, certificates, rights, a missing database); undefined for the rest (the server not
@@ -244,7 +233,7 @@ export function explainPgError(
     default:
       break;
   }
-  if (code && TLS_TRUST.has(code)) {
+  if (code && (TLS_TRUST_CODES.has(code) || TLS_VALIDITY_CODES.has(code))) {
     return {
       failure: 'tls',
       message: `postgres: the server's certificate is not trusted (${code}); check DATABASE_SSL_CA_FILE (or sslrootcert)`,

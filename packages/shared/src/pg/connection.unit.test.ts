@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../config.js';
+import { readFromTable } from '@outreach/testkit';
 import {
   explainPgError,
   pgClientConfig,
@@ -14,11 +15,7 @@ const files: Record<string, string> = {
   '/s/client.key': '-----BEGIN PRIVATE KEY-----\nkey\n-----END PRIVATE KEY-----\n',
   '/s/password': 'rotated-pw\n',
 };
-const readFile = (path: string) => {
-  const content = files[path];
-  if (content === undefined) throw Object.assign(new Error('ENOENT'), { code: 'ENOENT' });
-  return content;
-};
+const readFile = readFromTable(files);
 const url = 'postgres://sender@db.internal:5432/outreach';
 const settings = (connectionString: string, env: Record<string, string> = {}) =>
   resolvePgSettings(connectionString, {

@@ -134,41 +134,31 @@ describe('token files', () => {
     const status = async (token: string) =>
       (await app.inject({ method: 'POST', url: '/v1/pause', headers: { authorization: `Bearer ${token}` } }))
         .statusCode;
+    const until = (condition: () => Promise<boolean> | boolean, description: string) =>
+      waitFor(condition, { timeoutMs: 5_000, description });
     try {
       expect(await status('old-operate')).toBe(200);
       // Rotation: both for a while, then only the new one.
       writeFileSync(file, 'old-operate\nnew-operate\n');
-      await waitFor(async () => (await status('new-operate')) === 200, {
-        timeoutMs: 5_000,
-        description: 'the new token',
-      });
+      await until(async () => (await status('new-operate')) === 200, 'the new token');
       expect(await status('old-operate')).toBe(200);
       writeFileSync(file, 'new-operate\n');
-      await waitFor(async () => (await status('old-operate')) === 401, {
-        timeoutMs: 5_000,
-        description: 'the old token revoked',
-      });
+      await until(async () => (await status('old-operate')) === 401, 'the old token revoked');
       // A file that vanishes keeps the tokens in hand instead of locking everyone out.
       rmSync(file);
-      await waitFor(() => warnings.some((w) => w.includes('could not be read again')), {
-        timeoutMs: 5_000,
-        description: 'a reload of the missing file',
-      });
+      await until(() => warnings.some((w) => w.includes('could not be read again')), 'a reload of the missing file');
       expect(await status('new-operate')).toBe(200);
       // An emptied file (a rotation whose new value was never filled in) keeps them too.
       warnings.length = 0;
       writeFileSync(file, '\n');
-      await waitFor(() => warnings.some((w) => w.includes('could not be read again') && w.includes('is empty')), {
-        timeoutMs: 5_000,
-        description: 'a reload of the emptied file',
-      });
+      await until(
+        () => warnings.some((w) => w.includes('could not be read again') && w.includes('is empty')),
+        'a reload of the emptied file',
+      );
       expect(await status('new-operate')).toBe(200);
       // Revoking every token is said in words: a file of comments only.
       writeFileSync(file, '# none: revoked, incident 42\n');
-      await waitFor(async () => (await status('new-operate')) === 401, {
-        timeoutMs: 5_000,
-        description: 'every token revoked',
-      });
+      await until(async () => (await status('new-operate')) === 401, 'every token revoked');
     } finally {
       await app.close();
       rmSync(dir, { recursive: true, force: true });

@@ -115,6 +115,50 @@ async function tcpProxy(targetPort: number, targetHost = '127.0.0.1') {
   };
 }
 
+/** The first `/health/live` answer that is a 503, within `timeoutMs`. */
+const unhealthy = (target: FastifyInstance, timeoutMs: number) =>
+  waitFor(
+    async () => {
+      const result = await probe(target, '/health/live');
+      return result.status === 503 ? result : undefined;
+    },
+    { timeoutMs, description: '/health/live to answer 503' },
+  );
+
+/** Waits (10 s at most) until `/health/live` answers 200 again and `and` holds. */
+const aliveAgain = (target: FastifyInstance, and: () => boolean, description: string) =>
+  waitFor(async () => (await probe(target, '/health/live')).status === 200 && and(), {
+    timeoutMs: 10_000,
+    description,
+  });
+
+/** A TCP proxy in front of PostgreSQL (closed after the tests) and the database URL through it. */
+async function proxiedDatabase() {
+  const proxy = await tcpProxy(Number(new URL(databaseUrl).port || 5432), new URL(databaseUrl).hostname);
+  cleanups.push(() => proxy.close());
+  const viaProxy = new URL(databaseUrl);
+  viaProxy.port = String(proxy.port);
+  return { proxy, url: viaProxy.toString() };
+}
+
+/**
+ * An outbox schema, a fresh one-partition topic and an app whose outbox relay (polling every 50 ms,
+ * on `databaseUrl` unless another is given) is active.
+ */
+async function relayOnApp(
+  prefix: string,
+  options: { databaseUrl?: string; queryTimeoutMs?: number; stallAfterMs?: number },
+) {
+  const schema = await outboxSchema();
+  const topic = uniqueName(prefix);
+  await createTopicsSettled(admin, [{ topic, numPartitions: 1 }]);
+  const target = await app({ postgres: schema, kafka: true });
+  const relay = registerOutboxRelay(target, { databaseUrl, schema: schema.schema, pollIntervalMs: 50, ...options });
+  await target.ready();
+  await waitFor(() => relay.active, { timeoutMs: 10_000, description: 'the relay active' });
+  return { schema, topic, target, relay };
+}
+
 describe('health', () => {
   it('liveness and readiness fail when kafkajs crashes a consumer and will not restart it', async () => {
     const topic = uniqueName('health_crash');
@@ -133,13 +177,7 @@ describe('health', () => {
       handler: async () => undefined,
     });
     await target.ready();
-    const live = await waitFor(
-      async () => {
-        const result = await probe(target, '/health/live');
-        return result.status === 503 ? result : undefined;
-      },
-      { timeoutMs: 30_000, description: '/health/live to answer 503' },
-    );
+    const live = await unhealthy(target, 30_000);
     expect(live.body.checks?.[`consumer:${groupId}`]).toMatch(/crashed and will not restart: .*session timeout/i);
     expect(runner.stats.crashes).toBeGreaterThanOrEqual(1);
     const ready = await probe(target, '/health/ready');
@@ -191,83 +229,41 @@ describe('health', () => {
     );
     await target.ready();
     expect((await probe(target, '/health/live')).status).toBe(200);
-    const live = await waitFor(
-      async () => {
-        const result = await probe(target, '/health/live');
-        return result.status === 503 ? result : undefined;
-      },
-      { timeoutMs: 10_000, description: '/health/live to answer 503' },
-    );
+    const live = await unhealthy(target, 10_000);
     expect(live.body.checks?.['task:locked sweep']).toMatch(/a run has been going for \d+ s/);
     expect(runs).toBe(1);
 
     await holder.query('SELECT pg_advisory_unlock($1)', [key]);
-    await waitFor(async () => (await probe(target, '/health/live')).status === 200 && runs >= 3, {
-      timeoutMs: 10_000,
-      description: 'alive again, and running',
-    });
+    await aliveAgain(target, () => runs >= 3, 'alive again, and running');
   });
 
   it('liveness fails while the outbox relay is stuck on a connection that stopped answering, and recovers when it answers', async () => {
-    const schema = await outboxSchema();
-    const topic = uniqueName('health_relay');
-    await createTopicsSettled(admin, [{ topic, numPartitions: 1 }]);
-    const pgPort = Number(new URL(databaseUrl).port || 5432);
-    const proxy = await tcpProxy(pgPort, new URL(databaseUrl).hostname);
-    cleanups.push(() => proxy.close());
-    const viaProxy = new URL(databaseUrl);
-    viaProxy.port = String(proxy.port);
-
-    const target = await app({ postgres: schema, kafka: true });
-    const relay = registerOutboxRelay(target, {
-      databaseUrl: viaProxy.toString(),
-      schema: schema.schema,
-      pollIntervalMs: 50,
+    const { proxy, url } = await proxiedDatabase();
+    const { schema, topic, target, relay } = await relayOnApp('health_relay', {
+      databaseUrl: url,
       // The query timeout (the relay's own cure) is longer than the watchdog here, to see the watchdog.
       queryTimeoutMs: 60_000,
       stallAfterMs: 1_500,
     });
-    await target.ready();
-    await waitFor(() => relay.active, { timeoutMs: 10_000, description: 'the relay active' });
     await enqueueEvents(schema.pool, [{ topic, event: stepCompleted(1) }]);
     await waitFor(() => relay.stats.published >= 1, { timeoutMs: 10_000, description: 'the first event published' });
     expect((await probe(target, '/health/live')).status).toBe(200);
 
     proxy.freeze();
-    const live = await waitFor(
-      async () => {
-        const result = await probe(target, '/health/live');
-        return result.status === 503 ? result : undefined;
-      },
-      { timeoutMs: 10_000, description: '/health/live to answer 503' },
-    );
+    const live = await unhealthy(target, 10_000);
     expect(live.body.checks?.['outbox-relay']).toMatch(/outbox relay stalled: no progress for \d+ s/);
 
     proxy.thaw();
     await enqueueEvents(schema.pool, [{ topic, event: stepCompleted(2) }]);
-    await waitFor(async () => (await probe(target, '/health/live')).status === 200 && relay.stats.published >= 2, {
-      timeoutMs: 10_000,
-      description: 'alive again, and publishing',
-    });
+    await aliveAgain(target, () => relay.stats.published >= 2, 'alive again, and publishing');
   });
 
   it('a relay whose connection goes silent gives it up after its query timeout and reconnects on its own', async () => {
-    const schema = await outboxSchema();
-    const topic = uniqueName('health_silent');
-    await createTopicsSettled(admin, [{ topic, numPartitions: 1 }]);
-    const proxy = await tcpProxy(Number(new URL(databaseUrl).port || 5432), new URL(databaseUrl).hostname);
-    cleanups.push(() => proxy.close());
-    const viaProxy = new URL(databaseUrl);
-    viaProxy.port = String(proxy.port);
-    const target = await app({ postgres: schema, kafka: true });
-    const relay = registerOutboxRelay(target, {
-      databaseUrl: viaProxy.toString(),
-      schema: schema.schema,
-      pollIntervalMs: 50,
+    const { proxy, url } = await proxiedDatabase();
+    const { schema, topic, target, relay } = await relayOnApp('health_silent', {
+      databaseUrl: url,
       queryTimeoutMs: 1_000,
     });
-    await target.ready();
-    await waitFor(() => relay.active, { timeoutMs: 10_000, description: 'the relay active' });
 
     // The open connection never answers again (no RST, no FIN); new ones work.
     proxy.blackholeExisting();
@@ -280,18 +276,7 @@ describe('health', () => {
   });
 
   it('a relay whose connection is killed reconnects and keeps publishing, and stays alive throughout', async () => {
-    const schema = await outboxSchema();
-    const topic = uniqueName('health_kill');
-    await createTopicsSettled(admin, [{ topic, numPartitions: 1 }]);
-    const target = await app({ postgres: schema, kafka: true });
-    const relay = registerOutboxRelay(target, {
-      databaseUrl,
-      schema: schema.schema,
-      pollIntervalMs: 50,
-      stallAfterMs: 1_500,
-    });
-    await target.ready();
-    await waitFor(() => relay.active, { timeoutMs: 10_000, description: 'the relay active' });
+    const { schema, topic, target, relay } = await relayOnApp('health_kill', { stallAfterMs: 1_500 });
     const backend = async () =>
       (
         await schema.pool.query<{ pid: number }>(

@@ -75,6 +75,10 @@ async function app(options: { apiTokens?: ScopedTokens; rateLimit?: { max: numbe
   return instance;
 }
 
+/** POSTs a thing with a token that has every scope. */
+const postThing = (http: Awaited<ReturnType<typeof app>>, payload: object) =>
+  http.inject({ method: 'POST', url: '/v1/things', payload, headers: bearer('all-scopes') });
+
 describe('access control', () => {
   it('refuses to register a route that declares no scope, so a new route cannot be forgotten', async () => {
     const instance = await buildHttpApp({ name: 'probe', logger });
@@ -197,12 +201,7 @@ describe('buildHttpApp', () => {
   it('answers bad input with a 400 and a reason, coded errors with their status, and hides 5xx internals', async () => {
     const http = await app();
     const auth = bearer('all-scopes');
-    const invalid = await http.inject({
-      method: 'POST',
-      url: '/v1/things',
-      payload: { name: '', count: 1 },
-      headers: auth,
-    });
+    const invalid = await postThing(http, { name: '', count: 1 });
     expect(invalid.statusCode).toBe(400);
     expect(invalid.json()).toMatchObject({ error: 'BAD_REQUEST', message: expect.stringMatching(/name/) });
     expect((await http.inject({ method: 'GET', url: '/v1/missing', headers: auth })).json()).toEqual({
@@ -252,12 +251,7 @@ describe('buildHttpApp', () => {
   it('refuses NUL characters and infinite numbers anywhere, bodies over the limit, and replaces an unusable correlation id', async () => {
     const http = await app();
     const auth = bearer('all-scopes');
-    const nul = await http.inject({
-      method: 'POST',
-      url: '/v1/things',
-      payload: { name: 'a\u0000', count: 1 },
-      headers: auth,
-    });
+    const nul = await postThing(http, { name: 'a\u0000', count: 1 });
     expect(nul.statusCode).toBe(400);
     expect(nul.json().message).toMatch(/body\/name contains a NUL/);
     const inPath = await http.inject({ method: 'PUT', url: '/v1/suppressions/a%00@example.com', headers: auth });

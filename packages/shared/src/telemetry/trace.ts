@@ -152,6 +152,31 @@ const messagingAttributes = (topic: string, eventId: string, eventType: string):
 });
 
 /**
+ * The `<operation> <topic>` span of one message under `parent`: PRODUCER for a send, CONSUMER for a
+ * process, with the messaging attributes and then `attributes`.
+ */
+function startMessagingSpan(
+  operation: 'send' | 'process',
+  message: { readonly topic: string; readonly eventId: string; readonly eventType: string },
+  parent: Context,
+  attributes: Attributes,
+): Span {
+  return getTracer().startSpan(
+    `${operation} ${message.topic}`,
+    {
+      kind: operation === 'send' ? SpanKind.PRODUCER : SpanKind.CONSUMER,
+      attributes: {
+        ...messagingAttributes(message.topic, message.eventId, message.eventType),
+        'messaging.operation.name': operation,
+        'messaging.operation.type': operation,
+        ...attributes,
+      },
+    },
+    parent,
+  );
+}
+
+/**
  * Starts the `send <topic>` span of one record under `parent` and writes its context into `headers`
  * (replacing any traceparent/tracestate there). End it with `endSpans` once the broker has the record.
  */
@@ -160,19 +185,7 @@ export function startSendSpan(
   parent: Context,
   attributes: Attributes = {},
 ): Span {
-  const span = getTracer().startSpan(
-    `send ${record.topic}`,
-    {
-      kind: SpanKind.PRODUCER,
-      attributes: {
-        ...messagingAttributes(record.topic, record.eventId, record.eventType),
-        'messaging.operation.name': 'send',
-        'messaging.operation.type': 'send',
-        ...attributes,
-      },
-    },
-    parent,
-  );
+  const span = startMessagingSpan('send', record, parent, attributes);
   delete record.headers.traceparent;
   delete record.headers.tracestate;
   w3c.inject(trace.setSpan(parent, span), record.headers, defaultTextMapSetter);
@@ -215,21 +228,11 @@ export interface ChunkTrace {
 export function startChunkTrace(events: readonly ConsumedForTrace[], groupId: string): ChunkTrace {
   const started = events.map((event) => {
     const parent = remoteContext(event.headers.traceparent, event.headers.tracestate) ?? ROOT_CONTEXT;
-    const span = getTracer().startSpan(
-      `process ${event.topic}`,
-      {
-        kind: SpanKind.CONSUMER,
-        attributes: {
-          ...messagingAttributes(event.topic, event.eventId, event.eventType),
-          'messaging.operation.name': 'process',
-          'messaging.operation.type': 'process',
-          'messaging.consumer.group.name': groupId,
-          'messaging.destination.partition.id': String(event.partition),
-          'messaging.kafka.offset': Number(event.offset),
-        },
-      },
-      parent,
-    );
+    const span = startMessagingSpan('process', event, parent, {
+      'messaging.consumer.group.name': groupId,
+      'messaging.destination.partition.id': String(event.partition),
+      'messaging.kafka.offset': Number(event.offset),
+    });
     const ctx = trace.setSpan(parent, span);
     handling.set(event.eventId, ctx);
     return { event, span, ctx };

@@ -18,6 +18,7 @@ import {
   assignmentKeyOf,
   claimsMembership,
   contaminationEvent,
+  type AssigningExperiment,
   type AssignmentCommand,
   type AssignmentEvent,
   type AssignmentKey,
@@ -29,14 +30,21 @@ import { contaminatedSql } from './contamination-sql.js';
 
 export type { ExperimentStatus };
 
-export interface Experiment {
-  readonly experimentId: string;
-  readonly salt: string;
-  readonly status: ExperimentStatus;
-  readonly exclusionGroup: string | null;
-  readonly variants: readonly Variant[];
-  /** The period of `variants`' weights: read with them in one statement, stored on each assignment. */
-  readonly weightsPeriod: number;
+/** The first four unnest arrays of an exposure_events INSERT: event id, experiment, candidate, variant. */
+const exposureKeyColumns = (
+  rows: readonly { eventId: string; experimentId: string; candidateKey: string; variant: string }[],
+) => [
+  rows.map((e) => e.eventId),
+  rows.map((e) => e.experimentId),
+  rows.map((e) => e.candidateKey),
+  rows.map((e) => e.variant),
+];
+
+/**
+ * A stored experiment: what assigning reads (its `weightsPeriod` read with `variants` in one
+ * statement, and stored on each assignment), and when it was created and last changed.
+ */
+export interface Experiment extends AssigningExperiment {
   readonly createdAt: Date;
   readonly updatedAt: Date;
 }
@@ -89,6 +97,14 @@ export type Assignment =
       readonly created: boolean;
     }
   | { readonly enrolled: false; readonly experimentId: string; readonly candidateKey: string; readonly reason: string };
+
+/** An enrolled candidate's assignment, from its variant and the epoch milliseconds it was assigned at. */
+const enrolledAssignment = (
+  experimentId: string,
+  candidateKey: string,
+  { variant, assignedAt }: { readonly variant: string; readonly assignedAt: number },
+  created: boolean,
+): Assignment => ({ enrolled: true, experimentId, candidateKey, variant, assignedAt: new Date(assignedAt), created });
 
 export interface Exposure {
   readonly eventId: string;
@@ -334,15 +350,7 @@ export class ExperimentsRepository {
         if (event.type === 'VariantAssigned') assigned.push(event);
       }
       if (events.length === 0 && before.assigned !== null) {
-        const { variant, assignedAt } = before.assigned;
-        results.push({
-          enrolled: true,
-          experimentId,
-          candidateKey,
-          variant,
-          assignedAt: new Date(assignedAt),
-          created: false,
-        });
+        results.push(enrolledAssignment(experimentId, candidateKey, before.assigned, false));
       }
     }
     if (assigned.length === 0) return results;
@@ -365,17 +373,7 @@ export class ExperimentsRepository {
     const racedKeys = assigned.filter((a) => !created.has(a.event.candidateKey)).map((a) => a.event.candidateKey);
     // Rows a racing transaction inserted first: read them back, they are the truth.
     const raced = racedKeys.length === 0 ? new Map() : await this.assignments(experimentId, racedKeys, client);
-    for (const { event } of landed) {
-      const { candidateKey, variant, assignedAt } = event;
-      results.push({
-        enrolled: true,
-        experimentId,
-        candidateKey,
-        variant,
-        assignedAt: new Date(assignedAt),
-        created: true,
-      });
-    }
+    for (const { event } of landed) results.push(enrolledAssignment(experimentId, event.candidateKey, event, true));
     for (const row of raced.values()) results.push({ enrolled: true, experimentId, ...row, created: false });
     await enqueueEvents(
       client,
@@ -396,14 +394,7 @@ export class ExperimentsRepository {
          SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::uuid[], $6::timestamptz[])
          ON CONFLICT (event_id) DO NOTHING
          RETURNING experiment_id AS "experimentId", candidate_key AS "candidateKey"`,
-        [
-          exposures.map((e) => e.eventId),
-          exposures.map((e) => e.experimentId),
-          exposures.map((e) => e.candidateKey),
-          exposures.map((e) => e.variant),
-          exposures.map((e) => e.sendId),
-          exposures.map((e) => e.recordedAt),
-        ],
+        [...exposureKeyColumns(exposures), exposures.map((e) => e.sendId), exposures.map((e) => e.recordedAt)],
       );
       const rows = await this.detectContaminations(client, inserted.rows);
       const events = rows.map((row) => {
@@ -486,15 +477,7 @@ export class ExperimentsRepository {
              AS u(id, x, c, v, t, o)
            ON CONFLICT (event_id) DO NOTHING
            RETURNING experiment_id AS "experimentId", candidate_key AS "candidateKey"`,
-          [
-            batch.map((e) => e.eventId),
-            batch.map((e) => e.experimentId),
-            batch.map((e) => e.candidateKey),
-            batch.map((e) => e.variant),
-            batch.map((e) => e.exposedAt),
-            batch.map((e) => e.origin),
-            file.importId,
-          ],
+          [...exposureKeyColumns(batch), batch.map((e) => e.exposedAt), batch.map((e) => e.origin), file.importId],
         );
         touched.push(...inserted.rows);
       }

@@ -28,16 +28,20 @@ const at = (time: number, input: ConversationInput): TimedInput => ({
   input,
 });
 const stored = (event: TimedInput): ConversationChange => ({ type: 'ConversationEventStored', event });
-const flagged = (reason: ConversationStalled['reason'], since: number, detectedAt: number): ConversationStalled => ({
-  type: 'ConversationStalled',
-  eventId: uuidV5('conversation-stalled', 'conv-1', 'n'),
-  occurredAt: detectedAt,
+/** The envelope and ids of an event the sweep writes about conv-1 on its own (no cause). */
+const ofSweep = (eventId: string, occurredAt: number) => ({
+  eventId,
+  occurredAt,
   producer: 'liveness',
   correlationId: 'conv-1',
   causationId: null,
   conversationId: 'conv-1',
   campaignId: 'camp',
   candidateKey: 'cand',
+});
+const flagged = (reason: ConversationStalled['reason'], since: number, detectedAt: number): ConversationStalled => ({
+  type: 'ConversationStalled',
+  ...ofSweep(uuidV5('conversation-stalled', 'conv-1', 'n'), detectedAt),
   reason,
   since,
   detectedAt,
@@ -183,14 +187,7 @@ describe('the Conversation decider', () => {
 
 function recoveredFields(now: number) {
   return {
-    eventId: uuidV5('conversation-recovered', 'conv-1', '1'),
-    occurredAt: now,
-    producer: 'liveness',
-    correlationId: 'conv-1',
-    causationId: null,
-    conversationId: 'conv-1',
-    campaignId: 'camp',
-    candidateKey: 'cand',
+    ...ofSweep(uuidV5('conversation-recovered', 'conv-1', '1'), now),
     reason: 'no_next_step' as const,
     recoveredAt: now,
   };

@@ -57,7 +57,8 @@ export interface TimedInput {
   readonly input: ConversationInput;
 }
 
-function compare(a: TimedInput, b: TimedInput): number {
+/** The fold's event order: append time, then log position, then event id. */
+export function logOrder(a: TimedInput, b: TimedInput): number {
   if (a.at !== b.at) return a.at - b.at;
   const [ta = '', pa = 0, oa = 0] = a.position ?? [];
   const [tb = '', pb = 0, ob = 0] = b.position ?? [];
@@ -247,7 +248,7 @@ export function evolve(state: ConversationState, { at, input }: TimedInput): Con
 
 /** Folds events in event-time order, ties by log position: the result never depends on arrival order. */
 export function project(events: readonly TimedInput[]): ConversationState {
-  return [...events].sort(compare).reduce(evolve, initialState);
+  return [...events].sort(logOrder).reduce(evolve, initialState);
 }
 
 export interface Graces {
