@@ -13,6 +13,7 @@ COPY package.json package-lock.json ./
 COPY packages/contracts/package.json packages/contracts/
 COPY packages/shared/package.json packages/shared/
 COPY packages/testkit/package.json packages/testkit/
+COPY packages/ops/package.json packages/ops/
 COPY services/planner/package.json services/planner/
 COPY services/sender/package.json services/sender/
 COPY services/experiment/package.json services/experiment/
@@ -21,6 +22,7 @@ RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.base.json tsconfig.json ./
 COPY packages/contracts packages/contracts
 COPY packages/shared packages/shared
+COPY packages/ops packages/ops
 COPY services services
 RUN npm run build && npm prune --omit=dev --ignore-scripts --no-audit --no-fund
 
@@ -37,6 +39,8 @@ COPY --from=build /app/packages/contracts/dist packages/contracts/dist
 COPY --from=build /app/packages/shared/package.json packages/shared/
 COPY --from=build /app/packages/shared/dist packages/shared/dist
 COPY --from=build /app/packages/shared/migrations packages/shared/migrations
+COPY --from=build /app/packages/ops/package.json packages/ops/
+COPY --from=build /app/packages/ops/dist packages/ops/dist
 COPY --from=build /app/services/planner/package.json services/planner/
 COPY --from=build /app/services/planner/dist services/planner/dist
 COPY --from=build /app/services/planner/migrations services/planner/migrations

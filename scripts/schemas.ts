@@ -4,7 +4,7 @@
  *                          schemas/README.md (the data teams' reference)
  * npm run schemas:check  every schema must read data written by its older versions (history/ and main),
  *                        and every older version must read data the current one writes (FULL, ADR 011)
- * npm run schemas:register  puts them in the schema registry (packages/shared/src/cli/schemas-register.ts)
+ * npm run schemas:register  puts them in the schema registry (packages/ops/src/cli/schemas-register.ts)
  *
  * SCHEMAS_DIR overrides the directory (tests use it); SCHEMAS_GIT_REF the branch compared against.
  */

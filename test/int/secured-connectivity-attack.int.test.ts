@@ -52,7 +52,7 @@ describe.skipIf(!infra)('secured connectivity: attacks', () => {
   });
 
   it('topics:ensure with no ACL for its topics exits 78 naming TOPIC_AUTHORIZATION_FAILED', () => {
-    const run = spawnSync(process.execPath, [...tsx, 'packages/shared/src/cli/topics.ts'], {
+    const run = spawnSync(process.execPath, [...tsx, 'packages/ops/src/cli/topics.ts'], {
       cwd: root,
       encoding: 'utf8',
       timeout: 60_000,

@@ -146,7 +146,7 @@ describe.skipIf(!infra)('secured PostgreSQL', () => {
             '--conditions=source',
             '--import',
             join(root, 'node_modules/tsx/dist/loader.mjs'),
-            'packages/shared/src/cli/db-roles.ts',
+            'packages/ops/src/cli/db-roles.ts',
             '--role-prefix',
             db.rolePrefix,
             '--migrator',

@@ -162,7 +162,7 @@ describe.skipIf(!infra)('a service on the secured stack', () => {
 
     it('topics:ensure with a wrong password, and as topics-admin with the right one', () => {
       const run = (env: Record<string, string>) =>
-        spawnSync(process.execPath, [...tsx, 'packages/shared/src/cli/topics.ts'], {
+        spawnSync(process.execPath, [...tsx, 'packages/ops/src/cli/topics.ts'], {
           cwd: root,
           env: { PATH: process.env.PATH, TOPIC_PREFIX: kafka.topicPrefix, TOPIC_PARTITIONS: '1', ...env },
           encoding: 'utf8',

@@ -13,7 +13,7 @@ const run = (env: NodeJS.ProcessEnv) =>
       '--conditions=source',
       '--import',
       join(root, 'node_modules/tsx/dist/loader.mjs'),
-      'packages/shared/src/cli/topics.ts',
+      'packages/ops/src/cli/topics.ts',
     ],
     { cwd: root, env: { PATH: process.env.PATH, ...env }, encoding: 'utf8' },
   );

@@ -58,6 +58,7 @@ export {
 } from './pg/connection.js';
 export {
   databaseRolesSql,
+  ROLE_NAME,
   ensureDatabaseRoles,
   grantRuntimeAccess,
   runtimeGrantsSql,

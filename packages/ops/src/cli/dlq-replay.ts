@@ -8,12 +8,12 @@
  * how many it replayed and skipped, as JSON. Run `--dry-run` first: it changes nothing.
  */
 import { parseArgs } from 'node:util';
-import { brokerList } from '../config.js';
-import { createKafka } from '../kafka/client.js';
-import { replayDeadLetters } from '../kafka/dlq-replay.js';
-import { kafkaSecurityFromEnv, type KafkaSecurity } from '../kafka/security.js';
+import { brokerList } from '@outreach/shared';
+import { createKafka } from '@outreach/shared';
+import { replayDeadLetters } from '@outreach/shared';
+import { kafkaSecurityFromEnv, type KafkaSecurity } from '@outreach/shared';
 import { exitOnKafkaFailure } from './kafka-failure.js';
-import { dlqTopicOf, listTopicsSettled } from '../kafka/topics.js';
+import { dlqTopicOf, listTopicsSettled } from '@outreach/shared';
 
 const { values } = parseArgs({
   options: {

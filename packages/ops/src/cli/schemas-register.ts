@@ -12,8 +12,8 @@
  */
 import { Type } from '@sinclair/typebox';
 import { envSchema } from 'env-schema';
-import { readRegistryAuth, SchemaRegistryClient, SchemaRegistryError } from '../registry/client.js';
-import { registerSchemas, SchemaRegistrationError, SUBJECT_COMPATIBILITY } from '../registry/register.js';
+import { readRegistryAuth, SchemaRegistryClient, SchemaRegistryError } from '@outreach/shared';
+import { registerSchemas, SchemaRegistrationError, SUBJECT_COMPATIBILITY } from '@outreach/shared';
 
 const Env = Type.Object({
   SCHEMA_REGISTRY_URL: Type.String({ default: '', pattern: '^(https?://.+)?$' }),

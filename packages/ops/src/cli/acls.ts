@@ -10,9 +10,9 @@
  * variables of a principal allowed to alter ACLs); creating an existing ACL changes nothing.
  */
 import { parseArgs } from 'node:util';
-import { brokerList } from '../config.js';
-import { explainKafkaError } from '../kafka/access.js';
-import { applyKafkaAcls } from '../kafka/acls-admin.js';
+import { brokerList } from '@outreach/shared';
+import { explainKafkaError } from '@outreach/shared';
+import { applyKafkaAcls } from '@outreach/shared';
 import {
   isKafkaRole,
   kafkaAcls,
@@ -20,9 +20,9 @@ import {
   renderKafkaAclsCommands,
   renderStrimziKafkaUsers,
   type KafkaRoleName,
-} from '../kafka/acls.js';
-import { createKafka } from '../kafka/client.js';
-import { kafkaSecurityFromEnv } from '../kafka/security.js';
+} from '@outreach/shared';
+import { createKafka } from '@outreach/shared';
+import { kafkaSecurityFromEnv } from '@outreach/shared';
 
 function fail(message: string, code: number): never {
   process.stderr.write(`acls: ${message}\n`);

@@ -15,10 +15,10 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
-import { ConfigError } from '../config.js';
-import { explainPgError, pgClientConfig } from '../pg/connection.js';
-import { databaseRolesSql, ensureDatabaseRoles, ROLE_NAME, type DatabaseRolesPlan } from '../pg/roles.js';
-import { readSecretFile } from '../security/secrets.js';
+import { ConfigError } from '@outreach/shared';
+import { explainPgError, pgClientConfig } from '@outreach/shared';
+import { databaseRolesSql, ensureDatabaseRoles, ROLE_NAME, type DatabaseRolesPlan } from '@outreach/shared';
+import { readSecretFile } from '@outreach/shared';
 
 const SERVICES = ['planner', 'sender', 'experiment', 'liveness'];
 

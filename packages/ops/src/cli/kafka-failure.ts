@@ -1,6 +1,6 @@
-import { ConfigError } from '../config.js';
-import { explainKafkaError } from '../kafka/access.js';
-import type { KafkaSecurity } from '../kafka/security.js';
+import { ConfigError } from '@outreach/shared';
+import { explainKafkaError } from '@outreach/shared';
+import type { KafkaSecurity } from '@outreach/shared';
 
 /**
  * How a Kafka command ends when the brokers refuse it: one line naming the cause (never a secret)

@@ -9,10 +9,10 @@
  */
 import { Type } from '@sinclair/typebox';
 import { envSchema } from 'env-schema';
-import { brokerList } from '../config.js';
-import { createKafka } from '../kafka/client.js';
-import { kafkaSecurityFromEnv, type KafkaSecurity } from '../kafka/security.js';
-import { ensureTopics } from '../kafka/topics.js';
+import { brokerList } from '@outreach/shared';
+import { createKafka } from '@outreach/shared';
+import { kafkaSecurityFromEnv, type KafkaSecurity } from '@outreach/shared';
+import { ensureTopics } from '@outreach/shared';
 import { exitOnKafkaFailure } from './kafka-failure.js';
 
 const Env = Type.Object({

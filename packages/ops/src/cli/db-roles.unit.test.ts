@@ -19,7 +19,7 @@ function dbRoles(password: string) {
       '--conditions=source',
       '--import',
       'tsx',
-      'packages/shared/src/cli/db-roles.ts',
+      'packages/ops/src/cli/db-roles.ts',
       '--service',
       'sender',
       '--passwords-dir',
