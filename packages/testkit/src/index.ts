@@ -94,3 +94,4 @@ export {
   type Violation,
 } from './http-attacks.js';
 export { selfSignedCertificate, type TestCertificate, type TestCertificateOptions } from './x509.js';
+export { bearer, routesUnderTest, SHELL_SCOPES, type AppUnderTest, type StartsApp } from './route-tests.js';

@@ -4,7 +4,6 @@
  * instances, the seed-003 reschedule from inside a step, reply/close cancellation, bad input.
  */
 import { randomUUID } from 'node:crypto';
-import { join } from 'node:path';
 import {
   eventCodec,
   sendIdFor,
@@ -15,17 +14,9 @@ import {
   type SendRecorded,
   type SendRequested,
 } from '@outreach/contracts';
-import {
-  freePort,
-  readTopic,
-  serviceTestEnv,
-  waitFor,
-  type RunningProcess,
-  type ServiceTestEnv,
-} from '@outreach/testkit';
+import { freePort, readTopic, waitFor, type RunningProcess, type ServiceTestEnv } from '@outreach/testkit';
 import { afterEach, describe, expect, inject, it } from 'vitest';
-import { buildApp, migrationsDir } from '../src/app.js';
-import { ConfigSchema } from '../src/config.js';
+import { experimentTestEnv, outreachRequested, plannerTestEnv } from './harness.js';
 
 const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
 const auth = { authorization: 'Bearer test-token' };
@@ -40,15 +31,7 @@ afterEach(async () => {
 
 /** The real experiment service as a process on a fixed port (so it can be stopped and restarted). */
 async function experimentService(): Promise<{ url: string; start: () => Promise<RunningProcess> }> {
-  experiment = await serviceTestEnv(
-    // Another service: run as a process from its folder, never imported (the lint boundary).
-    {
-      name: 'experiment',
-      migrationsDir: join(import.meta.dirname, '../../experiment/migrations'),
-      entry: join(import.meta.dirname, '../../experiment/src/server.ts'),
-    },
-    infra,
-  );
+  experiment = await experimentTestEnv(infra);
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const start = async () => {
@@ -63,47 +46,17 @@ async function experimentService(): Promise<{ url: string; start: () => Promise<
 }
 
 async function plannerEnv(experimentUrl: string) {
-  planner = await serviceTestEnv(
-    {
-      name: 'planner',
-      configSchema: ConfigSchema,
-      buildApp,
-      migrationsDir,
-      entry: join(import.meta.dirname, '../src/server.ts'),
-    },
-    infra,
-    {
-      env: {
-        EXPERIMENT_URL: experimentUrl,
-        EXPERIMENT_TOKEN: 'test-token',
-        SCHEDULER_INTERVAL_MS: '100',
-        EXPERIMENT_TIMEOUT_MS: '1000',
-      },
-    },
-  );
+  planner = await plannerTestEnv(infra, {
+    EXPERIMENT_URL: experimentUrl,
+    EXPERIMENT_TOKEN: 'test-token',
+    SCHEDULER_INTERVAL_MS: '100',
+    EXPERIMENT_TIMEOUT_MS: '1000',
+  });
   return planner;
 }
 
-function request(fields: Partial<OutreachRequested> & { candidateId: string }): OutreachRequested {
-  return {
-    type: 'OutreachRequested',
-    eventId: randomUUID(),
-    occurredAt: Date.now(),
-    producer: 'ats',
-    correlationId: randomUUID(),
-    causationId: null,
-    requestId: `req-${fields.candidateId}-${fields.step ?? 'intro'}`,
-    campaignId: 'camp',
-    email: `${fields.candidateId}@example.com`,
-    step: 'intro',
-    experimentId: null,
-    contents: [{ variant: null, subject: 'Hello', body: 'Would you like to talk?' }],
-    sendAt: null,
-    conversationId: null,
-    followUps: [],
-    ...fields,
-  };
-}
+const request = (fields: Partial<OutreachRequested> & { candidateId: string }) =>
+  outreachRequested({ requestId: `req-${fields.candidateId}-${fields.step ?? 'intro'}`, ...fields });
 
 /** The sender's SendRecorded(sent) for one step of a candidate in campaign `camp`. */
 function sentRecord(candidateKey: string, step: string, recordedAt = Date.now()): SendRecorded {

@@ -9,14 +9,12 @@
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { join } from 'node:path';
 import { eventCodec, sendIdFor, type SendRecorded } from '@outreach/contracts';
-import { readTopic, serviceTestEnv, waitFor, type ServiceTestEnv } from '@outreach/testkit';
+import { readTopic, waitFor, type ServiceTestEnv } from '@outreach/testkit';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { senderTestEnv, type SenderTestEnv } from '../../sender/test/harness.js';
-import { buildApp, migrationsDir } from '../src/app.js';
-import { ConfigSchema } from '../src/config.js';
+import { plannerTestEnv } from './harness.js';
 
 const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
 const auth = { authorization: 'Bearer test-token' };
@@ -48,25 +46,13 @@ beforeAll(async () => {
     });
   });
   await new Promise<void>((resolve) => experiment.listen(0, '127.0.0.1', resolve));
-  planner = await serviceTestEnv(
-    {
-      name: 'planner',
-      configSchema: ConfigSchema,
-      buildApp,
-      migrationsDir,
-      entry: join(import.meta.dirname, '../src/server.ts'),
-    },
-    infra,
-    {
-      env: {
-        EXPERIMENT_URL: `http://127.0.0.1:${(experiment.address() as AddressInfo).port}`,
-        EXPERIMENT_TIMEOUT_MS: '1000',
-        SCHEDULER_INTERVAL_MS: '100',
-        // The retention task at once and often; what it purges is aged by the test (30 days, the default).
-        REQUEST_STATUS_PURGE_INTERVAL_MS: '200',
-      },
-    },
-  );
+  planner = await plannerTestEnv(infra, {
+    EXPERIMENT_URL: `http://127.0.0.1:${(experiment.address() as AddressInfo).port}`,
+    EXPERIMENT_TIMEOUT_MS: '1000',
+    SCHEDULER_INTERVAL_MS: '100',
+    // The retention task at once and often; what it purges is aged by the test (30 days, the default).
+    REQUEST_STATUS_PURGE_INTERVAL_MS: '200',
+  });
   sender = await senderTestEnv(infra, { env: { TOPIC_PREFIX: planner.prefix } });
   app = await planner.startApp();
   await sender.startApp();

@@ -5,46 +5,35 @@
  */
 import { generateKeyPairSync } from 'node:crypto';
 import {
-  DOCS_SCOPES,
+  bearer,
   fuzzRoutes,
   probeRouteGuards,
   ROUTE_TEST_ALL_SCOPES,
-  ROUTE_TEST_ENV,
   ROUTE_TEST_TOKENS,
+  routesUnderTest,
   scopeTable,
+  SHELL_SCOPES,
 } from '@outreach/testkit';
 import { TEST_SNS_TOPIC_ARN } from './fixtures/feedback-fixtures.js';
-import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { senderTestEnv, type SenderTestEnv } from './harness.js';
+import { describe, expect, inject, it } from 'vitest';
+import { senderTestEnv } from './harness.js';
 
 const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
-const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
-let t: SenderTestEnv;
-let app: FastifyInstance;
-
-beforeAll(async () => {
-  t = await senderTestEnv(infra, {
-    env: {
-      ...ROUTE_TEST_ENV,
-      // The feedback intakes on, so fuzzed bodies meet their parsers and signature checks, not a 404.
-      SES_SNS_TOPIC_ARNS: TEST_SNS_TOPIC_ARN,
-      SENDGRID_WEBHOOK_PUBLIC_KEY: generateKeyPairSync('ec', { namedCurve: 'prime256v1' })
-        .publicKey.export({ type: 'spki', format: 'der' })
-        .toString('base64'),
-    },
-  });
-  app = await t.startApp();
-});
-afterAll(() => t?.cleanup());
+const svc = routesUnderTest(
+  (env) => senderTestEnv(infra, { env }),
+  () => ({
+    // The feedback intakes on, so fuzzed bodies meet their parsers and signature checks, not a 404.
+    SES_SNS_TOPIC_ARNS: TEST_SNS_TOPIC_ARN,
+    SENDGRID_WEBHOOK_PUBLIC_KEY: generateKeyPairSync('ec', { namedCurve: 'prime256v1' })
+      .publicKey.export({ type: 'spki', format: 'der' })
+      .toString('base64'),
+  }),
+);
 
 describe('sender routes', () => {
   it('declares a scope on every route: writes need operate, every read needs read', () => {
-    expect(scopeTable(app)).toEqual({
-      ...DOCS_SCOPES,
-      'GET /health/live': 'public',
-      'GET /health/ready': 'public',
-      'GET /metrics': 'public',
+    expect(scopeTable(svc.app)).toEqual({
+      ...SHELL_SCOPES,
       'GET /v1/campaigns/:campaignId': 'read',
       'POST /v1/campaigns/:campaignId/pause': 'operate',
       'POST /v1/campaigns/:campaignId/resume': 'operate',
@@ -69,15 +58,15 @@ describe('sender routes', () => {
   });
 
   it('refuses every /v1 route without a token whatever the spelling, and with the wrong scope', async () => {
-    expect(await probeRouteGuards(app, { tokens: ROUTE_TEST_TOKENS })).toEqual([]);
+    expect(await probeRouteGuards(svc.app, { tokens: ROUTE_TEST_TOKENS })).toEqual([]);
     // The issue's own request: no token, `%76` for `v`, and the address stays unsuppressed.
-    const attack = await app.inject({
+    const attack = await svc.app.inject({
       method: 'PUT',
       url: '/%761/suppressions/x%40example.com',
       payload: { reason: 'manual' },
     });
     expect(attack.statusCode).toBe(401);
-    const lookup = await app.inject({
+    const lookup = await svc.app.inject({
       url: '/v1/suppressions/x%40example.com',
       headers: bearer(ROUTE_TEST_TOKENS.read),
     });
@@ -89,14 +78,14 @@ describe('sender routes', () => {
     expect(address).toHaveLength(254);
     const url = `/v1/suppressions/${encodeURIComponent(address)}`;
     const operate = bearer(ROUTE_TEST_TOKENS.operate);
-    const put = await app.inject({ method: 'PUT', url, headers: operate, payload: { reason: 'unsubscribe' } });
+    const put = await svc.app.inject({ method: 'PUT', url, headers: operate, payload: { reason: 'unsubscribe' } });
     expect(put.statusCode, put.body).toBe(200);
-    expect((await app.inject({ url, headers: bearer(ROUTE_TEST_TOKENS.read) })).json()).toMatchObject({
+    expect((await svc.app.inject({ url, headers: bearer(ROUTE_TEST_TOKENS.read) })).json()).toMatchObject({
       suppressed: true,
       reason: 'unsubscribe',
     });
-    expect((await app.inject({ method: 'DELETE', url, headers: operate })).json()).toEqual({ suppressed: false });
-    const tooLong = await app.inject({
+    expect((await svc.app.inject({ method: 'DELETE', url, headers: operate })).json()).toEqual({ suppressed: false });
+    const tooLong = await svc.app.inject({
       method: 'PUT',
       url: `${url}x`,
       headers: operate,
@@ -120,7 +109,7 @@ describe('sender routes', () => {
       'PUT /v1/sending': [{ body: { paused: false, reason: 'fuzzing' } }],
     };
     const suppressed = { ok: 0 };
-    const violations = await fuzzRoutes(app, {
+    const violations = await fuzzRoutes(svc.app, {
       headers: bearer(ROUTE_TEST_ALL_SCOPES),
       numRuns: 150,
       examples,

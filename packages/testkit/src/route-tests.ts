@@ -1,0 +1,62 @@
+/**
+ * What every service's route test (test/routes.int.test.ts) sets up the same way: the service
+ * started once for the file with the route tests' scoped tokens, the routes every service's shell
+ * registers, and a bearer header.
+ */
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll } from 'vitest';
+import { DOCS_SCOPES, ROUTE_TEST_ENV } from './http-attacks.js';
+
+/** The routes of every service's shell (docs, health, metrics), as scopeTable lists them: public. */
+export const SHELL_SCOPES: Readonly<Record<string, 'public'>> = {
+  ...DOCS_SCOPES,
+  'GET /health/live': 'public',
+  'GET /health/ready': 'public',
+  'GET /metrics': 'public',
+};
+
+/** The Authorization header carrying `token`. */
+export const bearer = (token: string): { authorization: string } => ({ authorization: `Bearer ${token}` });
+
+/** A service's test environment as appUnderTest needs it (serviceTestEnv's, or a service's own harness). */
+export interface StartsApp {
+  startApp(overrides?: Record<string, string>): Promise<FastifyInstance>;
+  cleanup(): Promise<void>;
+}
+
+export interface AppUnderTest<T extends StartsApp> {
+  /** The service's test environment. */
+  readonly t: T;
+  /** Its app, started in-process and ready. */
+  readonly app: FastifyInstance;
+}
+
+/**
+ * One service for a whole test file: `start` (given ROUTE_TEST_ENV, the route tests' scoped tokens,
+ * under `env`) and its app in-process before the file's tests, cleaned up after them. `env` may be
+ * computed (a free port); `t` and `app` are read inside tests and hooks, once beforeAll has run.
+ */
+export function routesUnderTest<T extends StartsApp>(
+  start: (env: Record<string, string>) => Promise<T>,
+  env: () => Record<string, string> | Promise<Record<string, string>> = () => ({}),
+): AppUnderTest<T> {
+  let t: T | undefined;
+  let app: FastifyInstance | undefined;
+  beforeAll(async () => {
+    t = await start({ ...ROUTE_TEST_ENV, ...(await env()) });
+    app = await t.startApp();
+  });
+  afterAll(() => t?.cleanup());
+  const started = <V>(value: V | undefined): V => {
+    if (value === undefined) throw new Error('routesUnderTest: read t and app inside a test, after beforeAll');
+    return value;
+  };
+  return {
+    get t() {
+      return started(t);
+    },
+    get app() {
+      return started(app);
+    },
+  };
+}
