@@ -94,4 +94,11 @@ export {
   type Violation,
 } from './http-attacks.js';
 export { selfSignedCertificate, type TestCertificate, type TestCertificateOptions } from './x509.js';
-export { bearer, routesUnderTest, SHELL_SCOPES, type AppUnderTest, type StartsApp } from './route-tests.js';
+export {
+  bearer,
+  expectFuzzSurvived,
+  routesUnderTest,
+  SHELL_SCOPES,
+  type AppUnderTest,
+  type StartsApp,
+} from './route-tests.js';

@@ -1,11 +1,12 @@
 /**
  * What every service's route test (test/routes.int.test.ts) sets up the same way: the service
  * started once for the file with the route tests' scoped tokens, the routes every service's shell
- * registers, and a bearer header.
+ * registers, a bearer header, and the fuzz run's verdict.
  */
 import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll } from 'vitest';
-import { DOCS_SCOPES, ROUTE_TEST_ENV } from './http-attacks.js';
+import { afterAll, beforeAll, expect } from 'vitest';
+import type { RegisteredRoute } from '@outreach/shared';
+import { DOCS_SCOPES, fuzzRoutes, ROUTE_TEST_ALL_SCOPES, ROUTE_TEST_ENV, type FuzzOptions } from './http-attacks.js';
 
 /** The routes of every service's shell (docs, health, metrics), as scopeTable lists them: public. */
 export const SHELL_SCOPES: Readonly<Record<string, 'public'>> = {
@@ -59,4 +60,29 @@ export function routesUnderTest<T extends StartsApp>(
       return started(app);
     },
   };
+}
+
+/**
+ * The route tests' fuzz run (fuzzRoutes) with a token holding every scope: no violation (no 5xx, every
+ * 4xx with a reason), and more than ten answers of each kind `pastValidation` names: the fuzzer got
+ * past validation too, or it tested only the validator.
+ */
+export async function expectFuzzSurvived(
+  app: FastifyInstance,
+  options: Omit<FuzzOptions, 'headers' | 'onAnswer'> & {
+    readonly pastValidation: Readonly<Record<string, (route: RegisteredRoute, status: number) => boolean>>;
+  },
+): Promise<void> {
+  const { pastValidation, ...fuzz } = options;
+  const passed = new Map(Object.keys(pastValidation).map((name) => [name, 0]));
+  const violations = await fuzzRoutes(app, {
+    ...fuzz,
+    headers: bearer(ROUTE_TEST_ALL_SCOPES),
+    onAnswer: (route, status) => {
+      for (const [name, past] of Object.entries(pastValidation))
+        if (past(route, status)) passed.set(name, (passed.get(name) ?? 0) + 1);
+    },
+  });
+  expect(violations).toEqual([]);
+  for (const [name, count] of passed) expect(count, name).toBeGreaterThan(10);
 }
