@@ -1,12 +1,21 @@
 /**
  * What every service's route test (test/routes.int.test.ts) sets up the same way: the service
  * started once for the file with the route tests' scoped tokens, the routes every service's shell
- * registers, a bearer header, and the fuzz run's verdict.
+ * registers, a bearer header, the two tests of its routes' scopes, and the fuzz run's verdict.
  */
 import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, expect } from 'vitest';
-import type { RegisteredRoute } from '@outreach/shared';
-import { DOCS_SCOPES, fuzzRoutes, ROUTE_TEST_ALL_SCOPES, ROUTE_TEST_ENV, type FuzzOptions } from './http-attacks.js';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import type { RegisteredRoute, Scope } from '@outreach/shared';
+import {
+  DOCS_SCOPES,
+  fuzzRoutes,
+  probeRouteGuards,
+  ROUTE_TEST_ALL_SCOPES,
+  ROUTE_TEST_ENV,
+  ROUTE_TEST_TOKENS,
+  scopeTable,
+  type FuzzOptions,
+} from './http-attacks.js';
 
 /** The routes of every service's shell (docs, health, metrics), as scopeTable lists them: public. */
 export const SHELL_SCOPES: Readonly<Record<string, 'public'>> = {
@@ -60,6 +69,25 @@ export function routesUnderTest<T extends StartsApp>(
       return started(app);
     },
   };
+}
+
+/**
+ * The tests of the routes' scopes every service passes alike: every route declares the scope `scopes`
+ * gives it (`why` says the rule; the shell's routes are public), and every /v1 route refuses a request
+ * without a token whatever its path's spelling, and a token of the wrong scope (probeRouteGuards).
+ */
+export function routeScopeTests(
+  svc: AppUnderTest<StartsApp>,
+  why: string,
+  scopes: Readonly<Record<string, Scope | 'public'>>,
+): void {
+  it(`declares a scope on every route: ${why}`, () => {
+    expect(scopeTable(svc.app)).toEqual({ ...SHELL_SCOPES, ...scopes });
+  });
+
+  it('refuses every /v1 route without a token whatever the spelling, and with the wrong scope', async () => {
+    expect(await probeRouteGuards(svc.app, { tokens: ROUTE_TEST_TOKENS })).toEqual([]);
+  });
 }
 
 /**

@@ -7,12 +7,10 @@ import { join } from 'node:path';
 import {
   bearer,
   expectFuzzSurvived,
-  probeRouteGuards,
   ROUTE_TEST_TOKENS,
+  routeScopeTests,
   routesUnderTest,
-  scopeTable,
   serviceTestEnv,
-  SHELL_SCOPES,
 } from '@outreach/testkit';
 import { describe, expect, inject, it } from 'vitest';
 import { buildApp, migrationsDir } from '../src/app.js';
@@ -42,23 +40,18 @@ const fiftyFifty = [
 ];
 
 describe('experiment routes', () => {
-  it('declares a scope on every route: definitions need operate, assignments publish, reads read', () => {
-    expect(scopeTable(svc.app)).toEqual({
-      ...SHELL_SCOPES,
-      'POST /v1/experiments': 'operate',
-      'GET /v1/experiments/:id': 'read',
-      'PATCH /v1/experiments/:id': 'operate',
-      'PUT /v1/experiments/:id/assignments/:candidateId': 'publish',
-      'GET /v1/experiments/:id/assignments/:candidateId': 'read',
-      'POST /v1/experiments/:id/assignments': 'publish',
-      'GET /v1/experiments/:id/report': 'read',
-      'POST /v1/experiments/:id/dry-run': 'operate',
-    });
+  routeScopeTests(svc, 'definitions need operate, assignments publish, reads read', {
+    'POST /v1/experiments': 'operate',
+    'GET /v1/experiments/:id': 'read',
+    'PATCH /v1/experiments/:id': 'operate',
+    'PUT /v1/experiments/:id/assignments/:candidateId': 'publish',
+    'GET /v1/experiments/:id/assignments/:candidateId': 'read',
+    'POST /v1/experiments/:id/assignments': 'publish',
+    'GET /v1/experiments/:id/report': 'read',
+    'POST /v1/experiments/:id/dry-run': 'operate',
   });
 
-  it('refuses every /v1 route without a token whatever the spelling, and with the wrong scope', async () => {
-    expect(await probeRouteGuards(svc.app, { tokens: ROUTE_TEST_TOKENS })).toEqual([]);
-    // The planner's token (publish + read) assigns, and cannot redefine an experiment.
+  it("refuses a redefinition with the planner's token (publish + read), which assigns", async () => {
     const patch = await svc.app.inject({
       method: 'PATCH',
       url: '/v1/experiments/any',

@@ -9,12 +9,10 @@ import type { MessageReceived } from '@outreach/contracts';
 import {
   bearer,
   expectFuzzSurvived,
-  probeRouteGuards,
   ROUTE_TEST_TOKENS,
+  routeScopeTests,
   routesUnderTest,
-  scopeTable,
   serviceTestEnv,
-  SHELL_SCOPES,
   waitFor,
 } from '@outreach/testkit';
 import { describe, expect, inject, it } from 'vitest';
@@ -46,18 +44,11 @@ const graces = (campaignId: string, body: string) =>
   });
 
 describe('liveness routes', () => {
-  it('declares a scope on every route: graces need operate, reads need read', () => {
-    expect(scopeTable(svc.app)).toEqual({
-      ...SHELL_SCOPES,
-      'GET /v1/conversations/stalled': 'read',
-      'GET /v1/conversations/:id': 'read',
-      'GET /v1/campaigns/:campaignId/graces': 'read',
-      'PUT /v1/campaigns/:campaignId/graces': 'operate',
-    });
-  });
-
-  it('refuses every /v1 route without a token whatever the spelling, and with the wrong scope', async () => {
-    expect(await probeRouteGuards(svc.app, { tokens: ROUTE_TEST_TOKENS })).toEqual([]);
+  routeScopeTests(svc, 'graces need operate, reads need read', {
+    'GET /v1/conversations/stalled': 'read',
+    'GET /v1/conversations/:id': 'read',
+    'GET /v1/campaigns/:campaignId/graces': 'read',
+    'PUT /v1/campaigns/:campaignId/graces': 'operate',
   });
 
   it('refuses a grace past the bigint range, past 2^53 and past a year with a 400, not a database 500', async () => {
