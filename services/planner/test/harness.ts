@@ -1,6 +1,6 @@
 /**
  * The planner's test harness: the shared service harness for the planner (and for the experiment
- * service it calls, run as a process), and the one OutreachRequested builder its tests publish.
+ * service it calls, run as a process), and the OutreachRequested its tests publish.
  */
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
@@ -8,6 +8,7 @@ import type { OutreachRequested } from '@outreach/contracts';
 import { serviceTestEnv, type ServiceTestEnv } from '@outreach/testkit';
 import { buildApp, migrationsDir } from '../src/app.js';
 import { ConfigSchema } from '../src/config.js';
+import { requestEvent } from './requests.js';
 
 type Infra = { kafkaBrokers: string; databaseUrl: string };
 
@@ -37,26 +38,17 @@ export function experimentTestEnv(infra: Infra): Promise<ServiceTestEnv> {
 }
 
 /**
- * An OutreachRequested as the ATS publishes it: a fresh event and request id, one intro step in
+ * An OutreachRequested as the ATS publishes it (requestEvent with fresh ids, now): one intro step in
  * campaign `camp` to the candidate's own address, no experiment, schedule or follow-up; `fields` over that.
  */
 export function outreachRequested(fields: Partial<OutreachRequested> & { candidateId: string }): OutreachRequested {
-  return {
-    type: 'OutreachRequested',
+  return requestEvent({
     eventId: randomUUID(),
     occurredAt: Date.now(),
-    producer: 'ats',
     correlationId: randomUUID(),
-    causationId: null,
     requestId: randomUUID(),
-    campaignId: 'camp',
     email: `${fields.candidateId}@example.com`,
-    step: 'intro',
-    experimentId: null,
     contents: [{ variant: null, subject: 'Hello', body: 'Would you like to talk?' }],
-    sendAt: null,
-    conversationId: null,
-    followUps: [],
     ...fields,
-  };
+  });
 }
