@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { eventCodec, type SendRequested } from '@outreach/contracts';
 import { freePort, readTopic, waitFor, type ServiceTestEnv } from '@outreach/testkit';
 import { afterEach, describe, expect, inject, it } from 'vitest';
-import { experimentTestEnv, outreachRequested, plannerTestEnv } from './harness.js';
+import { defineExperiment, experimentTestEnv, outreachRequested, plannerTestEnv } from './harness.js';
 
 const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
 const REFRESH_MS = '200';
@@ -76,19 +76,8 @@ describe('EXPERIMENT_TOKEN_FILE', () => {
       SECRET_FILE_REFRESH_MS: REFRESH_MS,
     });
     await ready(experimentUrl, 'the experiment service', () => experimentProc.stdoutLines);
-    const created = await fetch(`${experimentUrl}/v1/experiments`, {
-      method: 'POST',
-      // Definitions need operate, which keeps the harness's token.
-      headers: { authorization: 'Bearer test-token', 'content-type': 'application/json' },
-      body: JSON.stringify({
-        experimentId: 'rotation',
-        variants: [
-          { name: 'A', weight: 1 },
-          { name: 'B', weight: 1 },
-        ],
-      }),
-    });
-    expect(created.status).toBe(201);
+    // Definitions need operate, which keeps the harness's token.
+    expect((await defineExperiment(experimentUrl, 'rotation')).status).toBe(201);
     const readWith = async (token: string) =>
       (await fetch(`${experimentUrl}/v1/experiments/rotation`, { headers: { authorization: `Bearer ${token}` } }))
         .status;

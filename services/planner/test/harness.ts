@@ -38,6 +38,25 @@ export function experimentTestEnv(infra: Infra): Promise<ServiceTestEnv> {
 }
 
 /**
+ * Defines experiment `experimentId` on the experiment service at `url`, variants A and B at one weight
+ * each (`status` when given), with the harness's token (it holds operate).
+ */
+export function defineExperiment(url: string, experimentId: string, status?: string): Promise<Response> {
+  return fetch(`${url}/v1/experiments`, {
+    method: 'POST',
+    headers: { authorization: 'Bearer test-token', 'content-type': 'application/json' },
+    body: JSON.stringify({
+      experimentId,
+      status,
+      variants: [
+        { name: 'A', weight: 1 },
+        { name: 'B', weight: 1 },
+      ],
+    }),
+  });
+}
+
+/**
  * An OutreachRequested as the ATS publishes it (requestEvent with fresh ids, now): one intro step in
  * campaign `camp` to the candidate's own address, no experiment, schedule or follow-up; `fields` over that.
  */

@@ -16,7 +16,7 @@ import {
 } from '@outreach/contracts';
 import { freePort, readTopic, waitFor, type RunningProcess, type ServiceTestEnv } from '@outreach/testkit';
 import { afterEach, describe, expect, inject, it } from 'vitest';
-import { experimentTestEnv, outreachRequested, plannerTestEnv } from './harness.js';
+import { defineExperiment, experimentTestEnv, outreachRequested, plannerTestEnv } from './harness.js';
 
 const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
 const auth = { authorization: 'Bearer test-token' };
@@ -130,18 +130,7 @@ describe('planner', () => {
   it('waits while the experiment service is down, then plans every request with its sticky variant', async () => {
     const service = await experimentService();
     let proc = await service.start();
-    const created = await fetch(`${service.url}/v1/experiments`, {
-      method: 'POST',
-      headers: { ...auth, 'content-type': 'application/json' },
-      body: JSON.stringify({
-        experimentId: 'subject',
-        variants: [
-          { name: 'A', weight: 1 },
-          { name: 'B', weight: 1 },
-        ],
-      }),
-    });
-    expect(created.status).toBe(201);
+    expect((await defineExperiment(service.url, 'subject')).status).toBe(201);
     await proc.stop('SIGTERM');
 
     await plannerEnv(service.url);

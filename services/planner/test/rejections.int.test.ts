@@ -18,7 +18,7 @@ import {
 import { freePort, readTopic, waitFor, type ReadMessage, type ServiceTestEnv } from '@outreach/testkit';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { experimentTestEnv, outreachRequested, plannerTestEnv } from './harness.js';
+import { defineExperiment, experimentTestEnv, outreachRequested, plannerTestEnv } from './harness.js';
 
 const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
 const auth = { authorization: 'Bearer test-token' };
@@ -39,20 +39,8 @@ beforeAll(async () => {
   for (const [experimentId, status] of [
     ['exp', 'active'],
     ['paused-exp', 'paused'],
-  ]) {
-    const created = await fetch(`${url}/v1/experiments`, {
-      method: 'POST',
-      headers: { ...auth, 'content-type': 'application/json' },
-      body: JSON.stringify({
-        experimentId,
-        status,
-        variants: [
-          { name: 'A', weight: 1 },
-          { name: 'B', weight: 1 },
-        ],
-      }),
-    });
-    expect(created.status).toBe(201);
+  ] as const) {
+    expect((await defineExperiment(url, experimentId, status)).status).toBe(201);
   }
   planner = await plannerTestEnv(infra, {
     EXPERIMENT_URL: url,
