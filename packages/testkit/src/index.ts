@@ -97,6 +97,7 @@ export { selfSignedCertificate, type TestCertificate, type TestCertificateOption
 export {
   bearer,
   expectFuzzSurvived,
+  ownService,
   routeScopeTests,
   routesUnderTest,
   SHELL_SCOPES,

@@ -3,6 +3,8 @@
  * started once for the file with the route tests' scoped tokens, the routes every service's shell
  * registers, a bearer header, the two tests of its routes' scopes, and the fuzz run's verdict.
  */
+import { join } from 'node:path';
+import type { TProperties } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { RegisteredRoute, Scope } from '@outreach/shared';
@@ -16,6 +18,7 @@ import {
   scopeTable,
   type FuzzOptions,
 } from './http-attacks.js';
+import type { ServiceUnderTest } from './service-env.js';
 
 /** The routes of every service's shell (docs, health, metrics), as scopeTable lists them: public. */
 export const SHELL_SCOPES: Readonly<Record<string, 'public'>> = {
@@ -24,6 +27,14 @@ export const SHELL_SCOPES: Readonly<Record<string, 'public'>> = {
   'GET /health/ready': 'public',
   'GET /metrics': 'public',
 };
+
+/** The service whose own test/ folder is `testDir` (its tests' import.meta.dirname): its src/server.ts is the process entry. */
+export function ownService<P extends TProperties>(
+  testDir: string,
+  service: Omit<ServiceUnderTest<P>, 'entry'>,
+): ServiceUnderTest<P> {
+  return { ...service, entry: join(testDir, '..', 'src', 'server.ts') };
+}
 
 /** The Authorization header carrying `token`. */
 export const bearer = (token: string): { authorization: string } => ({ authorization: `Bearer ${token}` });

@@ -3,10 +3,10 @@
  * bodies"): every route's scope, every path spelling without a token, fuzzed input from each
  * route's schema, and integers past what their columns hold.
  */
-import { join } from 'node:path';
 import {
   bearer,
   expectFuzzSurvived,
+  ownService,
   ROUTE_TEST_TOKENS,
   routeScopeTests,
   routesUnderTest,
@@ -20,13 +20,7 @@ const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('datab
 const svc = routesUnderTest(
   (env) =>
     serviceTestEnv(
-      {
-        name: 'experiment',
-        configSchema: ConfigSchema,
-        buildApp,
-        migrationsDir,
-        entry: join(import.meta.dirname, '../src/server.ts'),
-      },
+      ownService(import.meta.dirname, { name: 'experiment', configSchema: ConfigSchema, buildApp, migrationsDir }),
       infra,
       { env },
     ),

@@ -4,11 +4,11 @@
  * route's schema, graces past what PostgreSQL holds, forged cursors, and a long conversation id.
  */
 import { randomUUID } from 'node:crypto';
-import { join } from 'node:path';
 import type { MessageReceived } from '@outreach/contracts';
 import {
   bearer,
   expectFuzzSurvived,
+  ownService,
   ROUTE_TEST_TOKENS,
   routeScopeTests,
   routesUnderTest,
@@ -23,13 +23,7 @@ const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('datab
 const read = bearer(ROUTE_TEST_TOKENS.read);
 const svc = routesUnderTest((env) =>
   serviceTestEnv(
-    {
-      name: 'liveness',
-      configSchema: ConfigSchema,
-      buildApp,
-      migrationsDir,
-      entry: join(import.meta.dirname, '../src/server.ts'),
-    },
+    ownService(import.meta.dirname, { name: 'liveness', configSchema: ConfigSchema, buildApp, migrationsDir }),
     infra,
     { env },
   ),

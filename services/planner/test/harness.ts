@@ -5,7 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import type { OutreachRequested } from '@outreach/contracts';
-import { serviceTestEnv, type ServiceTestEnv } from '@outreach/testkit';
+import { ownService, serviceTestEnv, type ServiceTestEnv } from '@outreach/testkit';
 import { buildApp, migrationsDir } from '../src/app.js';
 import { ConfigSchema } from '../src/config.js';
 import { requestEvent } from './requests.js';
@@ -13,13 +13,12 @@ import { requestEvent } from './requests.js';
 type Infra = { kafkaBrokers: string; databaseUrl: string };
 
 /** The planner, in-process (startApp) or as a process from its server.ts (startProcess). */
-export const plannerService = {
+export const plannerService = ownService(import.meta.dirname, {
   name: 'planner',
   configSchema: ConfigSchema,
   buildApp,
   migrationsDir,
-  entry: join(import.meta.dirname, '../src/server.ts'),
-};
+});
 
 export function plannerTestEnv(infra: Infra, env: Record<string, string>): Promise<ServiceTestEnv> {
   return serviceTestEnv(plannerService, infra, { env });
