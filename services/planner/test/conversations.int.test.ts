@@ -13,12 +13,11 @@ import {
   type ConversationClosed,
   type MessageReceived,
   type OutreachEvent,
-  type SendRecorded,
   type SequencePlanned,
 } from '@outreach/contracts';
 import { freePort, readTopic, waitFor, type ServiceTestEnv } from '@outreach/testkit';
 import { afterEach, describe, expect, inject, it } from 'vitest';
-import { outreachRequested as request, plannerTestEnv } from './harness.js';
+import { outreachRequested as request, plannerTestEnv, sendRecorded } from './harness.js';
 
 const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
 const auth = { authorization: 'Bearer test-token', 'content-type': 'application/json' };
@@ -78,23 +77,7 @@ describe('conversation ids', () => {
 
     // The head was sent: the follow-up is scheduled in the same conversation; a reply (spelled
     // another way) cancels it there.
-    const sent: SendRecorded = {
-      type: 'SendRecorded',
-      ...envelope('unused', 'ada'),
-      producer: 'sender',
-      sendId: sendIdFor('camp', 'ada', 'intro'),
-      emailHash: 'h',
-      emailHashKeyId: 'test-1',
-      step: 'intro',
-      experimentId: null,
-      variant: null,
-      outcome: 'sent',
-      reason: null,
-      providerMessageId: null,
-      recordedAt: Date.now(),
-      conversationId: 'Thread-7',
-      requestId: 'r-ada',
-    };
+    const sent = sendRecorded('ada', 'intro', { conversationId: 'Thread-7', requestId: 'r-ada' });
     await t.publish('sendRecorded', [sent]);
     await decoded(t, t.topic('conversationEvents'), (e) =>
       e.some((x) => x.type === 'NextStepScheduled' && x.stepId === 'nudge'),

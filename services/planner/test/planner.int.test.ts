@@ -11,12 +11,11 @@ import {
   type MessageReceived,
   type OutreachEvent,
   type OutreachRequested,
-  type SendRecorded,
   type SendRequested,
 } from '@outreach/contracts';
 import { freePort, readTopic, waitFor, type RunningProcess, type ServiceTestEnv } from '@outreach/testkit';
 import { afterEach, describe, expect, inject, it } from 'vitest';
-import { defineExperiment, experimentTestEnv, outreachRequested, plannerTestEnv } from './harness.js';
+import { defineExperiment, experimentTestEnv, outreachRequested, plannerTestEnv, sendRecorded } from './harness.js';
 
 const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
 const auth = { authorization: 'Bearer test-token' };
@@ -59,31 +58,9 @@ const request = (fields: Partial<OutreachRequested> & { candidateId: string }) =
   outreachRequested({ requestId: `req-${fields.candidateId}-${fields.step ?? 'intro'}`, ...fields });
 
 /** The sender's SendRecorded(sent) for one step of a candidate in campaign `camp`. */
-function sentRecord(candidateKey: string, step: string, recordedAt = Date.now()): SendRecorded {
-  return {
-    type: 'SendRecorded',
-    eventId: randomUUID(),
-    occurredAt: Date.now(),
-    producer: 'sender',
-    correlationId: 'c',
-    causationId: null,
-    sendId: sendIdFor('camp', candidateKey, step),
-    campaignId: 'camp',
-    candidateKey,
-    emailHash: 'h',
-    emailHashKeyId: 'test-1',
-    step,
-    experimentId: null,
-    variant: null,
-    outcome: 'sent',
-    reason: null,
-    providerMessageId: null,
-    recordedAt,
-    // As a sender that does not carry it yet writes it: the liveness service files it by its step.
-    conversationId: null,
-    requestId: null,
-  };
-}
+// Without a conversationId, as a sender that does not carry it yet writes it: the liveness service files it by its step.
+const sentRecord = (candidateKey: string, step: string, recordedAt = Date.now()) =>
+  sendRecorded(candidateKey, step, { recordedAt });
 
 async function topicEvents<T extends OutreachEvent>(
   topic: string,

@@ -14,7 +14,7 @@ import { readTopic, waitFor, type ServiceTestEnv } from '@outreach/testkit';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { senderTestEnv, type SenderTestEnv } from '../../sender/test/harness.js';
-import { plannerTestEnv } from './harness.js';
+import { plannerTestEnv, sendRecorded } from './harness.js';
 
 const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
 const auth = { authorization: 'Bearer test-token' };
@@ -123,28 +123,14 @@ function recordOf(
   outcome: SendRecorded['outcome'],
   recordedAt: number,
 ): SendRecorded {
-  return {
-    type: 'SendRecorded',
-    eventId: randomUUID(),
+  return sendRecorded(request.candidateKey, 'intro', {
     occurredAt: recordedAt,
-    producer: 'sender',
-    correlationId: 'c',
-    causationId: null,
-    sendId: sendIdFor(request.campaignId, request.candidateKey, 'intro'),
     campaignId: request.campaignId,
-    candidateKey: request.candidateKey,
-    emailHash: 'h',
-    emailHashKeyId: 'test-1',
-    step: 'intro',
-    experimentId: null,
-    variant: null,
     outcome,
     reason: outcome === 'sent' ? null : `the sender's ${outcome}`,
-    providerMessageId: null,
     recordedAt,
-    conversationId: null,
     requestId: request.requestId,
-  };
+  });
 }
 
 describe('GET /v1/outreach-requests/:requestId', () => {
