@@ -104,3 +104,4 @@ export {
   type AppUnderTest,
   type StartsApp,
 } from './route-tests.js';
+export { sendRecorded } from './events.js';

@@ -15,9 +15,9 @@ import {
   type OutreachEvent,
   type SequencePlanned,
 } from '@outreach/contracts';
-import { freePort, readTopic, waitFor, type ServiceTestEnv } from '@outreach/testkit';
+import { freePort, readTopic, sendRecorded, waitFor, type ServiceTestEnv } from '@outreach/testkit';
 import { afterEach, describe, expect, inject, it } from 'vitest';
-import { outreachRequested as request, plannerTestEnv, sendRecorded } from './harness.js';
+import { outreachRequested as request, plannerTestEnv } from './harness.js';
 
 const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
 const auth = { authorization: 'Bearer test-token', 'content-type': 'application/json' };

@@ -1,10 +1,10 @@
 /**
  * The planner's test harness: the shared service harness for the planner (and for the experiment
- * service it calls, run as a process), and the OutreachRequested and SendRecorded its tests publish.
+ * service it calls, run as a process), and the OutreachRequested its tests publish.
  */
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import { sendIdFor, type OutreachRequested, type SendRecorded } from '@outreach/contracts';
+import type { OutreachRequested } from '@outreach/contracts';
 import { ownService, serviceTestEnv, type ServiceTestEnv } from '@outreach/testkit';
 import { buildApp, migrationsDir } from '../src/app.js';
 import { ConfigSchema } from '../src/config.js';
@@ -69,35 +69,4 @@ export function outreachRequested(fields: Partial<OutreachRequested> & { candida
     contents: [{ variant: null, subject: 'Hello', body: 'Would you like to talk?' }],
     ...fields,
   });
-}
-
-/**
- * The sender's SendRecorded as the test plays the sender: `step` of the candidate in campaign `camp`
- * sent now, naming neither the conversation nor the request; `fields` over that.
- */
-export function sendRecorded(candidateKey: string, step: string, fields: Partial<SendRecorded> = {}): SendRecorded {
-  const campaignId = fields.campaignId ?? 'camp';
-  return {
-    type: 'SendRecorded',
-    eventId: randomUUID(),
-    occurredAt: Date.now(),
-    producer: 'sender',
-    correlationId: 'c',
-    causationId: null,
-    sendId: sendIdFor(campaignId, candidateKey, step),
-    campaignId,
-    candidateKey,
-    emailHash: 'h',
-    emailHashKeyId: 'test-1',
-    step,
-    experimentId: null,
-    variant: null,
-    outcome: 'sent',
-    reason: null,
-    providerMessageId: null,
-    recordedAt: Date.now(),
-    conversationId: null,
-    requestId: null,
-    ...fields,
-  };
 }

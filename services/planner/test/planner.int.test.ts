@@ -13,9 +13,16 @@ import {
   type OutreachRequested,
   type SendRequested,
 } from '@outreach/contracts';
-import { freePort, readTopic, waitFor, type RunningProcess, type ServiceTestEnv } from '@outreach/testkit';
+import {
+  freePort,
+  readTopic,
+  sendRecorded,
+  waitFor,
+  type RunningProcess,
+  type ServiceTestEnv,
+} from '@outreach/testkit';
 import { afterEach, describe, expect, inject, it } from 'vitest';
-import { defineExperiment, experimentTestEnv, outreachRequested, plannerTestEnv, sendRecorded } from './harness.js';
+import { defineExperiment, experimentTestEnv, outreachRequested, plannerTestEnv } from './harness.js';
 
 const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
 const auth = { authorization: 'Bearer test-token' };

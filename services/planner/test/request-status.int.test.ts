@@ -10,11 +10,11 @@ import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { eventCodec, sendIdFor, type SendRecorded } from '@outreach/contracts';
-import { readTopic, waitFor, type ServiceTestEnv } from '@outreach/testkit';
+import { readTopic, sendRecorded, waitFor, type ServiceTestEnv } from '@outreach/testkit';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { senderTestEnv, type SenderTestEnv } from '../../sender/test/harness.js';
-import { plannerTestEnv, sendRecorded } from './harness.js';
+import { plannerTestEnv } from './harness.js';
 
 const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
 const auth = { authorization: 'Bearer test-token' };
