@@ -14,16 +14,14 @@ import {
 } from '@outreach/contracts';
 import { readTopic, waitFor, type ReadMessage, type ServiceTestEnv } from '@outreach/testkit';
 import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { plannerTestEnv } from './harness.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { auth, plannerTestEnv } from './harness.js';
 
-const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
-const auth = { authorization: 'Bearer test-token' };
 let t: ServiceTestEnv;
 let app: FastifyInstance;
 
 beforeAll(async () => {
-  t = await plannerTestEnv(infra, { EXPERIMENT_URL: 'http://127.0.0.1:9' });
+  t = await plannerTestEnv({ EXPERIMENT_URL: 'http://127.0.0.1:9' });
   app = await t.startApp();
 });
 afterAll(() => t?.cleanup());

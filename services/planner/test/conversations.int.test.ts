@@ -16,10 +16,9 @@ import {
   type SequencePlanned,
 } from '@outreach/contracts';
 import { freePort, readTopic, sendRecorded, waitFor, type ServiceTestEnv } from '@outreach/testkit';
-import { afterEach, describe, expect, inject, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { outreachRequested as request, plannerTestEnv } from './harness.js';
 
-const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
 const auth = { authorization: 'Bearer test-token', 'content-type': 'application/json' };
 let planner: ServiceTestEnv | undefined;
 afterEach(async () => {
@@ -29,7 +28,7 @@ afterEach(async () => {
 
 async function plannerEnv(): Promise<ServiceTestEnv> {
   // No experiment service: these requests name no experiment.
-  planner = await plannerTestEnv(infra, { EXPERIMENT_URL: 'http://127.0.0.1:9', SCHEDULER_INTERVAL_MS: '100' });
+  planner = await plannerTestEnv({ EXPERIMENT_URL: 'http://127.0.0.1:9', SCHEDULER_INTERVAL_MS: '100' });
   return planner;
 }
 

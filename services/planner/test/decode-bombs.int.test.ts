@@ -9,10 +9,9 @@ import { existsSync, readFileSync } from 'node:fs';
 import { EventProducer, type RawRecord } from '@outreach/shared';
 import { eventCodec, type OutreachRequested, type SendRequested } from '@outreach/contracts';
 import { eventBombs, freePort, readTopic, waitFor, type ServiceTestEnv } from '@outreach/testkit';
-import { afterEach, describe, expect, inject, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { outreachRequested, plannerTestEnv } from './harness.js';
 
-const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
 const MiB = 1024 * 1024;
 let planner: ServiceTestEnv | undefined;
 afterEach(async () => {
@@ -42,7 +41,7 @@ describe.skipIf(!existsSync('/proc/self/status'))('planner under Avro bombs', ()
     },
     async () => {
       // No experiment in these requests: the experiment service is never called.
-      const env = await plannerTestEnv(infra, { EXPERIMENT_URL: 'http://127.0.0.1:9', SCHEDULER_INTERVAL_MS: '100' });
+      const env = await plannerTestEnv({ EXPERIMENT_URL: 'http://127.0.0.1:9', SCHEDULER_INTERVAL_MS: '100' });
       planner = env;
       const port = await freePort();
       const proc = env.startProcess({ HTTP_PORT: String(port) });

@@ -12,10 +12,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { eventCodec, type SendRequested } from '@outreach/contracts';
 import { freePort, readTopic, waitFor, type ServiceTestEnv } from '@outreach/testkit';
-import { afterEach, describe, expect, inject, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { defineExperiment, experimentTestEnv, outreachRequested, plannerTestEnv } from './harness.js';
 
-const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
 const REFRESH_MS = '200';
 let planner: ServiceTestEnv | undefined;
 let experiment: ServiceTestEnv | undefined;
@@ -65,7 +64,7 @@ describe('EXPERIMENT_TOKEN_FILE', () => {
     writeFileSync(accepted, `${OLD}\n`);
     writeFileSync(plannerToken, `${OLD}\n`);
 
-    experiment = await experimentTestEnv(infra);
+    experiment = await experimentTestEnv();
     const experimentUrl = `http://127.0.0.1:${await freePort()}`;
     const experimentProc = experiment.startProcess({
       HTTP_PORT: new URL(experimentUrl).port,
@@ -82,7 +81,7 @@ describe('EXPERIMENT_TOKEN_FILE', () => {
       (await fetch(`${experimentUrl}/v1/experiments/rotation`, { headers: { authorization: `Bearer ${token}` } }))
         .status;
 
-    planner = await plannerTestEnv(infra, {
+    planner = await plannerTestEnv({
       EXPERIMENT_URL: experimentUrl,
       EXPERIMENT_TOKEN_FILE: plannerToken,
       SECRET_FILE_REFRESH_MS: REFRESH_MS,
@@ -175,7 +174,7 @@ describe('EXPERIMENT_TOKEN_FILE', () => {
     const empty = join(dir, 'empty');
     writeFileSync(file, `${TOKEN}\n`);
     writeFileSync(empty, '\n');
-    planner = await plannerTestEnv(infra, { EXPERIMENT_URL: 'http://127.0.0.1:9' });
+    planner = await plannerTestEnv({ EXPERIMENT_URL: 'http://127.0.0.1:9' });
     const cases: Array<[Record<string, string>, RegExp]> = [
       [
         { EXPERIMENT_TOKEN_FILE: file, EXPERIMENT_TOKEN: TOKEN },

@@ -6,26 +6,30 @@ import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import type { OutreachRequested } from '@outreach/contracts';
 import { ownService, serviceTestEnv, type ServiceTestEnv } from '@outreach/testkit';
+import { inject } from 'vitest';
 import { buildApp, migrationsDir } from '../src/app.js';
 import { ConfigSchema } from '../src/config.js';
 import { requestEvent } from './requests.js';
 
-type Infra = { kafkaBrokers: string; databaseUrl: string };
+/** The broker and database the int project's global setup provides. */
+export const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
+/** The harness's token: serviceTestEnv gives it every scope. */
+export const auth = { authorization: 'Bearer test-token' };
 
 /** The planner, in-process (startApp) or as a process from its server.ts (startProcess). */
-export const plannerService = ownService(import.meta.dirname, {
+const plannerService = ownService(import.meta.dirname, {
   name: 'planner',
   configSchema: ConfigSchema,
   buildApp,
   migrationsDir,
 });
 
-export function plannerTestEnv(infra: Infra, env: Record<string, string>): Promise<ServiceTestEnv> {
+export function plannerTestEnv(env: Record<string, string>): Promise<ServiceTestEnv> {
   return serviceTestEnv(plannerService, infra, { env });
 }
 
 /** The experiment service: another service, run as a process from its folder, never imported (the lint boundary). */
-export function experimentTestEnv(infra: Infra): Promise<ServiceTestEnv> {
+export function experimentTestEnv(): Promise<ServiceTestEnv> {
   return serviceTestEnv(
     {
       name: 'experiment',
@@ -43,7 +47,7 @@ export function experimentTestEnv(infra: Infra): Promise<ServiceTestEnv> {
 export function defineExperiment(url: string, experimentId: string, status?: string): Promise<Response> {
   return fetch(`${url}/v1/experiments`, {
     method: 'POST',
-    headers: { authorization: 'Bearer test-token', 'content-type': 'application/json' },
+    headers: { ...auth, 'content-type': 'application/json' },
     body: JSON.stringify({
       experimentId,
       status,

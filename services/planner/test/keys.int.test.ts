@@ -5,11 +5,9 @@
  */
 import { eventCodec, sendIdFor, type OutreachRequested, type SendRequested } from '@outreach/contracts';
 import { readTopic, type ServiceTestEnv } from '@outreach/testkit';
-import { afterEach, expect, inject, it } from 'vitest';
-import { outreachRequested, plannerTestEnv } from './harness.js';
+import { afterEach, expect, it } from 'vitest';
+import { auth, outreachRequested, plannerTestEnv } from './harness.js';
 
-const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
-const auth = { authorization: 'Bearer test-token' };
 let planner: ServiceTestEnv;
 afterEach(() => planner?.cleanup());
 
@@ -18,7 +16,7 @@ const request = (fields: Partial<OutreachRequested>) =>
 
 it('plans one SendRequested for every spelling of a send, through Kafka and HTTP', async () => {
   // No request here names an experiment, so the experiment service is never called.
-  planner = await plannerTestEnv(infra, { EXPERIMENT_URL: 'http://127.0.0.1:9', SCHEDULER_INTERVAL_MS: '100' });
+  planner = await plannerTestEnv({ EXPERIMENT_URL: 'http://127.0.0.1:9', SCHEDULER_INTERVAL_MS: '100' });
   const app = await planner.startApp();
   const followUps = (step: string) => [
     { step, delayMs: 86_400_000, contents: [{ variant: null, subject: 'Again', body: 'Any thoughts?' }] },

@@ -14,12 +14,10 @@ import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { senderTestEnv, type SenderTestEnv } from '../../sender/test/harness.js';
-import { outreachRequested, plannerTestEnv } from './harness.js';
+import { auth, infra, outreachRequested, plannerTestEnv } from './harness.js';
 
-const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
-const auth = { authorization: 'Bearer test-token' };
 let planner: ServiceTestEnv;
 let sender: SenderTestEnv;
 let plannerApp: FastifyInstance;
@@ -33,7 +31,7 @@ beforeAll(async () => {
   );
   await new Promise<void>((resolve) => experimentStub.listen(0, '127.0.0.1', resolve));
   const port = (experimentStub.address() as AddressInfo).port;
-  planner = await plannerTestEnv(infra, { EXPERIMENT_URL: `http://127.0.0.1:${port}`, SCHEDULER_INTERVAL_MS: '100' });
+  planner = await plannerTestEnv({ EXPERIMENT_URL: `http://127.0.0.1:${port}`, SCHEDULER_INTERVAL_MS: '100' });
   sender = await senderTestEnv(infra, { env: { TOPIC_PREFIX: planner.prefix } });
   plannerApp = await planner.startApp();
   senderApp = await sender.startApp();

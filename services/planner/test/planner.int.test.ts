@@ -21,11 +21,9 @@ import {
   type RunningProcess,
   type ServiceTestEnv,
 } from '@outreach/testkit';
-import { afterEach, describe, expect, inject, it } from 'vitest';
-import { defineExperiment, experimentTestEnv, outreachRequested, plannerTestEnv } from './harness.js';
+import { afterEach, describe, expect, it } from 'vitest';
+import { auth, defineExperiment, experimentTestEnv, outreachRequested, plannerTestEnv } from './harness.js';
 
-const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
-const auth = { authorization: 'Bearer test-token' };
 let planner: ServiceTestEnv;
 let experiment: ServiceTestEnv;
 afterEach(async () => {
@@ -37,7 +35,7 @@ afterEach(async () => {
 
 /** The real experiment service as a process on a fixed port (so it can be stopped and restarted). */
 async function experimentService(): Promise<{ url: string; start: () => Promise<RunningProcess> }> {
-  experiment = await experimentTestEnv(infra);
+  experiment = await experimentTestEnv();
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const start = async () => {
@@ -52,7 +50,7 @@ async function experimentService(): Promise<{ url: string; start: () => Promise<
 }
 
 async function plannerEnv(experimentUrl: string) {
-  planner = await plannerTestEnv(infra, {
+  planner = await plannerTestEnv({
     EXPERIMENT_URL: experimentUrl,
     EXPERIMENT_TOKEN: 'test-token',
     SCHEDULER_INTERVAL_MS: '100',

@@ -17,18 +17,16 @@ import {
 } from '@outreach/contracts';
 import { freePort, readTopic, waitFor, type ReadMessage, type ServiceTestEnv } from '@outreach/testkit';
 import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { defineExperiment, experimentTestEnv, outreachRequested, plannerTestEnv } from './harness.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { auth, defineExperiment, experimentTestEnv, outreachRequested, plannerTestEnv } from './harness.js';
 
-const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
-const auth = { authorization: 'Bearer test-token' };
 const CAMPAIGN = 'camp-rej';
 let planner: ServiceTestEnv;
 let experiment: ServiceTestEnv;
 let app: FastifyInstance;
 
 beforeAll(async () => {
-  experiment = await experimentTestEnv(infra);
+  experiment = await experimentTestEnv();
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   experiment.startProcess({ HTTP_PORT: String(port) });
@@ -42,7 +40,7 @@ beforeAll(async () => {
   ] as const) {
     expect((await defineExperiment(url, experimentId, status)).status).toBe(201);
   }
-  planner = await plannerTestEnv(infra, {
+  planner = await plannerTestEnv({
     EXPERIMENT_URL: url,
     EXPERIMENT_TOKEN: 'test-token',
     SCHEDULER_INTERVAL_MS: '100',

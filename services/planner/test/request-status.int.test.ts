@@ -12,12 +12,10 @@ import type { AddressInfo } from 'node:net';
 import { eventCodec, sendIdFor, type SendRecorded } from '@outreach/contracts';
 import { readTopic, sendRecorded, waitFor, type ServiceTestEnv } from '@outreach/testkit';
 import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { senderTestEnv, type SenderTestEnv } from '../../sender/test/harness.js';
-import { plannerTestEnv } from './harness.js';
+import { auth, infra, plannerTestEnv } from './harness.js';
 
-const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
-const auth = { authorization: 'Bearer test-token' };
 let planner: ServiceTestEnv;
 let sender: SenderTestEnv;
 let app: FastifyInstance;
@@ -46,7 +44,7 @@ beforeAll(async () => {
     });
   });
   await new Promise<void>((resolve) => experiment.listen(0, '127.0.0.1', resolve));
-  planner = await plannerTestEnv(infra, {
+  planner = await plannerTestEnv({
     EXPERIMENT_URL: `http://127.0.0.1:${(experiment.address() as AddressInfo).port}`,
     EXPERIMENT_TIMEOUT_MS: '1000',
     SCHEDULER_INTERVAL_MS: '100',

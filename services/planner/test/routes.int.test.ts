@@ -21,14 +21,13 @@ import {
   routesUnderTest,
   waitFor,
 } from '@outreach/testkit';
-import { describe, expect, inject, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { plannerTestEnv } from './harness.js';
 
-const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
 const publish = bearer(ROUTE_TEST_TOKENS.publish);
 const read = bearer(ROUTE_TEST_TOKENS.read);
 const svc = routesUnderTest(
-  (env) => plannerTestEnv(infra, env),
+  plannerTestEnv,
   // Nothing listens there: a request naming an experiment is accepted unchecked, never a 5xx.
   async () => ({ EXPERIMENT_URL: `http://127.0.0.1:${await freePort()}`, EXPERIMENT_TIMEOUT_MS: '500' }),
 );
