@@ -39,7 +39,7 @@ export function ownService<P extends TProperties>(
 /** The Authorization header carrying `token`. */
 export const bearer = (token: string): { authorization: string } => ({ authorization: `Bearer ${token}` });
 
-/** A service's test environment as appUnderTest needs it (serviceTestEnv's, or a service's own harness). */
+/** A service's test environment as routesUnderTest needs it (serviceTestEnv's, or a service's own harness). */
 export interface StartsApp {
   startApp(overrides?: Record<string, string>): Promise<FastifyInstance>;
   cleanup(): Promise<void>;
@@ -69,7 +69,8 @@ export function routesUnderTest<T extends StartsApp>(
   });
   afterAll(() => t?.cleanup());
   const started = <V>(value: V | undefined): V => {
-    if (value === undefined) throw new Error('routesUnderTest: read t and app inside a test, after beforeAll');
+    if (value === undefined)
+      throw new Error('routesUnderTest: the service is not started (read t and app in tests; did beforeAll fail?)');
     return value;
   };
   return {
