@@ -99,3 +99,14 @@ export {
   type Violation,
 } from './http-attacks.js';
 export { selfSignedCertificate, type TestCertificate, type TestCertificateOptions } from './x509.js';
+export {
+  bearer,
+  expectFuzzSurvived,
+  ownService,
+  routeScopeTests,
+  routesUnderTest,
+  SHELL_SCOPES,
+  type AppUnderTest,
+  type StartsApp,
+} from './route-tests.js';
+export { sendRecorded } from './events.js';

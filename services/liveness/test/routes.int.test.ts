@@ -4,49 +4,33 @@
  * route's schema, graces past what PostgreSQL holds, forged cursors, and a long conversation id.
  */
 import { randomUUID } from 'node:crypto';
-import { join } from 'node:path';
 import type { MessageReceived } from '@outreach/contracts';
 import {
-  DOCS_SCOPES,
-  fuzzRoutes,
-  probeRouteGuards,
-  ROUTE_TEST_ALL_SCOPES,
-  ROUTE_TEST_ENV,
+  bearer,
+  expectFuzzSurvived,
+  ownService,
   ROUTE_TEST_TOKENS,
-  scopeTable,
+  routeScopeTests,
+  routesUnderTest,
   serviceTestEnv,
   waitFor,
-  type ServiceTestEnv,
 } from '@outreach/testkit';
-import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
 import { buildApp, migrationsDir } from '../src/app.js';
 import { ConfigSchema } from '../src/config.js';
 
 const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
-const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 const read = bearer(ROUTE_TEST_TOKENS.read);
-let t: ServiceTestEnv;
-let app: FastifyInstance;
-
-beforeAll(async () => {
-  t = await serviceTestEnv(
-    {
-      name: 'liveness',
-      configSchema: ConfigSchema,
-      buildApp,
-      migrationsDir,
-      entry: join(import.meta.dirname, '../src/server.ts'),
-    },
+const svc = routesUnderTest((env) =>
+  serviceTestEnv(
+    ownService(import.meta.dirname, { name: 'liveness', configSchema: ConfigSchema, buildApp, migrationsDir }),
     infra,
-    { env: ROUTE_TEST_ENV },
-  );
-  app = await t.startApp();
-});
-afterAll(() => t?.cleanup());
+    { env },
+  ),
+);
 
 const graces = (campaignId: string, body: string) =>
-  app.inject({
+  svc.app.inject({
     method: 'PUT',
     url: `/v1/campaigns/${campaignId}/graces`,
     headers: { ...bearer(ROUTE_TEST_TOKENS.operate), 'content-type': 'application/json' },
@@ -54,21 +38,11 @@ const graces = (campaignId: string, body: string) =>
   });
 
 describe('liveness routes', () => {
-  it('declares a scope on every route: graces need operate, reads need read', () => {
-    expect(scopeTable(app)).toEqual({
-      ...DOCS_SCOPES,
-      'GET /health/live': 'public',
-      'GET /health/ready': 'public',
-      'GET /metrics': 'public',
-      'GET /v1/conversations/stalled': 'read',
-      'GET /v1/conversations/:id': 'read',
-      'GET /v1/campaigns/:campaignId/graces': 'read',
-      'PUT /v1/campaigns/:campaignId/graces': 'operate',
-    });
-  });
-
-  it('refuses every /v1 route without a token whatever the spelling, and with the wrong scope', async () => {
-    expect(await probeRouteGuards(app, { tokens: ROUTE_TEST_TOKENS })).toEqual([]);
+  routeScopeTests(svc, 'graces need operate, reads need read', {
+    'GET /v1/conversations/stalled': 'read',
+    'GET /v1/conversations/:id': 'read',
+    'GET /v1/campaigns/:campaignId/graces': 'read',
+    'PUT /v1/campaigns/:campaignId/graces': 'operate',
   });
 
   it('refuses a grace past the bigint range, past 2^53 and past a year with a 400, not a database 500', async () => {
@@ -94,7 +68,7 @@ describe('liveness routes', () => {
       cursor(7),
       'not base64 at all',
     ]) {
-      const response = await app.inject({
+      const response = await svc.app.inject({
         url: `/v1/conversations/stalled?after=${encodeURIComponent(after)}`,
         headers: read,
       });
@@ -102,7 +76,9 @@ describe('liveness routes', () => {
       expect(response.json().message).toMatch(/cursor/);
     }
     const fine = cursor(['2024-01-01T00:00:00.000Z', 'camp:x']);
-    expect((await app.inject({ url: `/v1/conversations/stalled?after=${fine}`, headers: read })).statusCode).toBe(200);
+    expect((await svc.app.inject({ url: `/v1/conversations/stalled?after=${fine}`, headers: read })).statusCode).toBe(
+      200,
+    );
   });
 
   it('finds a conversation with a long id', async () => {
@@ -119,13 +95,13 @@ describe('liveness routes', () => {
       candidateKey: 'c'.repeat(2_000),
       messageId: null,
     };
-    await t.publish('conversationEvents', [received]);
+    await svc.t.publish('conversationEvents', [received]);
     const url = `/v1/conversations/${encodeURIComponent(conversationId)}`;
-    await waitFor(async () => (await app.inject({ url, headers: read })).statusCode === 200, {
+    await waitFor(async () => (await svc.app.inject({ url, headers: read })).statusCode === 200, {
       timeoutMs: 30_000,
       description: 'the long conversation projected',
     });
-    expect((await app.inject({ url, headers: read })).json()).toMatchObject({ conversationId });
+    expect((await svc.app.inject({ url, headers: read })).json()).toMatchObject({ conversationId });
   });
 
   it('answers fuzzed input without a 5xx, and every 4xx with a reason', { timeout: 600_000 }, async () => {
@@ -137,16 +113,10 @@ describe('liveness routes', () => {
       'GET /v1/campaigns/:campaignId/graces': [{ params: campaign }],
       'GET /v1/conversations/stalled': [{ query: { campaignId: 'camp-fuzz', reason: 'no_next_step', limit: 10 } }],
     };
-    const stored = { ok: 0 };
-    const violations = await fuzzRoutes(app, {
-      headers: bearer(ROUTE_TEST_ALL_SCOPES),
+    await expectFuzzSurvived(svc.app, {
       numRuns: 200,
       examples,
-      onAnswer: (route, status) => {
-        if (route.method === 'PUT' && status === 200) stored.ok++;
-      },
+      pastValidation: { stored: (route, status) => route.method === 'PUT' && status === 200 },
     });
-    expect(violations).toEqual([]);
-    expect(stored.ok).toBeGreaterThan(10);
   });
 });

@@ -5,7 +5,6 @@
  * event id twice is one event; a close and a completed step go the same way; a bad body is a 400
  * naming what is wrong, never a 5xx.
  */
-import { join } from 'node:path';
 import {
   eventCodec,
   type ConversationClosed,
@@ -13,29 +12,16 @@ import {
   type OutreachEvent,
   type StepCompleted,
 } from '@outreach/contracts';
-import { readTopic, serviceTestEnv, waitFor, type ReadMessage, type ServiceTestEnv } from '@outreach/testkit';
+import { readTopic, waitFor, type ReadMessage, type ServiceTestEnv } from '@outreach/testkit';
 import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { buildApp, migrationsDir } from '../src/app.js';
-import { ConfigSchema } from '../src/config.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { auth, plannerTestEnv } from './harness.js';
 
-const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
-const auth = { authorization: 'Bearer test-token' };
 let t: ServiceTestEnv;
 let app: FastifyInstance;
 
 beforeAll(async () => {
-  t = await serviceTestEnv(
-    {
-      name: 'planner',
-      configSchema: ConfigSchema,
-      buildApp,
-      migrationsDir,
-      entry: join(import.meta.dirname, '../src/server.ts'),
-    },
-    infra,
-    { env: { EXPERIMENT_URL: 'http://127.0.0.1:9' } },
-  );
+  t = await plannerTestEnv({ EXPERIMENT_URL: 'http://127.0.0.1:9' });
   app = await t.startApp();
 });
 afterAll(() => t?.cleanup());

@@ -7,23 +7,18 @@
  * again (a redelivery, a retry) stays quiet.
  */
 import { randomUUID } from 'node:crypto';
-import { join } from 'node:path';
 import {
   eventCodec,
   sendIdFor,
   type ConversationClosed,
   type MessageReceived,
   type OutreachEvent,
-  type OutreachRequested,
-  type SendRecorded,
   type SequencePlanned,
 } from '@outreach/contracts';
-import { freePort, readTopic, serviceTestEnv, waitFor, type ServiceTestEnv } from '@outreach/testkit';
-import { afterEach, describe, expect, inject, it } from 'vitest';
-import { buildApp, migrationsDir } from '../src/app.js';
-import { ConfigSchema } from '../src/config.js';
+import { freePort, readTopic, sendRecorded, waitFor, type ServiceTestEnv } from '@outreach/testkit';
+import { afterEach, describe, expect, it } from 'vitest';
+import { outreachRequested as request, plannerTestEnv } from './harness.js';
 
-const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
 const auth = { authorization: 'Bearer test-token', 'content-type': 'application/json' };
 let planner: ServiceTestEnv | undefined;
 afterEach(async () => {
@@ -32,39 +27,9 @@ afterEach(async () => {
 });
 
 async function plannerEnv(): Promise<ServiceTestEnv> {
-  planner = await serviceTestEnv(
-    {
-      name: 'planner',
-      configSchema: ConfigSchema,
-      buildApp,
-      migrationsDir,
-      entry: join(import.meta.dirname, '../src/server.ts'),
-    },
-    infra,
-    // No experiment service: these requests name no experiment.
-    { env: { EXPERIMENT_URL: 'http://127.0.0.1:9', SCHEDULER_INTERVAL_MS: '100' } },
-  );
+  // No experiment service: these requests name no experiment.
+  planner = await plannerTestEnv({ EXPERIMENT_URL: 'http://127.0.0.1:9', SCHEDULER_INTERVAL_MS: '100' });
   return planner;
-}
-
-function request(fields: Partial<OutreachRequested> & { candidateId: string; requestId: string }): OutreachRequested {
-  return {
-    type: 'OutreachRequested',
-    eventId: randomUUID(),
-    occurredAt: Date.now(),
-    producer: 'ats',
-    correlationId: randomUUID(),
-    causationId: null,
-    campaignId: 'camp',
-    email: `${fields.candidateId}@example.com`,
-    step: 'intro',
-    experimentId: null,
-    contents: [{ variant: null, subject: 'Hello', body: 'Would you like to talk?' }],
-    sendAt: null,
-    conversationId: null,
-    followUps: [],
-    ...fields,
-  };
 }
 
 const envelope = (conversationId: string, candidateKey: string) => ({
@@ -111,23 +76,7 @@ describe('conversation ids', () => {
 
     // The head was sent: the follow-up is scheduled in the same conversation; a reply (spelled
     // another way) cancels it there.
-    const sent: SendRecorded = {
-      type: 'SendRecorded',
-      ...envelope('unused', 'ada'),
-      producer: 'sender',
-      sendId: sendIdFor('camp', 'ada', 'intro'),
-      emailHash: 'h',
-      emailHashKeyId: 'test-1',
-      step: 'intro',
-      experimentId: null,
-      variant: null,
-      outcome: 'sent',
-      reason: null,
-      providerMessageId: null,
-      recordedAt: Date.now(),
-      conversationId: 'Thread-7',
-      requestId: 'r-ada',
-    };
+    const sent = sendRecorded('ada', 'intro', { conversationId: 'Thread-7', requestId: 'r-ada' });
     await t.publish('sendRecorded', [sent]);
     await decoded(t, t.topic('conversationEvents'), (e) =>
       e.some((x) => x.type === 'NextStepScheduled' && x.stepId === 'nudge'),

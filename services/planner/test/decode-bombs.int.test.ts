@@ -6,16 +6,12 @@
  * is planned, the process is never restarted, and its RSS stays within a bound.
  */
 import { existsSync, readFileSync } from 'node:fs';
-import { randomUUID } from 'node:crypto';
-import { join } from 'node:path';
 import { EventProducer, type RawRecord } from '@outreach/shared';
 import { eventCodec, type OutreachRequested, type SendRequested } from '@outreach/contracts';
-import { eventBombs, freePort, readTopic, serviceTestEnv, waitFor, type ServiceTestEnv } from '@outreach/testkit';
-import { afterEach, describe, expect, inject, it } from 'vitest';
-import { buildApp, migrationsDir } from '../src/app.js';
-import { ConfigSchema } from '../src/config.js';
+import { eventBombs, freePort, readTopic, waitFor, type ServiceTestEnv } from '@outreach/testkit';
+import { afterEach, describe, expect, it } from 'vitest';
+import { outreachRequested, plannerTestEnv } from './harness.js';
 
-const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
 const MiB = 1024 * 1024;
 let planner: ServiceTestEnv | undefined;
 afterEach(async () => {
@@ -35,26 +31,7 @@ function rssBytes(pid: number): number {
   }
 }
 
-function request(candidateId: string): OutreachRequested {
-  return {
-    type: 'OutreachRequested',
-    eventId: randomUUID(),
-    occurredAt: Date.now(),
-    producer: 'ats',
-    correlationId: randomUUID(),
-    causationId: null,
-    requestId: `req-${candidateId}`,
-    campaignId: 'camp',
-    candidateId,
-    email: `${candidateId}@example.com`,
-    step: 'intro',
-    experimentId: null,
-    contents: [{ variant: null, subject: 'Hello', body: 'Would you like to talk?' }],
-    sendAt: null,
-    conversationId: null,
-    followUps: [],
-  };
-}
+const request = (candidateId: string) => outreachRequested({ requestId: `req-${candidateId}`, candidateId });
 
 describe.skipIf(!existsSync('/proc/self/status'))('planner under Avro bombs', () => {
   it(
@@ -63,18 +40,8 @@ describe.skipIf(!existsSync('/proc/self/status'))('planner under Avro bombs', ()
       timeout: 180_000,
     },
     async () => {
-      const env = await serviceTestEnv(
-        {
-          name: 'planner',
-          configSchema: ConfigSchema,
-          buildApp,
-          migrationsDir,
-          entry: join(import.meta.dirname, '../src/server.ts'),
-        },
-        infra,
-        // No experiment in these requests: the experiment service is never called.
-        { env: { EXPERIMENT_URL: 'http://127.0.0.1:9', SCHEDULER_INTERVAL_MS: '100' } },
-      );
+      // No experiment in these requests: the experiment service is never called.
+      const env = await plannerTestEnv({ EXPERIMENT_URL: 'http://127.0.0.1:9', SCHEDULER_INTERVAL_MS: '100' });
       planner = env;
       const port = await freePort();
       const proc = env.startProcess({ HTTP_PORT: String(port) });

@@ -6,17 +6,15 @@
  * the start: both variables, an unreadable or empty file (exit 78, naming the variable and the path,
  * never the token).
  */
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { eventCodec, type OutreachRequested, type SendRequested } from '@outreach/contracts';
-import { freePort, readTopic, serviceTestEnv, waitFor, type ServiceTestEnv } from '@outreach/testkit';
-import { afterEach, describe, expect, inject, it } from 'vitest';
-import { buildApp, migrationsDir } from '../src/app.js';
-import { ConfigSchema } from '../src/config.js';
+import { eventCodec, type SendRequested } from '@outreach/contracts';
+import { freePort, readTopic, waitFor, type ServiceTestEnv } from '@outreach/testkit';
+import { afterEach, describe, expect, it } from 'vitest';
+import { defineExperiment, experimentTestEnv, outreachRequested, plannerTestEnv } from './harness.js';
 
-const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
 const REFRESH_MS = '200';
 let planner: ServiceTestEnv | undefined;
 let experiment: ServiceTestEnv | undefined;
@@ -34,37 +32,17 @@ function replaceFile(path: string, content: string): void {
   renameSync(`${path}.new`, path);
 }
 
-const plannerService = {
-  name: 'planner',
-  configSchema: ConfigSchema,
-  buildApp,
-  migrationsDir,
-  entry: join(import.meta.dirname, '../src/server.ts'),
-};
-
-function request(candidateId: string): OutreachRequested {
-  return {
-    type: 'OutreachRequested',
-    eventId: randomUUID(),
-    occurredAt: Date.now(),
-    producer: 'ats',
-    correlationId: randomUUID(),
-    causationId: null,
+const request = (candidateId: string) =>
+  outreachRequested({
     requestId: `req-${candidateId}`,
     candidateId,
     campaignId: 'camp-rotation',
-    email: `${candidateId}@example.com`,
-    step: 'intro',
     experimentId: 'rotation',
     contents: [
       { variant: 'A', subject: 'Subject A', body: 'Body A' },
       { variant: 'B', subject: 'Subject B', body: 'Body B' },
     ],
-    sendAt: null,
-    conversationId: null,
-    followUps: [],
-  };
-}
+  });
 
 async function ready(url: string, what: string, logs: () => string[]): Promise<void> {
   await waitFor(async () => (await fetch(`${url}/health/ready`).catch(() => undefined))?.ok === true, {
@@ -86,15 +64,7 @@ describe('EXPERIMENT_TOKEN_FILE', () => {
     writeFileSync(accepted, `${OLD}\n`);
     writeFileSync(plannerToken, `${OLD}\n`);
 
-    // Another service: run as a process from its folder, never imported (the lint boundary).
-    experiment = await serviceTestEnv(
-      {
-        name: 'experiment',
-        migrationsDir: join(import.meta.dirname, '../../experiment/migrations'),
-        entry: join(import.meta.dirname, '../../experiment/src/server.ts'),
-      },
-      infra,
-    );
+    experiment = await experimentTestEnv();
     const experimentUrl = `http://127.0.0.1:${await freePort()}`;
     const experimentProc = experiment.startProcess({
       HTTP_PORT: new URL(experimentUrl).port,
@@ -105,31 +75,18 @@ describe('EXPERIMENT_TOKEN_FILE', () => {
       SECRET_FILE_REFRESH_MS: REFRESH_MS,
     });
     await ready(experimentUrl, 'the experiment service', () => experimentProc.stdoutLines);
-    const created = await fetch(`${experimentUrl}/v1/experiments`, {
-      method: 'POST',
-      // Definitions need operate, which keeps the harness's token.
-      headers: { authorization: 'Bearer test-token', 'content-type': 'application/json' },
-      body: JSON.stringify({
-        experimentId: 'rotation',
-        variants: [
-          { name: 'A', weight: 1 },
-          { name: 'B', weight: 1 },
-        ],
-      }),
-    });
-    expect(created.status).toBe(201);
+    // Definitions need operate, which keeps the harness's token.
+    expect((await defineExperiment(experimentUrl, 'rotation')).status).toBe(201);
     const readWith = async (token: string) =>
       (await fetch(`${experimentUrl}/v1/experiments/rotation`, { headers: { authorization: `Bearer ${token}` } }))
         .status;
 
-    planner = await serviceTestEnv(plannerService, infra, {
-      env: {
-        EXPERIMENT_URL: experimentUrl,
-        EXPERIMENT_TOKEN_FILE: plannerToken,
-        SECRET_FILE_REFRESH_MS: REFRESH_MS,
-        EXPERIMENT_TIMEOUT_MS: '2000',
-        SCHEDULER_INTERVAL_MS: '100',
-      },
+    planner = await plannerTestEnv({
+      EXPERIMENT_URL: experimentUrl,
+      EXPERIMENT_TOKEN_FILE: plannerToken,
+      SECRET_FILE_REFRESH_MS: REFRESH_MS,
+      EXPERIMENT_TIMEOUT_MS: '2000',
+      SCHEDULER_INTERVAL_MS: '100',
     });
     const plannerUrl = `http://127.0.0.1:${await freePort()}`;
     const proc = planner.startProcess({ HTTP_PORT: new URL(plannerUrl).port });
@@ -217,7 +174,7 @@ describe('EXPERIMENT_TOKEN_FILE', () => {
     const empty = join(dir, 'empty');
     writeFileSync(file, `${TOKEN}\n`);
     writeFileSync(empty, '\n');
-    planner = await serviceTestEnv(plannerService, infra, { env: { EXPERIMENT_URL: 'http://127.0.0.1:9' } });
+    planner = await plannerTestEnv({ EXPERIMENT_URL: 'http://127.0.0.1:9' });
     const cases: Array<[Record<string, string>, RegExp]> = [
       [
         { EXPERIMENT_TOKEN_FILE: file, EXPERIMENT_TOKEN: TOKEN },

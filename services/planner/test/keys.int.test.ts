@@ -3,54 +3,20 @@
  * differently and arriving through Kafka and HTTP, are planned as one SendRequested under the
  * canonical keys, and follow-up steps are planned under their canonical names.
  */
-import { randomUUID } from 'node:crypto';
-import { join } from 'node:path';
 import { eventCodec, sendIdFor, type OutreachRequested, type SendRequested } from '@outreach/contracts';
-import { readTopic, serviceTestEnv, type ServiceTestEnv } from '@outreach/testkit';
-import { afterEach, expect, inject, it } from 'vitest';
-import { buildApp, migrationsDir } from '../src/app.js';
-import { ConfigSchema } from '../src/config.js';
+import { readTopic, type ServiceTestEnv } from '@outreach/testkit';
+import { afterEach, expect, it } from 'vitest';
+import { auth, outreachRequested, plannerTestEnv } from './harness.js';
 
-const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
-const auth = { authorization: 'Bearer test-token' };
 let planner: ServiceTestEnv;
 afterEach(() => planner?.cleanup());
 
-function request(fields: Partial<OutreachRequested>): OutreachRequested {
-  return {
-    type: 'OutreachRequested',
-    eventId: randomUUID(),
-    occurredAt: Date.now(),
-    producer: 'ats',
-    correlationId: randomUUID(),
-    causationId: null,
-    requestId: randomUUID(),
-    campaignId: 'camp-p',
-    candidateId: 'cand-p',
-    email: 'pat@example.com',
-    step: 'intro',
-    experimentId: null,
-    contents: [{ variant: null, subject: 'Hello', body: 'Would you like to talk?' }],
-    sendAt: null,
-    conversationId: null,
-    followUps: [],
-    ...fields,
-  };
-}
+const request = (fields: Partial<OutreachRequested>) =>
+  outreachRequested({ campaignId: 'camp-p', candidateId: 'cand-p', email: 'pat@example.com', ...fields });
 
 it('plans one SendRequested for every spelling of a send, through Kafka and HTTP', async () => {
-  planner = await serviceTestEnv(
-    {
-      name: 'planner',
-      configSchema: ConfigSchema,
-      buildApp,
-      migrationsDir,
-      entry: join(import.meta.dirname, '../src/server.ts'),
-    },
-    infra,
-    // No request here names an experiment, so the experiment service is never called.
-    { env: { EXPERIMENT_URL: 'http://127.0.0.1:9', SCHEDULER_INTERVAL_MS: '100' } },
-  );
+  // No request here names an experiment, so the experiment service is never called.
+  planner = await plannerTestEnv({ EXPERIMENT_URL: 'http://127.0.0.1:9', SCHEDULER_INTERVAL_MS: '100' });
   const app = await planner.startApp();
   const followUps = (step: string) => [
     { step, delayMs: 86_400_000, contents: [{ variant: null, subject: 'Again', body: 'Any thoughts?' }] },

@@ -9,19 +9,15 @@
  */
 import { dlqTopicOf } from '@outreach/shared';
 import { addressCandidateKey, type OutreachRequested } from '@outreach/contracts';
-import { readTopic, serviceTestEnv, testEmailHashKey, waitFor, type ServiceTestEnv } from '@outreach/testkit';
+import { readTopic, testEmailHashKey, waitFor, type ServiceTestEnv } from '@outreach/testkit';
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { senderTestEnv, type SenderTestEnv } from '../../sender/test/harness.js';
-import { buildApp as buildPlanner, migrationsDir as plannerMigrations } from '../src/app.js';
-import { ConfigSchema as PlannerConfig } from '../src/config.js';
+import { auth, infra, outreachRequested, plannerTestEnv } from './harness.js';
 
-const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
-const auth = { authorization: 'Bearer test-token' };
 let planner: ServiceTestEnv;
 let sender: SenderTestEnv;
 let plannerApp: FastifyInstance;
@@ -35,17 +31,7 @@ beforeAll(async () => {
   );
   await new Promise<void>((resolve) => experimentStub.listen(0, '127.0.0.1', resolve));
   const port = (experimentStub.address() as AddressInfo).port;
-  planner = await serviceTestEnv(
-    {
-      name: 'planner',
-      configSchema: PlannerConfig,
-      buildApp: buildPlanner,
-      migrationsDir: plannerMigrations,
-      entry: join(import.meta.dirname, '../src/server.ts'),
-    },
-    infra,
-    { env: { EXPERIMENT_URL: `http://127.0.0.1:${port}`, SCHEDULER_INTERVAL_MS: '100' } },
-  );
+  planner = await plannerTestEnv({ EXPERIMENT_URL: `http://127.0.0.1:${port}`, SCHEDULER_INTERVAL_MS: '100' });
   sender = await senderTestEnv(infra, { env: { TOPIC_PREFIX: planner.prefix } });
   plannerApp = await planner.startApp();
   senderApp = await sender.startApp();
@@ -56,29 +42,16 @@ afterAll(async () => {
   await new Promise((resolve) => experimentStub?.close(resolve));
 });
 
-function request(fields: Partial<OutreachRequested>): OutreachRequested {
-  return {
-    type: 'OutreachRequested',
-    eventId: randomUUID(),
-    occurredAt: Date.now(),
-    producer: 'ats',
-    correlationId: randomUUID(),
-    causationId: null,
-    requestId: randomUUID(),
+const request = (fields: Partial<OutreachRequested>) =>
+  outreachRequested({
     campaignId: 'camp-pii',
     candidateId: `cand-${randomUUID()}`,
     email: `someone-${randomUUID().slice(0, 8)}@example.com`,
-    step: 'intro',
-    experimentId: null,
-    contents: [{ variant: null, subject: 'Hello', body: 'Would you like to talk?' }],
-    sendAt: null,
-    conversationId: null,
     followUps: [
       { step: 'follow-up', delayMs: 86_400_000, contents: [{ variant: null, subject: 'Again', body: 'Hm?' }] },
     ],
     ...fields,
-  };
-}
+  });
 
 /** Every byte of a message a consumer of the topic sees: key, value, header names and values. */
 const bytesOf = (m: { key: string | null; value: Buffer | null; headers: Record<string, string> }) =>

@@ -4,7 +4,6 @@
  * instances, the seed-003 reschedule from inside a step, reply/close cancellation, bad input.
  */
 import { randomUUID } from 'node:crypto';
-import { join } from 'node:path';
 import {
   eventCodec,
   sendIdFor,
@@ -12,23 +11,19 @@ import {
   type MessageReceived,
   type OutreachEvent,
   type OutreachRequested,
-  type SendRecorded,
   type SendRequested,
 } from '@outreach/contracts';
 import {
   freePort,
   readTopic,
-  serviceTestEnv,
+  sendRecorded,
   waitFor,
   type RunningProcess,
   type ServiceTestEnv,
 } from '@outreach/testkit';
-import { afterEach, describe, expect, inject, it } from 'vitest';
-import { buildApp, migrationsDir } from '../src/app.js';
-import { ConfigSchema } from '../src/config.js';
+import { afterEach, describe, expect, it } from 'vitest';
+import { auth, defineExperiment, experimentTestEnv, outreachRequested, plannerTestEnv } from './harness.js';
 
-const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
-const auth = { authorization: 'Bearer test-token' };
 let planner: ServiceTestEnv;
 let experiment: ServiceTestEnv;
 afterEach(async () => {
@@ -40,15 +35,7 @@ afterEach(async () => {
 
 /** The real experiment service as a process on a fixed port (so it can be stopped and restarted). */
 async function experimentService(): Promise<{ url: string; start: () => Promise<RunningProcess> }> {
-  experiment = await serviceTestEnv(
-    // Another service: run as a process from its folder, never imported (the lint boundary).
-    {
-      name: 'experiment',
-      migrationsDir: join(import.meta.dirname, '../../experiment/migrations'),
-      entry: join(import.meta.dirname, '../../experiment/src/server.ts'),
-    },
-    infra,
-  );
+  experiment = await experimentTestEnv();
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const start = async () => {
@@ -63,74 +50,22 @@ async function experimentService(): Promise<{ url: string; start: () => Promise<
 }
 
 async function plannerEnv(experimentUrl: string) {
-  planner = await serviceTestEnv(
-    {
-      name: 'planner',
-      configSchema: ConfigSchema,
-      buildApp,
-      migrationsDir,
-      entry: join(import.meta.dirname, '../src/server.ts'),
-    },
-    infra,
-    {
-      env: {
-        EXPERIMENT_URL: experimentUrl,
-        EXPERIMENT_TOKEN: 'test-token',
-        SCHEDULER_INTERVAL_MS: '100',
-        EXPERIMENT_TIMEOUT_MS: '1000',
-      },
-    },
-  );
+  planner = await plannerTestEnv({
+    EXPERIMENT_URL: experimentUrl,
+    EXPERIMENT_TOKEN: 'test-token',
+    SCHEDULER_INTERVAL_MS: '100',
+    EXPERIMENT_TIMEOUT_MS: '1000',
+  });
   return planner;
 }
 
-function request(fields: Partial<OutreachRequested> & { candidateId: string }): OutreachRequested {
-  return {
-    type: 'OutreachRequested',
-    eventId: randomUUID(),
-    occurredAt: Date.now(),
-    producer: 'ats',
-    correlationId: randomUUID(),
-    causationId: null,
-    requestId: `req-${fields.candidateId}-${fields.step ?? 'intro'}`,
-    campaignId: 'camp',
-    email: `${fields.candidateId}@example.com`,
-    step: 'intro',
-    experimentId: null,
-    contents: [{ variant: null, subject: 'Hello', body: 'Would you like to talk?' }],
-    sendAt: null,
-    conversationId: null,
-    followUps: [],
-    ...fields,
-  };
-}
+const request = (fields: Partial<OutreachRequested> & { candidateId: string }) =>
+  outreachRequested({ requestId: `req-${fields.candidateId}-${fields.step ?? 'intro'}`, ...fields });
 
 /** The sender's SendRecorded(sent) for one step of a candidate in campaign `camp`. */
-function sentRecord(candidateKey: string, step: string, recordedAt = Date.now()): SendRecorded {
-  return {
-    type: 'SendRecorded',
-    eventId: randomUUID(),
-    occurredAt: Date.now(),
-    producer: 'sender',
-    correlationId: 'c',
-    causationId: null,
-    sendId: sendIdFor('camp', candidateKey, step),
-    campaignId: 'camp',
-    candidateKey,
-    emailHash: 'h',
-    emailHashKeyId: 'test-1',
-    step,
-    experimentId: null,
-    variant: null,
-    outcome: 'sent',
-    reason: null,
-    providerMessageId: null,
-    recordedAt,
-    // As a sender that does not carry it yet writes it: the liveness service files it by its step.
-    conversationId: null,
-    requestId: null,
-  };
-}
+// Without a conversationId, as a sender that does not carry it yet writes it: the liveness service files it by its step.
+const sentRecord = (candidateKey: string, step: string, recordedAt = Date.now()) =>
+  sendRecorded(candidateKey, step, { recordedAt });
 
 async function topicEvents<T extends OutreachEvent>(
   topic: string,
@@ -177,18 +112,7 @@ describe('planner', () => {
   it('waits while the experiment service is down, then plans every request with its sticky variant', async () => {
     const service = await experimentService();
     let proc = await service.start();
-    const created = await fetch(`${service.url}/v1/experiments`, {
-      method: 'POST',
-      headers: { ...auth, 'content-type': 'application/json' },
-      body: JSON.stringify({
-        experimentId: 'subject',
-        variants: [
-          { name: 'A', weight: 1 },
-          { name: 'B', weight: 1 },
-        ],
-      }),
-    });
-    expect(created.status).toBe(201);
+    expect((await defineExperiment(service.url, 'subject')).status).toBe(201);
     await proc.stop('SIGTERM');
 
     await plannerEnv(service.url);

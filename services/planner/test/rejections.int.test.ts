@@ -7,7 +7,6 @@
  * body without a requestId: dead-lettered or answered, and nothing published.
  */
 import { randomUUID } from 'node:crypto';
-import { join } from 'node:path';
 import { dlqTopicOf } from '@outreach/shared';
 import {
   eventCodec,
@@ -16,29 +15,18 @@ import {
   type OutreachRejected,
   type OutreachRequested,
 } from '@outreach/contracts';
-import { freePort, readTopic, serviceTestEnv, waitFor, type ReadMessage, type ServiceTestEnv } from '@outreach/testkit';
+import { freePort, readTopic, waitFor, type ReadMessage, type ServiceTestEnv } from '@outreach/testkit';
 import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { buildApp, migrationsDir } from '../src/app.js';
-import { ConfigSchema } from '../src/config.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { auth, defineExperiment, experimentTestEnv, outreachRequested, plannerTestEnv } from './harness.js';
 
-const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
-const auth = { authorization: 'Bearer test-token' };
 const CAMPAIGN = 'camp-rej';
 let planner: ServiceTestEnv;
 let experiment: ServiceTestEnv;
 let app: FastifyInstance;
 
 beforeAll(async () => {
-  // Another service: run as a process from its folder, never imported (the lint boundary).
-  experiment = await serviceTestEnv(
-    {
-      name: 'experiment',
-      migrationsDir: join(import.meta.dirname, '../../experiment/migrations'),
-      entry: join(import.meta.dirname, '../../experiment/src/server.ts'),
-    },
-    infra,
-  );
+  experiment = await experimentTestEnv();
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   experiment.startProcess({ HTTP_PORT: String(port) });
@@ -49,32 +37,14 @@ beforeAll(async () => {
   for (const [experimentId, status] of [
     ['exp', 'active'],
     ['paused-exp', 'paused'],
-  ]) {
-    const created = await fetch(`${url}/v1/experiments`, {
-      method: 'POST',
-      headers: { ...auth, 'content-type': 'application/json' },
-      body: JSON.stringify({
-        experimentId,
-        status,
-        variants: [
-          { name: 'A', weight: 1 },
-          { name: 'B', weight: 1 },
-        ],
-      }),
-    });
-    expect(created.status).toBe(201);
+  ] as const) {
+    expect((await defineExperiment(url, experimentId, status)).status).toBe(201);
   }
-  planner = await serviceTestEnv(
-    {
-      name: 'planner',
-      configSchema: ConfigSchema,
-      buildApp,
-      migrationsDir,
-      entry: join(import.meta.dirname, '../src/server.ts'),
-    },
-    infra,
-    { env: { EXPERIMENT_URL: url, EXPERIMENT_TOKEN: 'test-token', SCHEDULER_INTERVAL_MS: '100' } },
-  );
+  planner = await plannerTestEnv({
+    EXPERIMENT_URL: url,
+    EXPERIMENT_TOKEN: 'test-token',
+    SCHEDULER_INTERVAL_MS: '100',
+  });
   app = await planner.startApp();
 
   // Two steps another request already had: one emitted by the scheduler, one cancelled (the
@@ -131,25 +101,13 @@ afterAll(async () => {
 /** Every value a person could be recognized by; none may reach outreach.rejected.v1. */
 const PII = ['pii-marker.example', 'Lovelace', 'Ada', 'secret-subject', 'secret-body', 'cand-secret'];
 
-function request(fields: Partial<OutreachRequested> & { requestId: string; candidateId: string }): OutreachRequested {
-  return {
-    type: 'OutreachRequested',
-    eventId: randomUUID(),
-    occurredAt: Date.now(),
-    producer: 'ats',
-    correlationId: randomUUID(),
-    causationId: null,
+const request = (fields: Partial<OutreachRequested> & { requestId: string; candidateId: string }) =>
+  outreachRequested({
     campaignId: CAMPAIGN,
     email: `ada.lovelace.${fields.candidateId}@pii-marker.example`,
-    step: 'intro',
-    experimentId: null,
     contents: [{ variant: null, subject: 'Dear Ada Lovelace secret-subject', body: 'secret-body' }],
-    sendAt: null,
-    conversationId: null,
-    followUps: [],
     ...fields,
-  };
-}
+  });
 
 /** Every byte a reader of the topic sees: key, value, header names and values. */
 const bytesOf = (m: ReadMessage) =>

@@ -9,17 +9,13 @@
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { join } from 'node:path';
 import { eventCodec, sendIdFor, type SendRecorded } from '@outreach/contracts';
-import { readTopic, serviceTestEnv, waitFor, type ServiceTestEnv } from '@outreach/testkit';
+import { readTopic, sendRecorded, waitFor, type ServiceTestEnv } from '@outreach/testkit';
 import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { senderTestEnv, type SenderTestEnv } from '../../sender/test/harness.js';
-import { buildApp, migrationsDir } from '../src/app.js';
-import { ConfigSchema } from '../src/config.js';
+import { auth, infra, plannerTestEnv } from './harness.js';
 
-const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
-const auth = { authorization: 'Bearer test-token' };
 let planner: ServiceTestEnv;
 let sender: SenderTestEnv;
 let app: FastifyInstance;
@@ -48,25 +44,13 @@ beforeAll(async () => {
     });
   });
   await new Promise<void>((resolve) => experiment.listen(0, '127.0.0.1', resolve));
-  planner = await serviceTestEnv(
-    {
-      name: 'planner',
-      configSchema: ConfigSchema,
-      buildApp,
-      migrationsDir,
-      entry: join(import.meta.dirname, '../src/server.ts'),
-    },
-    infra,
-    {
-      env: {
-        EXPERIMENT_URL: `http://127.0.0.1:${(experiment.address() as AddressInfo).port}`,
-        EXPERIMENT_TIMEOUT_MS: '1000',
-        SCHEDULER_INTERVAL_MS: '100',
-        // The retention task at once and often; what it purges is aged by the test (30 days, the default).
-        REQUEST_STATUS_PURGE_INTERVAL_MS: '200',
-      },
-    },
-  );
+  planner = await plannerTestEnv({
+    EXPERIMENT_URL: `http://127.0.0.1:${(experiment.address() as AddressInfo).port}`,
+    EXPERIMENT_TIMEOUT_MS: '1000',
+    SCHEDULER_INTERVAL_MS: '100',
+    // The retention task at once and often; what it purges is aged by the test (30 days, the default).
+    REQUEST_STATUS_PURGE_INTERVAL_MS: '200',
+  });
   sender = await senderTestEnv(infra, { env: { TOPIC_PREFIX: planner.prefix } });
   app = await planner.startApp();
   await sender.startApp();
@@ -137,28 +121,14 @@ function recordOf(
   outcome: SendRecorded['outcome'],
   recordedAt: number,
 ): SendRecorded {
-  return {
-    type: 'SendRecorded',
-    eventId: randomUUID(),
+  return sendRecorded(request.candidateKey, 'intro', {
     occurredAt: recordedAt,
-    producer: 'sender',
-    correlationId: 'c',
-    causationId: null,
-    sendId: sendIdFor(request.campaignId, request.candidateKey, 'intro'),
     campaignId: request.campaignId,
-    candidateKey: request.candidateKey,
-    emailHash: 'h',
-    emailHashKeyId: 'test-1',
-    step: 'intro',
-    experimentId: null,
-    variant: null,
     outcome,
     reason: outcome === 'sent' ? null : `the sender's ${outcome}`,
-    providerMessageId: null,
     recordedAt,
-    conversationId: null,
     requestId: request.requestId,
-  };
+  });
 }
 
 describe('GET /v1/outreach-requests/:requestId', () => {

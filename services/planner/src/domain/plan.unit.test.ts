@@ -4,39 +4,22 @@
  * the follow-up it schedules.
  */
 import { sendIdFor, uuidV5, type OutreachRequested } from '@outreach/contracts';
-import { testEmailHashKey } from '@outreach/testkit';
 import { describe, expect, it } from 'vitest';
 import { planFollowUp, planRequest, type AdvancedSequence, type StoredFollowUp } from './plan.js';
-import { validateRequest, type Content, type PlannedRequest, type VariantDecision } from './request.js';
-import type { PlannedSend } from './step.js';
+import { plannedRequest as planned, plannedSendOf } from '../../test/requests.js';
+import type { Content, VariantDecision } from './request.js';
 
 const NOW = 1_700_000_000_000;
-
-function planned(fields: Partial<OutreachRequested> = {}): PlannedRequest {
-  const validation = validateRequest(
-    {
-      eventId: '0b7f9a52-4a67-4e35-8b0c-1d7a3f1e9c11',
-      occurredAt: 0,
-      producer: 'ats',
-      correlationId: 'corr',
-      causationId: null,
-      requestId: 'r1',
-      campaignId: 'camp',
-      candidateId: 'Ada',
-      email: 'ada@example.com',
-      step: 'intro',
-      experimentId: null,
-      contents: [{ variant: null, subject: 'Hi', body: 'Body' }],
-      sendAt: null,
-      conversationId: null,
-      followUps: [],
-      ...fields,
-    },
-    testEmailHashKey(),
-  );
-  if (!validation.ok) throw new Error(validation.reason);
-  return validation.request;
-}
+/** The envelope of what the planner writes about request r1 at NOW, in Ada's conversation. */
+const plannedAtNow = {
+  occurredAt: NOW,
+  producer: 'planner',
+  correlationId: 'corr',
+  causationId: '0b7f9a52-4a67-4e35-8b0c-1d7a3f1e9c11',
+  conversationId: 'camp:Ada',
+  campaignId: 'camp',
+  candidateKey: 'Ada',
+};
 
 const given = (fields: Partial<OutreachRequested>, decision: VariantDecision | null = null) => ({
   whenDecidedAt: (now: number) => planRequest(planned(fields), decision, now),
@@ -80,13 +63,7 @@ describe('planRequest (a request)', () => {
         planned: {
           type: 'SequencePlanned',
           eventId: uuidV5('sequence-planned', 'camp:Ada', 'r1', sendIdFor('camp', 'Ada', 'intro')),
-          occurredAt: NOW,
-          producer: 'planner',
-          correlationId: 'corr',
-          causationId: '0b7f9a52-4a67-4e35-8b0c-1d7a3f1e9c11',
-          conversationId: 'camp:Ada',
-          campaignId: 'camp',
-          candidateKey: 'Ada',
+          ...plannedAtNow,
           steps: ['intro'],
         },
       },
@@ -113,13 +90,7 @@ describe('planRequest (a request)', () => {
           event: {
             type: 'NextStepScheduled',
             eventId: uuidV5('next-step-scheduled', 'camp:Ada', 'intro', String(NOW + 1)),
-            occurredAt: NOW,
-            producer: 'planner',
-            correlationId: 'corr',
-            causationId: '0b7f9a52-4a67-4e35-8b0c-1d7a3f1e9c11',
-            conversationId: 'camp:Ada',
-            campaignId: 'camp',
-            candidateKey: 'Ada',
+            ...plannedAtNow,
             stepId: 'intro',
             dueAt: NOW + 1,
           },
@@ -226,23 +197,7 @@ describe('planRequest (a request)', () => {
 });
 
 describe('planFollowUp (a sequence whose awaited step was sent)', () => {
-  const template: PlannedSend = {
-    requestId: 'r1',
-    requestEventId: '0b7f9a52-4a67-4e35-8b0c-1d7a3f1e9c11',
-    correlationId: 'corr',
-    campaignId: 'camp',
-    candidateId: 'Ada',
-    candidateKey: 'Ada',
-    conversationId: 'camp:Ada',
-    email: 'ada@example.com',
-    emailNorm: 'ada@example.com',
-    experimentId: 'exp',
-    sendId: sendIdFor('camp', 'Ada', 'intro'),
-    step: 'intro',
-    variant: 'B',
-    subject: 'b',
-    body: 'body b',
-  };
+  const template = plannedSendOf('intro', { subject: 'b', body: 'body b' });
   const followUps: StoredFollowUp[] = [
     { step: 'nudge', delayMs: 60_000, content: { variant: 'B', subject: 'nudge b', body: 'nb' }, variant: 'B' },
     { step: 'last', delayMs: 120_000, content: { variant: null, subject: 'last', body: 'lb' }, variant: null },

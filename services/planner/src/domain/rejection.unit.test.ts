@@ -18,6 +18,7 @@ import {
   stepTaken,
   unknownExperiment,
 } from './rejection.js';
+import { requestEvent } from '../../test/requests.js';
 import { validateRequest } from './request.js';
 
 let ids = 0;
@@ -26,27 +27,17 @@ const randomUUID = () => uuidV5('test', String(++ids));
 
 const hashKey = testEmailHashKey();
 
-function request(fields: Partial<OutreachRequested> = {}): OutreachRequested {
-  return {
-    type: 'OutreachRequested',
+const request = (fields: Partial<OutreachRequested> = {}) =>
+  requestEvent({
     eventId: randomUUID(),
-    occurredAt: 0,
-    producer: 'ats',
     correlationId: 'corr-1',
-    causationId: null,
     requestId: 'ats-7731',
     campaignId: 'spring',
     candidateId: 'cand-1',
     email: 'ada.lovelace@example.com',
-    step: 'intro',
-    experimentId: null,
     contents: [{ variant: null, subject: 'Hello Ada', body: 'Dear Ada Lovelace' }],
-    sendAt: null,
-    conversationId: null,
-    followUps: [],
     ...fields,
-  };
-}
+  });
 
 /** The fields OutreachRejected names for a request that fails validation. */
 function refusedFields(fields: Partial<OutreachRequested>): string {

@@ -3,8 +3,7 @@
  * when the HTTP ingress takes it (AcceptRequest) or the consumer plans it (PlanRequest), then the
  * rules in their one order: the step, the experiment, the content.
  */
-import type { OutreachRequested } from '@outreach/contracts';
-import { deciderSpec, testEmailHashKey } from '@outreach/testkit';
+import { deciderSpec } from '@outreach/testkit';
 import { describe, expect, it } from 'vitest';
 import {
   asksExperiment,
@@ -15,37 +14,12 @@ import {
   type RequestEvent,
 } from './plan.js';
 import { contentMissing, experimentRefused, invalidRequest, stepTaken, unknownExperiment } from './rejection.js';
-import { UNKNOWN_EXPERIMENT, validateRequest, type PlannedRequest } from './request.js';
+import { plannedRequest as planned } from '../../test/requests.js';
+import { UNKNOWN_EXPERIMENT, type PlannedRequest } from './request.js';
 import type { StoredStep } from './step.js';
 
 const NOW = 1_700_000_000_000;
 const given = deciderSpec(requestDecider);
-
-function planned(fields: Partial<OutreachRequested> = {}): PlannedRequest {
-  const validation = validateRequest(
-    {
-      eventId: '0b7f9a52-4a67-4e35-8b0c-1d7a3f1e9c11',
-      occurredAt: 0,
-      producer: 'ats',
-      correlationId: 'corr',
-      causationId: null,
-      requestId: 'r1',
-      campaignId: 'camp',
-      candidateId: 'Ada',
-      email: 'ada@example.com',
-      step: 'intro',
-      experimentId: null,
-      contents: [{ variant: null, subject: 'Hi', body: 'Body' }],
-      sendAt: null,
-      conversationId: null,
-      followUps: [],
-      ...fields,
-    },
-    testEmailHashKey(),
-  );
-  if (!validation.ok) throw new Error(validation.reason);
-  return validation.request;
-}
 
 const refused = { requestId: 'r1', eventId: '0b7f9a52-4a67-4e35-8b0c-1d7a3f1e9c11', correlationId: 'corr' };
 const plan = (request: PlannedRequest, experiment: ExperimentAnswer = { kind: 'none' }): RequestCommand => ({

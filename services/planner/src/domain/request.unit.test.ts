@@ -1,32 +1,14 @@
 import { addressCandidateKey, sendIdFor, type OutreachRequested } from '@outreach/contracts';
 import { testEmailHashKey } from '@outreach/testkit';
 import { describe, expect, it } from 'vitest';
+import { requestEvent } from '../../test/requests.js';
 import { chooseContent, UNKNOWN_EXPERIMENT, validateRequest as validate, variantCoverage } from './request.js';
 
 const key = testEmailHashKey();
 const validateRequest = (event: OutreachRequested) => validate(event, key);
 
-function request(fields: Partial<OutreachRequested> = {}): OutreachRequested {
-  return {
-    type: 'OutreachRequested',
-    eventId: '0b7f9a52-4a67-4e35-8b0c-1d7a3f1e9c11',
-    occurredAt: 0,
-    producer: 'ats',
-    correlationId: 'corr',
-    causationId: null,
-    requestId: 'r1',
-    campaignId: 'camp',
-    candidateId: ' Jose\u0301 ',
-    email: ' Jose@Example.COM ',
-    step: 'intro',
-    experimentId: null,
-    contents: [{ variant: null, subject: 'Hi', body: 'Body' }],
-    sendAt: null,
-    conversationId: null,
-    followUps: [],
-    ...fields,
-  };
-}
+const request = (fields: Partial<OutreachRequested> = {}) =>
+  requestEvent({ candidateId: ' Jose\u0301 ', email: ' Jose@Example.COM ', ...fields });
 
 describe('validateRequest', () => {
   it('normalizes once, at the edge, and derives the send id and conversation', () => {

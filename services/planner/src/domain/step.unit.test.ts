@@ -1,36 +1,13 @@
 /** Given a step's past events, when the scheduler emits it or a reply cancels it, then these events (or a refusal). */
-import { sendIdFor, uuidV5, type StepCancelled } from '@outreach/contracts';
+import { uuidV5, type StepCancelled } from '@outreach/contracts';
 import { deciderSpec } from '@outreach/testkit';
 import { describe, expect, it } from 'vitest';
-import {
-  arrivalOf,
-  nextStepScheduled,
-  sendRequested,
-  stepDecider,
-  type PlannedSend,
-  type StepCommand,
-  type StepEvent,
-} from './step.js';
+import { plannedSendOf } from '../../test/requests.js';
+import { arrivalOf, nextStepScheduled, sendRequested, stepDecider, type StepCommand, type StepEvent } from './step.js';
 
 const given = deciderSpec(stepDecider);
 
-const send: PlannedSend = {
-  requestId: 'r1',
-  requestEventId: '0b7f9a52-4a67-4e35-8b0c-1d7a3f1e9c11',
-  correlationId: 'corr',
-  campaignId: 'camp',
-  candidateId: 'Ada',
-  candidateKey: 'Ada',
-  conversationId: 'camp:Ada',
-  email: 'ada@example.com',
-  emailNorm: 'ada@example.com',
-  experimentId: 'exp',
-  sendId: sendIdFor('camp', 'Ada', 'reminder'),
-  step: 'reminder',
-  variant: 'B',
-  subject: 'Hello',
-  body: 'Would you like to talk?',
-};
+const send = plannedSendOf('reminder');
 
 const scheduled = (dueAt: number, at = 0) => nextStepScheduled(send, dueAt, at);
 const emitted = (dueAt: number, at: number) => sendRequested(send, dueAt, at);
