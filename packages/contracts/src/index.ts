@@ -4,16 +4,7 @@
  * clock; the only package a service's domain/ may import.
  */
 export * from './events.generated.js';
-export {
-  EventCodec,
-  eventCodec,
-  DecodeError,
-  EncodeError,
-  confluentSchemaId,
-  defaultDecodeLimits,
-  type DecodeErrorCode,
-  type DecodeLimits,
-} from './codec.js';
+export { EventCodec, eventCodec, DecodeError, confluentSchemaId, type DecodeErrorCode } from './codec.js';
 export { crc64Avro, fingerprintBytes } from './fingerprint.js';
 export { canonicalForm, schemaFingerprint, type AvroSchema } from './canonical.js';
 export {
@@ -29,7 +20,6 @@ export {
   idProblem,
   exactIdProblem,
   utf8Bytes,
-  MAX_ID_BYTES,
   MAX_CONVERSATION_ID_BYTES,
   MAX_EXPERIMENT_ID_CHARS,
   holdsAtSign,
@@ -38,13 +28,9 @@ export {
   emailHash,
   uuidV5,
   sendIdFor,
-  isDeliverableAddress,
   hasControlCharacters,
   AT_SIGN,
   stripInvisible,
-  type CanonicalAddress,
   type EmailHashKey,
-  type SendKeys,
-  type RawSendKeys,
 } from './keys.js';
 export { fold, type Decider } from './decider.js';

@@ -142,8 +142,3 @@ export function patchKafkajsReauthentication(): boolean {
   reauthPatch.prototype[reauthPatch.key] = reauthPatch.fixed;
   return true;
 }
-
-/** For the test that shows the fault the fix removes: kafkajs as shipped, until patchKafkajsReauthentication(). */
-export function unpatchKafkajsReauthenticationForTest(): void {
-  if (reauthPatch) reauthPatch.prototype[reauthPatch.key] = reauthPatch.original;
-}
