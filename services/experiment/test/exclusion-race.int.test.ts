@@ -10,6 +10,7 @@ import type { Pool } from 'pg';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import { ExperimentsRepository, type Experiment } from '../src/adapters/experiments-repository.js';
 import { migrationsDir } from '../src/app.js';
+import { assignCandidates } from '../src/workflow/assign.js';
 
 const databaseUrl = inject('databaseUrl');
 let schema: string;
@@ -40,8 +41,8 @@ it('two experiments of a group racing for the same candidates enrol each in exac
   for (let round = 0; round < 5; round++) {
     const keys = Array.from({ length: 200 }, (_, i) => `r${round}-c${i}`);
     const [fromLeft, fromRight] = await Promise.all([
-      repository.assign(left, keys, `left-${round}`),
-      repository.assign(right, [...keys].reverse(), `right-${round}`),
+      assignCandidates(repository, left, keys, `left-${round}`),
+      assignCandidates(repository, right, [...keys].reverse(), `right-${round}`),
     ]);
     const byKey = new Map(fromRight.map((a) => [a.candidateKey, a]));
     for (const a of fromLeft) {

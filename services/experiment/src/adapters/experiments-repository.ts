@@ -9,13 +9,12 @@
  * sets the weights, and each assignment stores the period whose weights computed it: the report
  * tests each period against its own weights, whatever the clocks of concurrent requests said.
  */
-import { decideAll, enqueueEvents, withTransaction, type Decided, type Queryable } from '@outreach/shared';
+import { enqueueEvents, withTransaction, type Decided, type Queryable } from '@outreach/shared';
 import { type VariantContaminated } from '@outreach/contracts';
 import type { Pool, PoolClient } from 'pg';
 import {
   assignmentDecider,
   assignmentKey,
-  assignmentKeyOf,
   claimsMembership,
   contaminationEvent,
   type AssigningExperiment,
@@ -213,50 +212,13 @@ export class ExperimentsRepository {
     return new Map(rows.map((r) => [r.candidateKey, r]));
   }
 
-  /**
-   * Returns each candidate's assignment, creating the missing ones (active experiments only) in one
-   * transaction with their VariantAssigned events in the outbox. `client` lets the dry run work
-   * inside a transaction it rolls back.
-   */
-  async assign(
-    experiment: Experiment,
-    candidateKeys: readonly string[],
-    correlationId: string,
-    client?: PoolClient,
-  ): Promise<Assignment[]> {
-    const run = (c: PoolClient) => this.assignWith(c, experiment, [...new Set(candidateKeys)], correlationId);
-    const byKey = new Map(
-      (await (client ? run(client) : withTransaction(this.pool, run))).map((a) => [a.candidateKey, a]),
-    );
-    return candidateKeys.map((key) => byKey.get(key) as Assignment);
-  }
-
-  /**
-   * The Assignment decider's store, for one experiment: load the candidates' states (claiming the
-   * unheld ones in the exclusion group first where the domain says so: the claim is the lock), decide,
-   * apply. A batch takes the same statements as one candidate: load, claim (group experiments), insert,
-   * read back rows a racing transaction landed first (only if any), outbox.
-   */
-  private async assignWith(
-    client: PoolClient,
-    experiment: Experiment,
-    keys: readonly string[],
-    correlationId: string,
-  ): Promise<Assignment[]> {
-    if (keys.length === 0) return [];
-    const { at, states } = await this.loadAssignments(client, experiment, keys);
-    const commands = keys.map((candidateKey): AssignmentCommand => ({
-      type: 'Assign',
-      experiment,
-      candidateKey,
-      correlationId,
-      at,
-    }));
-    return this.applyAssignments(client, experiment, decideAll(assignmentDecider, assignmentKeyOf, states, commands));
+  /** A transaction on this repository's pool (the command seam's unit of work). */
+  transaction<T>(work: (client: PoolClient) => Promise<T>): Promise<T> {
+    return withTransaction(this.pool, work);
   }
 
   /** One statement reads every candidate's assignment and group holder (and the transaction's time). */
-  private async loadAssignments(
+  async loadAssignments(
     client: PoolClient,
     experiment: Experiment,
     keys: readonly string[],
@@ -334,7 +296,7 @@ export class ExperimentsRepository {
    * transaction landed first is the truth, read back and returned as not created) and the
    * VariantAssigned events of the rows that landed.
    */
-  private async applyAssignments(
+  async applyAssignments(
     client: PoolClient,
     experiment: Experiment,
     decided: readonly Decided<AssignmentCommand, AssignmentState, AssignmentEvent>[],

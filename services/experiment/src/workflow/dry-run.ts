@@ -1,5 +1,6 @@
 import type { Experiment, ExperimentsRepository } from '../adapters/experiments-repository.js';
 import type { Variant } from '../domain/assignment.js';
+import { assignCandidates } from './assign.js';
 
 export interface DryRunResult {
   readonly experimentId: string;
@@ -23,7 +24,7 @@ export async function dryRun(
   return repository.scratch(async (client) => {
     const active: Experiment = { ...experiment, status: 'active' };
     const ids = Array.from({ length: n }, (_, i) => `__dry-run__:${experiment.experimentId}:${i}`);
-    const first = await repository.assign(active, ids, 'dry-run', client);
+    const first = await assignCandidates(repository, active, ids, 'dry-run', client);
     // Weights move between the passes, as they may in a live test: assigned candidates must not.
     const rotated: Variant[] = active.variants.map((v, i, all) => ({
       name: v.name,
@@ -31,7 +32,7 @@ export async function dryRun(
     }));
     await repository.update(experiment.experimentId, { variants: rotated }, client);
     const changed = (await repository.find(experiment.experimentId, client)) as Experiment;
-    const second = await repository.assign({ ...changed, status: 'active' }, ids, 'dry-run', client);
+    const second = await assignCandidates(repository, { ...changed, status: 'active' }, ids, 'dry-run', client);
     let stable = 0;
     let flipped = 0;
     let notEnrolled = 0;

@@ -8,6 +8,7 @@ import type { Experiment } from '../../adapters/experiments-repository.js';
 import { definitionProblems } from '../../domain/assignment.js';
 import { rampSampleRatioMismatch } from '../../domain/srm.js';
 import { dryRun } from '../../workflow/dry-run.js';
+import { assignCandidates } from '../../workflow/assign.js';
 
 /**
  * Hard bounds at the edge: weights are an `int` column (their lower bound, 0, is definitionProblems',
@@ -138,7 +139,8 @@ export default async function experimentRoutes(app: FastifyInstance): Promise<vo
     { config: { scope: 'publish' }, schema: { params: AssignmentParams } },
     async (request) => {
       const experiment = await load(request.params.id);
-      const [assignment] = await app.experiments.assign(
+      const [assignment] = await assignCandidates(
+        app.experiments,
         experiment,
         [candidateKeyOf(request.params.candidateId)],
         correlation(request),
@@ -171,7 +173,12 @@ export default async function experimentRoutes(app: FastifyInstance): Promise<vo
       }
       const experiment = await load(request.params.id);
       return {
-        assignments: await app.experiments.assign(experiment, candidateIds.map(candidateKeyOf), correlation(request)),
+        assignments: await assignCandidates(
+          app.experiments,
+          experiment,
+          candidateIds.map(candidateKeyOf),
+          correlation(request),
+        ),
       };
     },
   );
