@@ -108,7 +108,7 @@ export function schemasReadme(set: SchemaSet): string {
     '## Keys',
     '',
     'Every ingress (the Kafka topics, the HTTP API, the backfill, the suppression list) puts keys in one',
-    'canonical form before comparing, storing or hashing them (`packages/shared/src/domain/keys.ts`),',
+    'canonical form before comparing, storing or hashing them (`packages/contracts/src/keys.ts`),',
     'so spellings a person would call the same are one send:',
     '',
     '| key | canonical form | example variants that are one key |',

@@ -7,7 +7,7 @@
  * DecodeError, never anything else; and each decode stays under 50 ms and 16 MB of heap.
  *
  * Fixed seed, modest runs by default (part of the unit project). A long run:
- *   FUZZ_RUNS=100000 npx vitest run --project unit packages/shared/src/contracts/codec.fuzz.unit.test.ts
+ *   FUZZ_RUNS=100000 npx vitest run --project unit packages/contracts/src/codec.fuzz.unit.test.ts
  * FUZZ_SEED picks another seed; a failure prints the seed and path that reproduce it.
  */
 import avro from 'avsc';
