@@ -300,12 +300,15 @@ export class ConversationsRepository {
     const { rows } = await client.query<{ from: string; to: string; campaignId: string; candidateKey: string }>(
       `WITH moved AS (
          SELECT e.event_id, e.conversation_id AS from_id, p.conversation_id AS to_id, p.campaign_id, p.candidate_key
-         FROM planned_steps p
-         JOIN conversation_events e
-           ON e.route_campaign_id = p.campaign_id AND e.route_candidate_key = p.candidate_key AND e.route_step = p.step
-         WHERE (p.campaign_id, p.candidate_key, p.step) IN (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]))
-           AND e.conversation_id <> p.conversation_id
-         FOR UPDATE OF e)
+         FROM (SELECT DISTINCT * FROM unnest($1::text[], $2::text[], $3::text[])) AS k(campaign_id, candidate_key, step)
+         CROSS JOIN LATERAL (
+           SELECT campaign_id, candidate_key, step, conversation_id FROM planned_steps
+           WHERE campaign_id = k.campaign_id AND candidate_key = k.candidate_key AND step = k.step OFFSET 0) p
+         CROSS JOIN LATERAL (
+           SELECT event_id, conversation_id FROM conversation_events
+           WHERE route_campaign_id = p.campaign_id AND route_candidate_key = p.candidate_key AND route_step = p.step
+             AND conversation_id <> p.conversation_id
+           FOR UPDATE) e)
        UPDATE conversation_events e SET conversation_id = moved.to_id FROM moved WHERE e.event_id = moved.event_id
        RETURNING moved.from_id AS "from", moved.to_id AS "to", moved.campaign_id AS "campaignId", moved.candidate_key AS "candidateKey"`,
       [plans.map((p) => p.event.campaignId), plans.map((p) => p.event.candidateKey), plans.map((p) => p.step)],

@@ -137,14 +137,17 @@ function inFlightSend({ attemptStartedAt, dbNow, ...row }: InFlightRow): InFligh
  * suppression list's reason, the campaign's pause and the kill switch, rows locked.
  */
 function factsQuery(statuses: string): string {
+  // One key lookup per claim, locked in the claims' order, and one per suppression and campaign: a
+  // shape the planner cannot turn into scans of growing tables (docs/design.md, "Keyed batch statements").
   return `SELECT ${decidableColumns('s.')}, sup.reason AS suppression, coalesce(c.paused, false) AS paused,
             ctl.paused AS "sendingPaused"
-     FROM sends s
-     LEFT JOIN suppressions sup ON sup.email_norm = s.email_norm
-     LEFT JOIN campaigns c ON c.campaign_id = s.campaign_id
+     FROM unnest($1::uuid[], $2::uuid[]) WITH ORDINALITY AS k(send_id, token, n)
+     CROSS JOIN LATERAL (
+       SELECT * FROM sends WHERE send_id = k.send_id AND claim_token = k.token AND status IN (${statuses}) FOR UPDATE) s
+     LEFT JOIN LATERAL (SELECT reason FROM suppressions WHERE email_norm = s.email_norm OFFSET 0) sup ON true
+     LEFT JOIN LATERAL (SELECT paused FROM campaigns WHERE campaign_id = s.campaign_id OFFSET 0) c ON true
      CROSS JOIN sending_control ctl
-     WHERE s.status IN (${statuses}) AND (s.send_id, s.claim_token) IN (SELECT * FROM unnest($1::uuid[], $2::uuid[]))
-     FOR UPDATE OF s`;
+     ORDER BY k.n`;
 }
 
 /** A decided transition of a row this transaction holds: applied only from the status it was decided in. */
