@@ -15,13 +15,13 @@ INSERT INTO outbox_published (event_id, published_at)
   SELECT event_id, published_at FROM outbox WHERE published_at IS NOT NULL
   ON CONFLICT DO NOTHING;
 DELETE FROM outbox WHERE published_at IS NOT NULL;
--- Every row left is unpublished: the relay reads them in primary-key order. published_at stays,
--- always NULL, until a later release drops it (a relay of the previous release, still running
--- during a rolling upgrade, marks rows published; this release's relay skips and removes them).
-DROP INDEX outbox_unpublished_idx;
+-- published_at stays, always NULL, until a later release drops it: a relay of the previous release,
+-- still running during a rolling upgrade, marks rows published in place; this release's relay skips
+-- them and its cleanup moves them out. outbox_unpublished_idx stays too: the relay reads it in id
+-- order, and the backlog gauges count through it, skipping the entries of deleted rows that vacuum
+-- has not removed yet (a scan of the table would read every one of those).
 DROP INDEX outbox_published_at_idx;
 
 -- Down Migration
-CREATE INDEX outbox_unpublished_idx ON outbox (id) WHERE published_at IS NULL;
 CREATE INDEX outbox_published_at_idx ON outbox (published_at) WHERE published_at IS NOT NULL;
 DROP TABLE outbox_published;
