@@ -10,6 +10,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
   checkSnsOrigin,
+  DEFAULT_SNS_LIMITS,
   parseSnsEnvelope,
   snsCertificateUrl,
   snsConfirmationUrl,
@@ -122,7 +123,7 @@ describe('SNS envelope', () => {
   it('refuses a body over the size limit without parsing it', () => {
     const huge = JSON.stringify({ ...signed(), Message: 'x'.repeat(2 * 1024 * 1024) });
     expect(parseSnsEnvelope(huge)).toEqual({ kind: 'invalid', reason: 'SNS message larger than 1048576 bytes' });
-    expect(parseSnsEnvelope(Buffer.from(JSON.stringify(signed())), { maxBytes: 100 }).kind).toBe('invalid');
+    expect(parseSnsEnvelope(Buffer.from(JSON.stringify(signed())), { ...DEFAULT_SNS_LIMITS, maxBytes: 100 }).kind).toBe('invalid');
   });
 
   it('never throws, whatever the body', () => {
