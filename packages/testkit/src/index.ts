@@ -82,5 +82,6 @@ export {
   type SlowClientsResult,
 } from './http-attacks.js';
 export { selfSignedCertificate } from './x509.js';
+export { tcpProxy, type TcpProxy } from './tcp-proxy.js';
 export { bearer, expectFuzzSurvived, ownService, routeScopeTests, routesUnderTest } from './route-tests.js';
 export { sendRecorded } from './events.js';
