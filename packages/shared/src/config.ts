@@ -164,9 +164,10 @@ export const BaseConfigSchema = Type.Object({
    */
   SECRET_FILE_REFRESH_MS: Type.Integer({ minimum: 100, maximum: 3_600_000, default: 30_000 }),
   /**
-   * Requests per RATE_LIMIT_WINDOW_MS, per replica, in each bucket: per token and route scope; on
-   * public routes per route purpose, for a verified credential (a signed message, an unsubscribe
-   * link) its own, for everything else per client address (docs/operations.md, "Rate limits").
+   * Requests per RATE_LIMIT_WINDOW_MS, per replica, in each bucket: per token (per client address
+   * without a valid one); on the public routes per route purpose, a verified credential's (a signed
+   * message, an unsubscribe link) its own, everything else's per client address (docs/operations.md,
+   * "Rate limits").
    */
   RATE_LIMIT_MAX: Type.Integer({ minimum: 1, maximum: 100_000_000, default: 6_000 }),
   RATE_LIMIT_WINDOW_MS: Type.Integer({ minimum: 1_000, maximum: 3_600_000, default: 60_000 }),

@@ -26,6 +26,7 @@ import { ConfigError, type BaseConfig } from '../config.js';
 import { reloadEvery } from '../security/reload.js';
 import { readTextFile, type ReadFile } from '../security/secrets.js';
 import { AppError } from './errors.js';
+import { CountingStore } from './rate-limit-store.js';
 
 export const scopes = ['publish', 'operate', 'read'] as const;
 export type Scope = (typeof scopes)[number];
@@ -212,22 +213,17 @@ export interface AccessControlOptions {
   readonly tokens: ScopedTokens | (() => ScopedTokens);
   /** With `tokens` a function: how often to read them again (a revoked token stops working then). */
   readonly reloadMs?: number;
-  /** Requests per window per token and route scope (per client address without a valid token). */
+  /** Requests per window per token (per client address without a valid one). */
   readonly rateLimit: { readonly max: number; readonly windowMs: number };
 }
 
 /**
- * Buckets the limiter keeps at most (least recently used go first). Every bucket of every limiter
- * shares them: enough that a flood of one kind of key cannot push the others out and so reset them.
- */
-const RATE_LIMIT_BUCKETS = 50_000;
-
-/**
  * Registers the route check, the route catalogue, and three onRequest hooks in order: authenticate
  * (never throws), rate limit, authorize. All of it runs before the body is read. The limit's bucket
- * is the route's scope and the token when it is valid, else the scope and the client address: made-up
- * tokens buy no fresh bucket, and no number of them, from the same address or any other, uses up a
- * valid token's (a DSN hook's token is never refused because someone posts garbage at the route).
+ * is the token when it is valid, else the client address: made-up tokens buy no fresh bucket, and no
+ * number of them, from the same address or any other, uses up a valid token's (a DSN hook's token is
+ * never refused because someone posts garbage at its route). A caller with a purpose of its own (the
+ * DSN hook) gets a token of its own, and so a bucket of its own.
  */
 export const accessControl = fp(
   async (app: FastifyInstance, options: AccessControlOptions) => {
@@ -277,16 +273,14 @@ export const accessControl = fp(
       global: false,
       max: options.rateLimit.max,
       timeWindow: options.rateLimit.windowMs,
-      cache: RATE_LIMIT_BUCKETS,
+      store: CountingStore,
       // Probes and scrapers are not clients; they must never be throttled into a restart. The public
       // routes people and providers call limit themselves (credentialRateLimit, clientRateLimit).
       allowList: (request: FastifyRequest) => request.routeOptions.config.scope === 'public',
-      keyGenerator: (request: FastifyRequest) => {
-        const scope = request.routeOptions.config.scope ?? 'none';
-        return request.authentication.kind === 'principal'
-          ? `${scope}:token:${request.authentication.principal.id}`
-          : `${scope}:ip:${request.ip}`;
-      },
+      keyGenerator: (request: FastifyRequest) =>
+        request.authentication.kind === 'principal'
+          ? `token:${request.authentication.principal.id}`
+          : `ip:${request.ip}`,
       errorResponseBuilder: (_request, context) =>
         new AppError(
           'RATE_LIMITED',
