@@ -26,8 +26,7 @@ const CLOSE_OBJECT = 0x7d;
  * Says nothing about whether the text is valid JSON: the parser that runs next decides that.
  */
 export function jsonDepthProblem(json: string | Uint8Array, maxDepth: number = MAX_JSON_DEPTH): string | undefined {
-  const at: (i: number) => number =
-    typeof json === 'string' ? (i) => json.charCodeAt(i) : (i) => json[i] as number;
+  const at: (i: number) => number = typeof json === 'string' ? (i) => json.charCodeAt(i) : (i) => json[i] as number;
   const length = json.length;
   let depth = 0;
   let inString = false;

@@ -55,7 +55,9 @@ describe('jsonDepthProblem', () => {
   it("finds the attacker's 480,000 levels (960 KB) at the limit's offset, fast, without parsing", () => {
     const bomb = nested(480_000);
     const started = performance.now();
-    expect(jsonDepthProblem(bomb)).toBe(`JSON nested deeper than ${MAX_JSON_DEPTH} levels (at offset ${MAX_JSON_DEPTH})`);
+    expect(jsonDepthProblem(bomb)).toBe(
+      `JSON nested deeper than ${MAX_JSON_DEPTH} levels (at offset ${MAX_JSON_DEPTH})`,
+    );
     expect(jsonDepthProblem(Buffer.from(bomb))).toMatch(/deeper than/);
     expect(performance.now() - started).toBeLessThan(100);
     // Deep nesting after a long innocent prefix is found too: the outer array is level 1, so the

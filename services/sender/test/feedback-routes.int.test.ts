@@ -13,7 +13,14 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { topicName } from '@outreach/shared';
 import { emailHash, eventCodec, type AddressSuppressed } from '@outreach/contracts';
-import { rawRequest, readTopic, selfSignedCertificate, slowClients, testEmailHashKey, waitFor } from '@outreach/testkit';
+import {
+  rawRequest,
+  readTopic,
+  selfSignedCertificate,
+  slowClients,
+  testEmailHashKey,
+  waitFor,
+} from '@outreach/testkit';
 import {
   deliveryStatusNotification,
   sesNotification,
@@ -521,9 +528,9 @@ describe('configuration and limits', () => {
     expect(limitedAnswer.json()).toMatchObject({ error: 'RATE_LIMITED', message: expect.stringMatching(/this link/) });
     // Its POST is another purpose; another genuine link is another bucket.
     expect(await statuses(1, 'POST', link)).toEqual([404]);
-    expect(await statuses(1, 'GET', `/v1/unsubscribe/${unsubscribeToken(unsubscribeKey(hashKey), randomUUID())}`)).toEqual([
-      404,
-    ]);
+    expect(
+      await statuses(1, 'GET', `/v1/unsubscribe/${unsubscribeToken(unsubscribeKey(hashKey), randomUUID())}`),
+    ).toEqual([404]);
     // Made-up links count per client address, apart from the genuine ones.
     expect(await statuses(4, 'GET', '/v1/unsubscribe/v1.made-up')).toEqual([400, 400, 400, 429]);
     // The SES route's refused requests: one above, two more, then 429.
@@ -535,7 +542,7 @@ describe('configuration and limits', () => {
  * The attacks of issue 31 against the public routes, with a limit small enough that thousands of
  * requests are far past it: garbage at the webhooks, made-up and scanned unsubscribe links, replays,
  * bodies at and past their limits, nesting, and slow bodies (docs/attacks.md, "Rate limits",
- * "Request bodies", "Slow clients"). Every request comes from the one client address, as everything
+ * "Request bodies per route", "Slow clients"). Every request comes from the one client address, as everything
  * does behind an ingress without TRUST_PROXY.
  */
 describe('attacks on the public routes', () => {
@@ -625,7 +632,12 @@ describe('attacks on the public routes', () => {
     expect(await suppression('kim@example.com')).toMatchObject({ reason: 'complaint', source: 'ses' });
 
     const body = JSON.stringify([
-      { email: 'lea@example.com', event: 'spamreport', timestamp: Math.floor(Date.now() / 1000), sg_event_id: 'sg-lea' },
+      {
+        email: 'lea@example.com',
+        event: 'spamreport',
+        timestamp: Math.floor(Date.now() / 1000),
+        sg_event_id: 'sg-lea',
+      },
     ]);
     const timestamp = String(Math.floor(Date.now() / 1000));
     const report = await attacked.inject({
@@ -711,12 +723,11 @@ describe('attacks on the public routes', () => {
     expect(hook.json()).toMatchObject({ suppressed: 1 });
     expect(await suppression('pat@example.com')).toMatchObject({ reason: 'bounce', source: 'dsn' });
   });
-
 });
 
 /**
  * Bodies at and past their limits, nesting, and slow bodies at the SES route (docs/attacks.md,
- * "Request bodies", "Slow clients"), on an app of their own: the floods above used up the
+ * "Request bodies per route", "Slow clients"), on an app of their own: the floods above used up the
  * refused-request bucket of this client address.
  */
 describe('bodies and slow clients at the SES route', () => {
@@ -782,7 +793,11 @@ describe('bodies and slow clients at the SES route', () => {
       const levels = Math.floor((SNS_MAX_BODY_BYTES - 10) / 2);
       const deepEnvelope = `${'['.repeat(levels)}${']'.repeat(levels)}`;
       const deepMessage = signedSnsMessage(
-        { MessageId: randomUUID(), Timestamp: new Date().toISOString(), Message: `${'['.repeat(100)}${']'.repeat(100)}` },
+        {
+          MessageId: randomUUID(),
+          Timestamp: new Date().toISOString(),
+          Message: `${'['.repeat(100)}${']'.repeat(100)}`,
+        },
         sns.privateKey,
       );
       const envelope = await sesPost(deepEnvelope);

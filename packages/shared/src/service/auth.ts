@@ -14,13 +14,7 @@
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import rateLimit from '@fastify/rate-limit';
-import type {
-  FastifyInstance,
-  FastifyReply,
-  FastifyRequest,
-  FastifySchema,
-  onRequestAsyncHookHandler,
-} from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, FastifySchema, onRequestAsyncHookHandler } from 'fastify';
 import fp from 'fastify-plugin';
 import { ConfigError, type BaseConfig } from '../config.js';
 import { reloadEvery } from '../security/reload.js';
@@ -351,7 +345,12 @@ export function credentialRateLimit(
   // The limiter names a bucket from the request alone, so the verified credential rides along here.
   const credentials = new WeakMap<FastifyRequest, string>();
   const limiter = (bucket: (request: FastifyRequest) => string) =>
-    app.createRateLimit({ max: options.max, timeWindow: options.windowMs, allowList: () => false, keyGenerator: bucket });
+    app.createRateLimit({
+      max: options.max,
+      timeWindow: options.windowMs,
+      allowList: () => false,
+      keyGenerator: bucket,
+    });
   const verifiedLimiter = limiter((request) => `${options.purpose}:verified:${credentials.get(request) ?? ''}`);
   const refusedLimiter = limiter((request) => `${options.purpose}:refused:${request.ip}`);
   const windowSeconds = Math.round(options.windowMs / 1000);

@@ -156,7 +156,8 @@ export class ReadinessCache {
       code = 'ok';
     } catch (failure) {
       error = failure;
-      code = failure instanceof HealthProblem ? failure.code : failure instanceof CheckTimeout ? 'timeout' : 'unavailable';
+      code =
+        failure instanceof HealthProblem ? failure.code : failure instanceof CheckTimeout ? 'timeout' : 'unavailable';
     }
     const previous = this.codes.get(name);
     this.codes.set(name, code);

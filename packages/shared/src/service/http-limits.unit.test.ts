@@ -64,7 +64,12 @@ describe('request timeout', { timeout: 30_000 }, () => {
     const body = `POST /v1/echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{`;
     const [slowBody, slowHeaders] = await Promise.all([
       slowClients(port, { count: 100, head: body, trickleMs: 200, giveUpMs: 10_000 }),
-      slowClients(port, { count: 100, head: 'GET /health/live HTTP/1.1\r\nHost: x\r\n', trickleMs: 200, giveUpMs: 10_000 }),
+      slowClients(port, {
+        count: 100,
+        head: 'GET /health/live HTTP/1.1\r\nHost: x\r\n',
+        trickleMs: 200,
+        giveUpMs: 10_000,
+      }),
     ]);
     for (const attack of [slowBody, slowHeaders]) {
       expect(attack.stillOpen).toBe(0);
@@ -226,8 +231,14 @@ describe('readiness under a flood', { timeout: 30_000 }, () => {
 
   it('liveness names a dead part with a code, and its reason goes to the log only', async () => {
     const { app, port } = await listening();
-    app.liveness.set('consumer-1', () => 'consumer group secret-group-name: crashed: connect ECONNREFUSED 10.1.2.3:9092');
+    app.liveness.set(
+      'consumer-1',
+      () => 'consumer group secret-group-name: crashed: connect ECONNREFUSED 10.1.2.3:9092',
+    );
     const live = await get(port, '/health/live');
-    expect(live).toEqual({ status: 503, body: { status: 'dead', service: 'limits', checks: { 'consumer-1': 'dead' } } });
+    expect(live).toEqual({
+      status: 503,
+      body: { status: 'dead', service: 'limits', checks: { 'consumer-1': 'dead' } },
+    });
   });
 });

@@ -24,9 +24,8 @@ const LocalStore = createRequire(import.meta.url)('@fastify/rate-limit/store/Loc
  */
 export const RATE_LIMIT_BUCKETS = 50_000;
 
-const copied =
-  (callback: (error: Error | null, result?: Counted) => void) => (error: Error | null, result?: Counted) =>
-    callback(error, result && { current: result.current, ttl: result.ttl });
+const copied = (callback: (error: Error | null, result?: Counted) => void) => (error: Error | null, result?: Counted) =>
+  callback(error, result && { current: result.current, ttl: result.ttl });
 
 /** The `store` of @fastify/rate-limit (no continueExceeding, no backoff); each limiter gets its own. */
 export class CountingStore implements FastifyRateLimitStore {

@@ -55,7 +55,8 @@ export function registerConsumer(
   app.log.info({ check, group: options.groupId }, 'consumer health checks registered');
   const group = `consumer group ${options.groupId}`;
   app.readiness.set(check, async () => {
-    if (startError) throw new HealthProblem('start_failed', `${group} failed to start: ${(startError as Error).message}`);
+    if (startError)
+      throw new HealthProblem('start_failed', `${group} failed to start: ${(startError as Error).message}`);
     const dead = runner.liveness();
     if (dead) throw new HealthProblem('crashed', `${group}: ${dead}`);
     if (!runner.joined) throw new HealthProblem('not_joined', `${group}: not a member (joining or rebalancing)`);

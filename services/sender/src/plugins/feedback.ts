@@ -71,7 +71,13 @@ export default fp(
             certificates: new SnsCertificateCache(),
             snsLimits: { ...DEFAULT_SNS_LIMITS, maxBytes: maxSnsBodyBytes },
           });
-    app.decorate('feedback', { intake, ses, sendGridKey, maxBodyBytes: config.FEEDBACK_MAX_BODY_BYTES, maxSnsBodyBytes });
+    app.decorate('feedback', {
+      intake,
+      ses,
+      sendGridKey,
+      maxBodyBytes: config.FEEDBACK_MAX_BODY_BYTES,
+      maxSnsBodyBytes,
+    });
     app.decorate('unsubscribes', new Unsubscribes(unsubscribeKey(app.emailHashKey), app.sendQueries, app.suppressions));
     app.decorate('unsubscribeMailto', config.UNSUBSCRIBE_MAILTO);
 

@@ -128,7 +128,9 @@ describe('SNS envelope', () => {
       kind: 'invalid',
       reason: `SNS message larger than ${SNS_MAX_BODY_BYTES} bytes`,
     });
-    expect(parseSnsEnvelope(Buffer.from(JSON.stringify(signed())), { ...DEFAULT_SNS_LIMITS, maxBytes: 100 }).kind).toBe('invalid');
+    expect(parseSnsEnvelope(Buffer.from(JSON.stringify(signed())), { ...DEFAULT_SNS_LIMITS, maxBytes: 100 }).kind).toBe(
+      'invalid',
+    );
   });
 
   it('takes a Message of 256 KiB and refuses one byte more; refuses nesting past the limit before parsing', () => {

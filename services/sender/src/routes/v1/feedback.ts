@@ -74,76 +74,68 @@ export default async function feedbackRoutes(app: FastifyInstance): Promise<void
   const take = (events: readonly DeliveryFeedback[], request: FastifyRequest) =>
     app.feedback.intake.take(events, request.id);
 
-  app.post(
-    '/feedback/ses',
-    { config: { scope: 'public' }, bodyLimit: maxSnsBodyBytes },
-    async (request, reply) => {
-      const { ses } = app.feedback;
-      const limit = app.publicRateLimit.ses;
-      if (!ses) {
-        await limit.unverified(request, reply);
-        throw new AppError('NOT_FOUND', 'SES feedback intake is not configured');
-      }
-      const result = await ses.receive(bytesOf(request), new Date());
-      if (result.kind === 'invalid' || result.kind === 'refused') await limit.unverified(request, reply);
-      else await limit.verified(request, reply, result.kind === 'feedback' ? result.snsMessageId : result.topicArn);
-      switch (result.kind) {
-        case 'invalid':
-          throw new AppError('BAD_REQUEST', result.reason);
-        case 'refused':
-          request.log.warn({ reason: result.reason }, 'SES feedback refused');
-          throw new AppError('FORBIDDEN', result.reason);
-        case 'feedback':
-          return summary(result.events.length, result.ignored, await take(result.events, request));
-        case 'subscribed':
-        case 'unsubscribed':
-          request.log.info({ topicArn: result.topicArn, kind: result.kind }, 'SNS subscription message');
-          return { [result.kind]: true };
-        case 'subscription':
-          // Only with confirmation turned off: an operator opens the URL (docs/operations.md).
-          request.log.warn(
-            { topicArn: result.topicArn, confirmationUrl: result.confirmationUrl },
-            'SNS subscription to confirm',
-          );
-          return { subscribed: false };
-        default: {
-          const exhaustive: never = result;
-          throw new Error(`unexpected SNS intake result ${JSON.stringify(exhaustive)}`);
-        }
-      }
-    },
-  );
-
-  app.post(
-    '/feedback/sendgrid',
-    { config: { scope: 'public' }, bodyLimit: maxBodyBytes },
-    async (request, reply) => {
-      const publicKey = app.feedback.sendGridKey;
-      const limit = app.publicRateLimit.sendgrid;
-      if (!publicKey) {
-        await limit.unverified(request, reply);
-        throw new AppError('NOT_FOUND', 'SendGrid feedback intake is not configured');
-      }
-      const signature = headerValue(request, SENDGRID_SIGNATURE_HEADER);
-      const result = receiveSendGridWebhook(
-        {
-          body: bytesOf(request),
-          signature,
-          timestamp: headerValue(request, SENDGRID_TIMESTAMP_HEADER),
-        },
-        { publicKey, now: new Date(), limits: { ...DEFAULT_SENDGRID_LIMITS, maxBytes: maxBodyBytes } },
-      );
-      // A verified request's signature is the signed batch's own name: its retries share a bucket.
-      if (result.kind === 'refused' || result.kind === 'invalid') await limit.unverified(request, reply);
-      else await limit.verified(request, reply, signature ?? '');
-      if (result.kind === 'refused') {
-        request.log.warn({ reason: result.reason }, 'SendGrid feedback refused');
+  app.post('/feedback/ses', { config: { scope: 'public' }, bodyLimit: maxSnsBodyBytes }, async (request, reply) => {
+    const { ses } = app.feedback;
+    const limit = app.publicRateLimit.ses;
+    if (!ses) {
+      await limit.unverified(request, reply);
+      throw new AppError('NOT_FOUND', 'SES feedback intake is not configured');
+    }
+    const result = await ses.receive(bytesOf(request), new Date());
+    if (result.kind === 'invalid' || result.kind === 'refused') await limit.unverified(request, reply);
+    else await limit.verified(request, reply, result.kind === 'feedback' ? result.snsMessageId : result.topicArn);
+    switch (result.kind) {
+      case 'invalid':
+        throw new AppError('BAD_REQUEST', result.reason);
+      case 'refused':
+        request.log.warn({ reason: result.reason }, 'SES feedback refused');
         throw new AppError('FORBIDDEN', result.reason);
+      case 'feedback':
+        return summary(result.events.length, result.ignored, await take(result.events, request));
+      case 'subscribed':
+      case 'unsubscribed':
+        request.log.info({ topicArn: result.topicArn, kind: result.kind }, 'SNS subscription message');
+        return { [result.kind]: true };
+      case 'subscription':
+        // Only with confirmation turned off: an operator opens the URL (docs/operations.md).
+        request.log.warn(
+          { topicArn: result.topicArn, confirmationUrl: result.confirmationUrl },
+          'SNS subscription to confirm',
+        );
+        return { subscribed: false };
+      default: {
+        const exhaustive: never = result;
+        throw new Error(`unexpected SNS intake result ${JSON.stringify(exhaustive)}`);
       }
-      if (result.kind === 'invalid') throw new AppError('BAD_REQUEST', result.reason);
-      return summary(result.events.length, result.ignored, await take(result.events, request));
-    },
-  );
+    }
+  });
+
+  app.post('/feedback/sendgrid', { config: { scope: 'public' }, bodyLimit: maxBodyBytes }, async (request, reply) => {
+    const publicKey = app.feedback.sendGridKey;
+    const limit = app.publicRateLimit.sendgrid;
+    if (!publicKey) {
+      await limit.unverified(request, reply);
+      throw new AppError('NOT_FOUND', 'SendGrid feedback intake is not configured');
+    }
+    const signature = headerValue(request, SENDGRID_SIGNATURE_HEADER);
+    const result = receiveSendGridWebhook(
+      {
+        body: bytesOf(request),
+        signature,
+        timestamp: headerValue(request, SENDGRID_TIMESTAMP_HEADER),
+      },
+      { publicKey, now: new Date(), limits: { ...DEFAULT_SENDGRID_LIMITS, maxBytes: maxBodyBytes } },
+    );
+    // A verified request's signature is the signed batch's own name: its retries share a bucket.
+    if (result.kind === 'refused' || result.kind === 'invalid') await limit.unverified(request, reply);
+    else await limit.verified(request, reply, signature ?? '');
+    if (result.kind === 'refused') {
+      request.log.warn({ reason: result.reason }, 'SendGrid feedback refused');
+      throw new AppError('FORBIDDEN', result.reason);
+    }
+    if (result.kind === 'invalid') throw new AppError('BAD_REQUEST', result.reason);
+    return summary(result.events.length, result.ignored, await take(result.events, request));
+  });
 
   app.post('/feedback/dsn', { config: { scope: 'operate' }, bodyLimit: maxBodyBytes }, async (request) => {
     const result = parseDeliveryStatusNotification(
