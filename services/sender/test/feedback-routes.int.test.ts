@@ -64,6 +64,44 @@ async function startWithSns(overrides: Record<string, string> = {}): Promise<Fas
   }
 }
 
+/** A POST to `target`'s SES route as SNS sends it; an object is sent as its JSON. */
+const postToSes = (target: FastifyInstance, body: unknown) =>
+  target.inject({
+    method: 'POST',
+    url: '/v1/feedback/ses',
+    headers: { 'content-type': 'text/plain; charset=UTF-8' },
+    payload: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+
+/** A POST to `target`'s SendGrid route, signed with the test key unless `signature` is given. */
+const postToSendGrid = (
+  target: FastifyInstance,
+  body: string,
+  timestamp = String(Math.floor(Date.now() / 1000)),
+  signature?: string,
+) =>
+  target.inject({
+    method: 'POST',
+    url: '/v1/feedback/sendgrid',
+    headers: {
+      'content-type': 'application/json',
+      'x-twilio-email-event-webhook-timestamp': timestamp,
+      'x-twilio-email-event-webhook-signature': signature ?? signSendGridWebhook(body, timestamp, sendGrid.privateKey),
+    },
+    payload: body,
+  });
+
+/** An SES complaint for `recipient` as SNS delivers it, signed, stamped now. */
+const complaint = (recipient: string, messageId: string = randomUUID()) =>
+  signedSnsMessage(
+    {
+      MessageId: messageId,
+      Timestamp: new Date().toISOString(),
+      Message: sesNotification({ type: 'Complaint', recipients: [recipient] }),
+    },
+    sns.privateKey,
+  );
+
 async function suppression(address: string) {
   const [row] = await t.query<{ reason: string; source: string; send_id: string | null; campaign_id: string | null }>(
     'SELECT reason, source, send_id, campaign_id FROM suppressions WHERE email_norm = $1',
@@ -334,15 +372,7 @@ describe('SES through SNS', () => {
   });
 
   it('a complaint without our Message-ID suppresses its recipient, tied to no send', async () => {
-    const complaint = signedSnsMessage(
-      {
-        MessageId: randomUUID(),
-        Timestamp: new Date().toISOString(),
-        Message: sesNotification({ type: 'Complaint', recipients: ['hal@example.com'] }),
-      },
-      sns.privateKey,
-    );
-    expect((await post(complaint)).statusCode).toBe(200);
+    expect((await post(complaint('hal@example.com'))).statusCode).toBe(200);
     expect(await suppression('hal@example.com')).toEqual({
       reason: 'complaint',
       source: 'ses',
@@ -375,18 +405,8 @@ describe('SES through SNS', () => {
 });
 
 describe('SendGrid Signed Event Webhook', () => {
-  const post = (body: string, timestamp = String(Math.floor(Date.now() / 1000)), signature?: string) =>
-    app.inject({
-      method: 'POST',
-      url: '/v1/feedback/sendgrid',
-      headers: {
-        'content-type': 'application/json',
-        'x-twilio-email-event-webhook-timestamp': timestamp,
-        'x-twilio-email-event-webhook-signature':
-          signature ?? signSendGridWebhook(body, timestamp, sendGrid.privateKey),
-      },
-      payload: body,
-    });
+  const post = (body: string, timestamp?: string, signature?: string) =>
+    postToSendGrid(app, body, timestamp, signature);
   const events = (...entries: Array<Record<string, unknown>>) =>
     JSON.stringify(entries.map((e) => ({ timestamp: Math.floor(Date.now() / 1000) - 5, ...e })));
 
@@ -580,22 +600,7 @@ describe('attacks on the public routes', () => {
         (await attacked.inject({ url: '/metrics' })).body,
       )?.[1] ?? 0,
     );
-  const sesPost = (body: unknown) =>
-    attacked.inject({
-      method: 'POST',
-      url: '/v1/feedback/ses',
-      headers: { 'content-type': 'text/plain; charset=UTF-8' },
-      payload: typeof body === 'string' ? body : JSON.stringify(body),
-    });
-  const complaint = (recipient: string, messageId = randomUUID()) =>
-    signedSnsMessage(
-      {
-        MessageId: messageId,
-        Timestamp: new Date().toISOString(),
-        Message: sesNotification({ type: 'Complaint', recipients: [recipient] }),
-      },
-      sns.privateKey,
-    );
+  const sesPost = (body: unknown) => postToSes(attacked, body);
 
   it('6,000 garbage posts at the SES and SendGrid routes, then a signed SNS complaint and a SendGrid spam report are taken in', async () => {
     const forged = { ...complaint('kim@example.com'), Message: 'not what SNS signed' };
@@ -639,17 +644,7 @@ describe('attacks on the public routes', () => {
         sg_event_id: 'sg-lea',
       },
     ]);
-    const timestamp = String(Math.floor(Date.now() / 1000));
-    const report = await attacked.inject({
-      method: 'POST',
-      url: '/v1/feedback/sendgrid',
-      headers: {
-        'content-type': 'application/json',
-        'x-twilio-email-event-webhook-timestamp': timestamp,
-        'x-twilio-email-event-webhook-signature': signSendGridWebhook(body, timestamp, sendGrid.privateKey),
-      },
-      payload: body,
-    });
+    const report = await postToSendGrid(attacked, body);
     expect(report.statusCode, report.body).toBe(200);
     expect(report.json()).toMatchObject({ suppressed: 1 });
     expect(await suppression('lea@example.com')).toMatchObject({ reason: 'complaint', source: 'sendgrid' });
@@ -735,22 +730,7 @@ describe('bodies and slow clients at the SES route', () => {
   beforeAll(async () => {
     attacked = await startWithSns({ HTTP_REQUEST_TIMEOUT_MS: '2000' });
   });
-  const sesPost = (body: unknown) =>
-    attacked.inject({
-      method: 'POST',
-      url: '/v1/feedback/ses',
-      headers: { 'content-type': 'text/plain; charset=UTF-8' },
-      payload: typeof body === 'string' ? body : JSON.stringify(body),
-    });
-  const complaint = (recipient: string) =>
-    signedSnsMessage(
-      {
-        MessageId: randomUUID(),
-        Timestamp: new Date().toISOString(),
-        Message: sesNotification({ type: 'Complaint', recipients: [recipient] }),
-      },
-      sns.privateKey,
-    );
+  const sesPost = (body: unknown) => postToSes(attacked, body);
 
   describe('bodies', () => {
     /** A signed SES complaint whose envelope is padded with whitespace to exactly `bytes`. */
@@ -806,18 +786,7 @@ describe('bodies and slow clients at the SES route', () => {
       const message = await sesPost(deepMessage);
       expect(message.statusCode).toBe(400);
       expect(message.json().message).toMatch(/^SES notification: JSON nested deeper than 64 levels/);
-      const sendGridDeep = `[${'{"a":'.repeat(100)}1${'}'.repeat(100)}]`;
-      const timestamp = String(Math.floor(Date.now() / 1000));
-      const sendGridAnswer = await attacked.inject({
-        method: 'POST',
-        url: '/v1/feedback/sendgrid',
-        headers: {
-          'content-type': 'application/json',
-          'x-twilio-email-event-webhook-timestamp': timestamp,
-          'x-twilio-email-event-webhook-signature': signSendGridWebhook(sendGridDeep, timestamp, sendGrid.privateKey),
-        },
-        payload: sendGridDeep,
-      });
+      const sendGridAnswer = await postToSendGrid(attacked, `[${'{"a":'.repeat(100)}1${'}'.repeat(100)}]`);
       expect(sendGridAnswer.statusCode).toBe(400);
       expect(sendGridAnswer.json().message).toMatch(/JSON nested deeper than 64 levels/);
 

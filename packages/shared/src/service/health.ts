@@ -17,6 +17,7 @@
  * (`not_joined`, `crashed`, `start_failed` for consumers); `dead` for a failing liveness check.
  */
 import type { FastifyInstance } from 'fastify';
+import { withTimeout } from '../wait.js';
 
 export type ReadinessCheck = () => Promise<void>;
 /** Why a part of the process is dead for good (undefined while it works); in-memory state, no IO. */
@@ -152,7 +153,11 @@ export class ReadinessCache {
     let code: string;
     let error: unknown;
     try {
-      await withTimeout(running, this.options.checkTimeoutMs);
+      await withTimeout(
+        running,
+        this.options.checkTimeoutMs,
+        () => new CheckTimeout(`no answer within ${this.options.checkTimeoutMs} ms`),
+      );
       code = 'ok';
     } catch (failure) {
       error = failure;
@@ -167,16 +172,6 @@ export class ReadinessCache {
     }
     return code;
   }
-}
-
-function withTimeout(promise: Promise<void>, ms: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    promise,
-    new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new CheckTimeout(`no answer within ${ms} ms`)), ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
 }
 
 /**
