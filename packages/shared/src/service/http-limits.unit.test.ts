@@ -7,13 +7,15 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { MAX_JSON_DEPTH } from '@outreach/contracts';
+import { Type } from '@sinclair/typebox';
 import { slowClients } from '@outreach/testkit';
 import type { FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLogger } from '../logger.js';
 import { waitFor } from '../wait.js';
 import { HealthProblem } from './health.js';
-import { buildHttpApp, type HttpAppOptions } from './http.js';
+import { loadConfig } from '../config.js';
+import { buildHttpApp, DEFAULT_HTTP_TIMEOUTS, type HttpAppOptions } from './http.js';
 
 const logger = createLogger({ name: 'http-limits-test', level: 'silent' });
 const token = 'all-scopes';
@@ -78,6 +80,24 @@ describe('request timeout', { timeout: 30_000 }, () => {
       expect(new Set(attack.statuses)).toEqual(new Set([408]));
     }
     expect((await get(port, '/health/live')).status).toBe(200);
+  });
+
+  it('every service gets the timeouts by default (the base config, read by buildServiceApp)', async () => {
+    const config = loadConfig(Type.Object({}), { KAFKA_BROKERS: 'k:9092', DATABASE_URL: 'postgres://x' });
+    expect([config.HTTP_REQUEST_TIMEOUT_MS, config.HTTP_CONNECTION_TIMEOUT_MS]).toEqual([
+      DEFAULT_HTTP_TIMEOUTS.requestMs,
+      DEFAULT_HTTP_TIMEOUTS.connectionMs,
+    ]);
+    const { app } = await listening();
+    expect(app.initialConfig).toMatchObject({ requestTimeout: 30_000, connectionTimeout: 60_000 });
+    expect(app.server.headersTimeout).toBe(30_000);
+    expect(() =>
+      loadConfig(Type.Object({}), {
+        KAFKA_BROKERS: 'k:9092',
+        DATABASE_URL: 'postgres://x',
+        HTTP_REQUEST_TIMEOUT_MS: '0',
+      }),
+    ).toThrow(/HTTP_REQUEST_TIMEOUT_MS/);
   });
 
   it('closes a connection that never sends a byte after the connection timeout', async () => {
