@@ -184,7 +184,8 @@ export function registerHealthRoutes(
 ): ReadinessCache {
   const cache = new ReadinessCache(app.readiness, options.readiness, app.log);
   app.addHook('onReady', async () => cache.start());
-  app.addHook('onClose', async () => cache.stop());
+  // Before any plugin closes its pool or client, so no last run reports them gone.
+  app.addHook('preClose', async () => cache.stop());
 
   const dead = new Set<string>();
   // A restart is the cure for what fails here (a consumer kafkajs gave up on, a stalled relay).
