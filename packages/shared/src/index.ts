@@ -24,7 +24,15 @@ export { databaseRolesSql, ROLE_NAME, ensureDatabaseRoles, type DatabaseRolesPla
 export { AppError } from './service/errors.js';
 export { campaignIdParam } from './service/params.js';
 export { buildHttpApp, buildServiceApp, MAX_BODY_BYTES } from './service/http.js';
-export { authenticate, clientRateLimit, scopes, type RegisteredRoute, type Scope } from './service/auth.js';
+export {
+  authenticate,
+  clientRateLimit,
+  credentialRateLimit,
+  scopes,
+  type CredentialRateLimit,
+  type RegisteredRoute,
+  type Scope,
+} from './service/auth.js';
 export { runService } from './service/run.js';
 export {
   registerConsumer,

@@ -14,6 +14,8 @@ export {
   DEFAULT_SNS_LIMITS,
   isSnsTopicArn,
   parseSnsEnvelope,
+  SNS_MAX_BODY_BYTES,
+  SNS_MAX_MESSAGE_BYTES,
   snsCertificateUrl,
   snsConfirmationUrl,
   snsStringToSign,
