@@ -216,6 +216,36 @@ describe('outbox', () => {
     expect(messages.some((m) => m.headers[HEADER.eventId] === marked.eventId)).toBe(false);
   });
 
+  it('publishes a row that commits after rows with higher ids were published (its transaction began first)', async () => {
+    const { pool, schema } = await outboxSchema();
+    const name = await topic(1);
+    const relay = startRelay({ databaseUrl, schema, producer: new EventProducer(kafka), logger, pollIntervalMs: 50 });
+    const straggler = step('late', 0);
+    const later = Array.from({ length: 40 }, (_, i) => step('k', i));
+    const client = await pool.connect();
+    try {
+      await client.query('BEGIN');
+      await enqueueEvents(client, [{ topic: name, event: straggler }]);
+      // Rows with higher ids, committed and published while the first transaction stays open.
+      for (let i = 0; i < later.length; i += 10) {
+        await enqueueEvents(
+          pool,
+          later.slice(i, i + 10).map((event) => ({ topic: name, event })),
+        );
+      }
+      await waitFor(async () => relay.stats.published === 40, { timeoutMs: 20_000, description: '40 rows published' });
+      await client.query('COMMIT');
+    } finally {
+      client.release();
+    }
+    await waitFor(async () => relay.stats.published === 41, {
+      timeoutMs: 10_000,
+      description: 'the late row published too',
+    });
+    const messages = await readTopic(kafka, name, (m) => m.length >= 41);
+    expect(checkDelivery(messages, [...later, straggler]).duplicates).toBe(0);
+  });
+
   it('publishes in id order with event headers, marks rows published, and reports its backlog', async () => {
     const { pool, schema } = await outboxSchema();
     const name = await topic();

@@ -47,6 +47,9 @@ import {
   tracingActive,
 } from '../telemetry/trace.js';
 
+/** How often the relay reads from the head of the outbox rather than on from its last id. */
+const HEAD_READ_INTERVAL_MS = 1_000;
+
 export function outboxChannel(schema: string): string {
   return `outbox_${schema}`;
 }
@@ -139,6 +142,9 @@ export class OutboxRelay {
   private readonly queryTimeoutMs: number;
   private readonly stallAfterMs: number;
   private lastCleanup = 0;
+  /** The last id read: the next read starts after it, except from the head once per HEAD_READ_INTERVAL_MS. */
+  private readFrom = '0';
+  private lastHeadRead = 0;
   /** When the loop last made progress (a query answered, a batch sent, a pause ended). */
   private lastTick = Date.now();
   private exited: string | undefined;
@@ -256,6 +262,8 @@ export class OutboxRelay {
       if (lost) throw lost;
     }
     if (this.stopped) return;
+    // A new session reads from the head: what an earlier one read but did not publish is there.
+    this.lastHeadRead = 0;
     this.setActive(true);
     this.options.logger.info({ schema: this.options.schema }, 'outbox relay active');
     client.on('notification', () => this.wake?.());
@@ -273,14 +281,27 @@ export class OutboxRelay {
     await client.query('SELECT pg_advisory_unlock($1, $2)', this.lockKeys).catch(() => undefined);
   }
 
-  /** Publishes (or parks) the next rows in id order; returns how many rows it took off the queue. */
+  /**
+   * Publishes (or parks) the next rows in id order; returns how many rows it took off the queue.
+   * It reads on from the last id it published: the index entries of the rows it deleted stay until
+   * vacuum (and until no snapshot can see them), and reading from the head each time walked them all
+   * again. A row that commits after rows with higher ids (its transaction began first) is below that
+   * point: at most a second later the read starts from the head again and takes it.
+   */
   private async publishBatch(client: pg.Client): Promise<number> {
+    const fromHead = Date.now() - this.lastHeadRead >= HEAD_READ_INTERVAL_MS;
+    if (fromHead) this.lastHeadRead = Date.now();
     const { rows } = await client.query<OutboxRow>(
       `SELECT id, event_id, topic, key, headers, payload, traceparent, tracestate
-       FROM outbox WHERE published_at IS NULL ORDER BY id LIMIT $1`,
-      [this.batchSize],
+       FROM outbox WHERE published_at IS NULL AND id > $2 ORDER BY id LIMIT $1`,
+      [this.batchSize, fromHead ? '0' : this.readFrom],
     );
-    if (rows.length === 0) return 0;
+    if (rows.length === 0) {
+      // Caught up: the next read starts from the head, so nothing committed late waits for the timer.
+      this.lastHeadRead = 0;
+      return 0;
+    }
+    this.readFrom = (rows.at(-1) as OutboxRow).id;
     const { producer } = this.options;
     const limits = new Map<string, number>();
     for (const topic of new Set(rows.map((r) => r.topic))) limits.set(topic, await producer.maxMessageBytes(topic));
