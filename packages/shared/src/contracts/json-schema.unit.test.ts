@@ -44,9 +44,9 @@ describe('avroToJsonSchema', () => {
 
   it('lists null first in a union, reads timestamps as date-times and expands named types where they are used', () => {
     expect(props(body).sendAt).toMatchObject({
-      anyOf: [{ type: 'null' }, { type: 'string', format: 'date-time' }],
+      anyOf: [{ enum: [null] }, { type: 'string', format: 'date-time' }],
     });
-    expect(props(body).experimentId).toMatchObject({ anyOf: [{ type: 'null' }, { type: 'string' }], default: null });
+    expect(props(body).experimentId).toMatchObject({ anyOf: [{ enum: [null] }, { type: 'string' }], default: null });
     const followUp = (props(body).followUps?.items ?? {}) as JsonSchema;
     const content = (props(followUp).contents?.items ?? {}) as JsonSchema;
     expect(Object.keys(props(content))).toEqual(['variant', 'subject', 'body']);
@@ -58,7 +58,7 @@ describe('avroToJsonSchema', () => {
       omit: ENVELOPE,
       refine: { experimentId: { maxLength: 64 }, 'followUps[].contents': { minItems: 1 } },
     });
-    expect(props(refined).experimentId?.anyOf).toEqual([{ type: 'null' }, { type: 'string', maxLength: 64 }]);
+    expect(props(refined).experimentId?.anyOf).toEqual([{ enum: [null] }, { type: 'string', maxLength: 64 }]);
     const followUp = (props(refined).followUps?.items ?? {}) as JsonSchema;
     expect(props(followUp).contents).toMatchObject({ minItems: 1 });
     // The same named type elsewhere is not touched.
@@ -86,7 +86,7 @@ describe('avroToJsonSchema', () => {
     const derived = avroToJsonSchema(grown, { omit: ENVELOPE });
     expect(props(derived).priority).toEqual({
       description: 'How urgent.',
-      anyOf: [{ type: 'null' }, { type: 'string' }],
+      anyOf: [{ enum: [null] }, { type: 'string' }],
       default: null,
     });
     expect(props(derived).channel).toMatchObject({ type: 'string', enum: ['email', 'sms'], default: 'email' });
@@ -114,6 +114,26 @@ describe('avroToJsonSchema', () => {
     expect((await post({ ...valid, sendAt: 'tomorrow' })).status).toBe(400);
     expect((await post({ ...valid, experimentId: null })).body).toMatchObject({ experimentId: null });
     expect((await post({ ...valid, followUps: [{ step: 'f', delayMs: 2 ** 53, contents: [] }] })).status).toBe(400);
+  });
+
+  it('never coerces into a null branch: an empty string is not "none" (the topic refuses it as empty)', async () => {
+    const post = await validator(
+      avroToJsonSchema(requested, { omit: ENVELOPE, refine: { conversationId: { minLength: 1 } } }),
+    );
+    const valid = {
+      requestId: 'r',
+      campaignId: 'c',
+      candidateId: 'k',
+      email: 'a@example.com',
+      step: 'one',
+      contents: [{ subject: 's', body: 'b' }],
+    };
+    // Ajv turns "" (and 0, false) into null for a `type: "null"` branch: an empty conversationId
+    // was taken as none over HTTP, an empty experimentId as no experiment.
+    expect((await post({ ...valid, conversationId: '' })).status).toBe(400);
+    expect((await post({ ...valid, experimentId: '' })).body).toMatchObject({ experimentId: '' });
+    expect((await post({ ...valid, sendAt: 0 })).status).toBe(400);
+    expect((await post({ ...valid, conversationId: null })).body).toMatchObject({ conversationId: null });
   });
 });
 
