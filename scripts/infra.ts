@@ -791,19 +791,25 @@ export async function ownSecuredKafka(dir: string): Promise<{ instance: KafkaIns
     oauth: await freePortNow(),
   };
   const passwords = newPasswords(SECURED_KAFKA_PRINCIPALS);
+  return { instance: securedKafkaInstance(ports, pki, passwords, dir), info: securedKafkaInfo(ports, pki, passwords) };
+}
+
+/** How tests and tools reach a secured broker with these ports, CA and users. */
+function securedKafkaInfo(
+  ports: SecuredKafkaPorts,
+  pki: ReturnType<typeof ensurePki>,
+  passwords: Record<string, string>,
+): SecuredKafkaInfo {
   return {
-    instance: securedKafkaInstance(ports, pki, passwords, dir),
-    info: {
-      brokers: `${KAFKA_HOST}:${ports.sasl}`,
-      mtlsBrokers: `${KAFKA_HOST}:${ports.mtls}`,
-      oauthBrokers: `${KAFKA_HOST}:${ports.oauth}`,
-      caFile: pki.ca.cert,
-      untrustedCaFile: pki.untrustedCa.cert,
-      passwords,
-      clientCerts: pki.clients,
-      rogueClient: pki.rogueClient,
-      superUser: KAFKA_SUPER_USER,
-    },
+    brokers: `${KAFKA_HOST}:${ports.sasl}`,
+    mtlsBrokers: `${KAFKA_HOST}:${ports.mtls}`,
+    oauthBrokers: `${KAFKA_HOST}:${ports.oauth}`,
+    caFile: pki.ca.cert,
+    untrustedCaFile: pki.untrustedCa.cert,
+    passwords,
+    clientCerts: pki.clients,
+    rogueClient: pki.rogueClient,
+    superUser: KAFKA_SUPER_USER,
   };
 }
 
@@ -858,21 +864,10 @@ export async function startSecured(): Promise<SecuredInfra> {
       : known;
   const instance = securedKafkaInstance(ports, pki, passwords);
   await restartIfReconfigured(instance);
-  const { brokers, pid } = await startKafka(instance);
+  const { pid } = await startKafka(instance);
   await startOwnedPostgres(postgres);
   return {
-    kafka: {
-      brokers,
-      mtlsBrokers: `${KAFKA_HOST}:${ports.mtls}`,
-      oauthBrokers: `${KAFKA_HOST}:${ports.oauth}`,
-      caFile: pki.ca.cert,
-      untrustedCaFile: pki.untrustedCa.cert,
-      passwords,
-      clientCerts: pki.clients,
-      rogueClient: pki.rogueClient,
-      superUser: KAFKA_SUPER_USER,
-      pid,
-    },
+    kafka: { ...securedKafkaInfo(ports, pki, passwords), pid },
     postgres: {
       port: postgres.port,
       superuserUrl: postgresSuperuserUrl(postgres.port, pki),

@@ -18,7 +18,15 @@ import { afterEach, describe, expect, it } from 'vitest';
 // The app's `experiments` repository (its type is declared with the plugin).
 import type {} from '../src/plugins/experiment.js';
 import { importHistory } from '../src/workflow/import-history.js';
-import { auth, experimentEnv, postAssignments, replayFromLog, sendRecorded } from './experiment-env.js';
+import {
+  auth,
+  createExperiment,
+  experimentEnv,
+  postAssignments,
+  putAssignment,
+  replayFromLog,
+  sendRecorded,
+} from './experiment-env.js';
 
 const root = join(import.meta.dirname, '..', '..', '..');
 let t: ServiceTestEnv;
@@ -193,19 +201,11 @@ describe('importing pre-platform variant history', () => {
   it('seeds the sticky assignment with the arm history saw first, so the platform answers that arm; conflicts keep what is stored', async () => {
     const app = await setUp();
     // The same salt and weights without history: what the hash draws for these candidates.
-    const control = await app.inject({
-      method: 'POST',
-      url: '/v1/experiments',
-      headers: auth,
-      payload: {
-        experimentId: 'control',
-        salt: 'legacy-test-salt',
-        variants: [
-          { name: 'A', weight: 1 },
-          { name: 'B', weight: 1 },
-        ],
-      },
-    });
+    const arms = [
+      { name: 'A', weight: 1 },
+      { name: 'B', weight: 1 },
+    ];
+    const control = await createExperiment(app, { experimentId: 'control', salt: 'legacy-test-salt', variants: arms });
     expect(control.statusCode).toBe(201);
     const saw = Array.from({ length: 12 }, (_, i) => `saw-a-${i}`);
     const drawn = (await postAssignments(app, 'control', saw)).json().assignments as Array<{ variant: string }>;
@@ -214,45 +214,24 @@ describe('importing pre-platform variant history', () => {
 
     // Conflicts: assigned by the platform before the import (p-same to the arm history says, p-other not).
     const platform = async (candidate: string) =>
-      (
-        await app.inject({ method: 'PUT', url: `/v1/experiments/legacy/assignments/${candidate}`, headers: auth })
-      ).json().variant as string;
+      (await putAssignment(app, 'legacy', candidate)).json().variant as string;
     const pSame = await platform('p-same');
     const pOther = await platform('p-other');
     // Exclusion group: e1 is in g1 already; history says it saw g2's arm.
     for (const id of ['g1', 'g2']) {
-      const created = await app.inject({
-        method: 'POST',
-        url: '/v1/experiments',
-        headers: auth,
-        payload: {
-          experimentId: id,
-          exclusionGroup: 'grp',
-          variants: [
-            { name: 'A', weight: 1 },
-            { name: 'B', weight: 1 },
-          ],
-        },
-      });
+      const created = await createExperiment(app, { experimentId: id, exclusionGroup: 'grp', variants: arms });
       expect(created.statusCode).toBe(201);
     }
-    const e1InG1 = (
-      await app.inject({ method: 'PUT', url: '/v1/experiments/g1/assignments/e1', headers: auth })
-    ).json();
+    const e1InG1 = (await putAssignment(app, 'g1', 'e1')).json();
     expect(e1InG1.enrolled).toBe(true);
     // A retired arm (weight 0 now) and a stopped experiment: history still says what was seen.
-    const retired = await app.inject({
-      method: 'POST',
-      url: '/v1/experiments',
-      headers: auth,
-      payload: {
-        experimentId: 'retired',
-        status: 'stopped',
-        variants: [
-          { name: 'A', weight: 1 },
-          { name: 'Z', weight: 0 },
-        ],
-      },
+    const retired = await createExperiment(app, {
+      experimentId: 'retired',
+      status: 'stopped',
+      variants: [
+        { name: 'A', weight: 1 },
+        { name: 'Z', weight: 0 },
+      ],
     });
     expect(retired.statusCode).toBe(201);
 
@@ -287,26 +266,18 @@ describe('importing pre-platform variant history', () => {
     expect(answered.every((a) => !a.created)).toBe(true);
     expect(answered.find((a) => a.candidateKey === saw[0])?.assignedAt).toBe('2025-02-01T10:00:00.000Z');
     expect(variantOf).toMatchObject({ 'p-same': pSame, 'p-other': pOther, m1: 'B', m2: 'A' });
-    const retiredAnswer = (
-      await app.inject({ method: 'PUT', url: '/v1/experiments/retired/assignments/r1', headers: auth })
-    ).json();
+    const retiredAnswer = (await putAssignment(app, 'retired', 'r1')).json();
     expect(retiredAnswer).toMatchObject({ enrolled: true, variant: 'Z' });
     // e1 stays in g1 (not seeded into g2); e2, whom nobody held, is g2's, and g1 may not take it.
-    expect(
-      (await app.inject({ method: 'PUT', url: '/v1/experiments/g2/assignments/e1', headers: auth })).json(),
-    ).toMatchObject({
+    expect((await putAssignment(app, 'g2', 'e1')).json()).toMatchObject({
       enrolled: false,
       reason: 'not enrolled: candidate is in experiment g1 of exclusion group grp',
     });
-    expect(
-      (await app.inject({ method: 'PUT', url: '/v1/experiments/g2/assignments/e2', headers: auth })).json(),
-    ).toMatchObject({
+    expect((await putAssignment(app, 'g2', 'e2')).json()).toMatchObject({
       enrolled: true,
       variant: 'B',
     });
-    expect(
-      (await app.inject({ method: 'PUT', url: '/v1/experiments/g1/assignments/e2', headers: auth })).json(),
-    ).toMatchObject({
+    expect((await putAssignment(app, 'g1', 'e2')).json()).toMatchObject({
       enrolled: false,
     });
 

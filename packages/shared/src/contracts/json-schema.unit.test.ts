@@ -21,6 +21,15 @@ const props = (schema: JsonSchema) => schema.properties as Record<string, JsonSc
 
 describe('avroToJsonSchema', () => {
   const body = avroToJsonSchema(requested, { omit: ENVELOPE });
+  /** The smallest body the schema takes. */
+  const valid = {
+    requestId: 'r',
+    campaignId: 'c',
+    candidateId: 'k',
+    email: 'a@example.com',
+    step: 'one',
+    contents: [{ subject: 's', body: 'b' }],
+  };
 
   it('gives every field but the omitted ones, required unless it has a default or may be null', () => {
     expect(Object.keys(props(body)).sort()).toEqual(
@@ -97,14 +106,6 @@ describe('avroToJsonSchema', () => {
 
   it("is what fastify's Ajv validates with: bounds, unknown fields, null for a string", async () => {
     const post = await validator(avroToJsonSchema(requested, { omit: ENVELOPE, refine: { step: { maxLength: 3 } } }));
-    const valid = {
-      requestId: 'r',
-      campaignId: 'c',
-      candidateId: 'k',
-      email: 'a@example.com',
-      step: 'one',
-      contents: [{ subject: 's', body: 'b' }],
-    };
     const accepted = await post(valid);
     expect(accepted.status).toBe(200);
     // Defaults filled in by Ajv, null kept null.
@@ -120,14 +121,6 @@ describe('avroToJsonSchema', () => {
     const post = await validator(
       avroToJsonSchema(requested, { omit: ENVELOPE, refine: { conversationId: { minLength: 1 } } }),
     );
-    const valid = {
-      requestId: 'r',
-      campaignId: 'c',
-      candidateId: 'k',
-      email: 'a@example.com',
-      step: 'one',
-      contents: [{ subject: 's', body: 'b' }],
-    };
     // Ajv turns "" (and 0, false) into null for a `type: "null"` branch: an empty conversationId
     // was taken as none over HTTP, an empty experimentId as no experiment.
     expect((await post({ ...valid, conversationId: '' })).status).toBe(400);

@@ -288,37 +288,50 @@ const sortedArms = (arms: Iterable<string>) => [...new Set(arms)].sort();
 const sameArms = (a: readonly string[] | null, b: readonly string[]) =>
   a !== null && a.length === b.length && a.every((arm, i) => arm === b[i]);
 
+/** Another experiment of the exclusion group holds the candidate: it is not enrolled here. */
+function heldElsewhere(state: AssignmentState, experiment: AssigningExperiment): AssignmentEvent | undefined {
+  if (experiment.exclusionGroup === null || state.groupHolder === null) return undefined;
+  if (state.groupHolder === experiment.experimentId) return undefined;
+  return { type: 'NotEnrolled', reason: notEnrolledReason.heldInGroup(state.groupHolder, experiment.exclusionGroup) };
+}
+
+/** A new assignment of `candidateKey` to `variant`, with what its row stores. */
+function newAssignment(
+  experiment: AssigningExperiment,
+  candidateKey: string,
+  variant: string,
+  at: number,
+  correlationId: string,
+  row: { readonly period: number | null; readonly importId: string | null },
+): AssignmentEvent {
+  return {
+    type: 'VariantAssigned',
+    event: variantAssignedEvent({
+      experimentId: experiment.experimentId,
+      candidateKey,
+      variant,
+      assignedAt: at,
+      correlationId,
+    }),
+    bucket: bucketOf(experiment.salt, candidateKey),
+    ...row,
+    exclusionGroup: experiment.exclusionGroup,
+  };
+}
+
 function decideAssignment(state: AssignmentState, command: AssignmentCommand & { type: 'Assign' }): AssignmentEvent[] {
   const { experiment, candidateKey } = command;
   if (state.assigned !== null) return [];
   if (experiment.status !== 'active')
     return [{ type: 'NotEnrolled', reason: notEnrolledReason.inactive(experiment.status) }];
-  if (
-    experiment.exclusionGroup !== null &&
-    state.groupHolder !== null &&
-    state.groupHolder !== experiment.experimentId
-  ) {
-    return [
-      { type: 'NotEnrolled', reason: notEnrolledReason.heldInGroup(state.groupHolder, experiment.exclusionGroup) },
-    ];
-  }
-  const bucket = bucketOf(experiment.salt, candidateKey);
-  const variant = variantForBucket(experiment.variants, bucket);
+  const held = heldElsewhere(state, experiment);
+  if (held) return [held];
+  const variant = variantForBucket(experiment.variants, bucketOf(experiment.salt, candidateKey));
   return [
-    {
-      type: 'VariantAssigned',
-      event: variantAssignedEvent({
-        experimentId: experiment.experimentId,
-        candidateKey,
-        variant,
-        assignedAt: command.at,
-        correlationId: command.correlationId,
-      }),
-      bucket,
+    newAssignment(experiment, candidateKey, variant, command.at, command.correlationId, {
       period: experiment.weightsPeriod,
       importId: null,
-      exclusionGroup: experiment.exclusionGroup,
-    },
+    }),
   ];
 }
 
@@ -336,30 +349,13 @@ function decideSeed(
   if (state.assigned !== null) return [];
   if (!experiment.variants.some((v) => v.name === command.variant))
     return [{ type: 'NotEnrolled', reason: `variant ${command.variant} is not one of the experiment's variants` }];
-  if (
-    experiment.exclusionGroup !== null &&
-    state.groupHolder !== null &&
-    state.groupHolder !== experiment.experimentId
-  ) {
-    return [
-      { type: 'NotEnrolled', reason: notEnrolledReason.heldInGroup(state.groupHolder, experiment.exclusionGroup) },
-    ];
-  }
+  const held = heldElsewhere(state, experiment);
+  if (held) return [held];
   return [
-    {
-      type: 'VariantAssigned',
-      event: variantAssignedEvent({
-        experimentId: experiment.experimentId,
-        candidateKey,
-        variant: command.variant,
-        assignedAt: command.seenAt,
-        correlationId: command.correlationId,
-      }),
-      bucket: bucketOf(experiment.salt, candidateKey),
+    newAssignment(experiment, candidateKey, command.variant, command.seenAt, command.correlationId, {
       period: null,
       importId: command.importId,
-      exclusionGroup: experiment.exclusionGroup,
-    },
+    }),
   ];
 }
 
