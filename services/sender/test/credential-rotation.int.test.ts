@@ -7,8 +7,10 @@
  * file read again, say so (the alert's metric, readiness) while `/health/live` stays up, and resume
  * once the file holds the new password, FILE_DELAY_MS after the restart (the kubelet's refresh,
  * shortened): the same process, every request sent once, every outcome on outreach.send-recorded.v1.
- * In the same window, a consumer whose file never changes is dead once its KAFKA_AUTH_RETRY_WINDOW_MS
- * has passed, not before, and a process started with the old password still exits 78.
+ * In the same window: the sender's file emptied first (half a rotation) keeps the refused password
+ * in hand and says so; a consumer whose file never changes is dead once its
+ * KAFKA_AUTH_RETRY_WINDOW_MS has passed, not before; one stopped while it waits stops at once; and a
+ * process started with the old password still exits 78.
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -163,24 +165,31 @@ describe.skipIf(!securedWanted || !hasJava)('a SCRAM password rotated while the 
         { timeoutMs: 60_000, intervalMs: 250, description: 'the sender on the secured broker to be ready' },
       );
 
-      // A second consumer on the same credentials, whose file is never updated: dead after its window.
+      // Consumers in this process on the same credentials, whose file is never updated: one with a
+      // short window (dead after it), one stopped while it waits (a SIGTERM mid-rotation).
       const staleFile = secret('stale.password', info.passwords.sender ?? '');
-      const witnessKafka = createKafka({
-        brokers: [info.brokers],
-        clientId: 'rotation-witness',
-        logger,
-        security: kafkaSecurityFromEnv(kafkaEnv(staleFile)),
-      });
-      const witness = new ConsumerRunner({
-        kafka: witnessKafka,
-        groupId: `${group}-witness`,
-        topics: [t.topic('sendRequested')],
-        logger,
-        handler: async () => undefined,
-        authRetryWindowMs: SHORT_WINDOW_MS,
-      });
-      await witness.start();
-      await waitFor(() => witness.joined, { timeoutMs: 30_000, description: 'the witness consumer to join' });
+      const staleConsumer = async (name: string, authRetryWindowMs: number) => {
+        const runner = new ConsumerRunner({
+          kafka: createKafka({
+            brokers: [info.brokers],
+            clientId: `rotation-${name}`,
+            logger,
+            security: kafkaSecurityFromEnv(kafkaEnv(staleFile)),
+          }),
+          groupId: `${group}-${name}`,
+          topics: [t.topic('sendRequested')],
+          logger,
+          handler: async () => undefined,
+          authRetryWindowMs,
+        });
+        await runner.start();
+        await waitFor(() => runner.joined, { timeoutMs: 30_000, description: `the ${name} consumer to join` });
+        return runner;
+      };
+      const [witness, stopped] = await Promise.all([
+        staleConsumer('witness', SHORT_WINDOW_MS),
+        staleConsumer('stopped', 10 * 60_000),
+      ]);
       // When it is first seen refused, and first seen dead, sampled every 100 ms from here on.
       const seen: { refused?: number; dead?: number } = {};
       const sampler = setInterval(() => {
@@ -217,6 +226,24 @@ describe.skipIf(!securedWanted || !hasJava)('a SCRAM password rotated while the 
       for (const password of [newPassword, info.passwords.sender ?? '']) {
         expect(sender.stdoutLines.join('\n')).not.toContain(password);
       }
+
+      // A SIGTERM while the consumer waits between attempts: it stops at once, and is not reported dead.
+      await waitFor(() => stopped.credentialsRefused() !== undefined, {
+        timeoutMs: 60_000,
+        description: 'the consumer to be stopped to be refused',
+      });
+      const stopStarted = Date.now();
+      await stopped.stop();
+      expect(Date.now() - stopStarted).toBeLessThan(5_000);
+      expect(stopped.liveness()).toBeUndefined();
+
+      // Half a rotation on the sender's side: the file emptied (a Secret key not filled in yet). The
+      // next attempt keeps the refused password in hand, says so, and the attempts go on.
+      secret('sender.password', '');
+      await waitFor(
+        () => sender.stdoutLines.some((l) => l.includes('KAFKA_SASL_PASSWORD_FILE could not be read again')),
+        { timeoutMs: 30_000, intervalMs: 100, description: 'an attempt to read the emptied file' },
+      );
 
       // A process started now with the file's old password: exit 78 at start, as before.
       const stalePort = await freePort();
@@ -283,6 +310,9 @@ describe.skipIf(!securedWanted || !hasJava)('a SCRAM password rotated while the 
       expect(await refusedGauge(port)).toBe(0);
       expect(sender.child.exitCode).toBeNull();
       expect(sender.stdoutLines.join('\n')).toContain('the brokers accept our credentials again');
+      for (const password of [newPassword, info.passwords.sender ?? '']) {
+        expect(sender.stdoutLines.join('\n')).not.toContain(password);
+      }
 
       // The witness, never given the new password: refused, live through its window, then dead.
       await waitFor(() => seen.dead !== undefined, {
