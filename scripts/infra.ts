@@ -750,9 +750,10 @@ function securedKafkaInstance(
   ports: SecuredKafkaPorts,
   pki: ReturnType<typeof ensurePki>,
   passwords: Record<string, string>,
+  dir = SECURED_KAFKA_DIR,
 ): KafkaInstance {
   return {
-    dir: SECURED_KAFKA_DIR,
+    dir,
     port: ports.sasl,
     controllerPort: ports.controller,
     secured: {
@@ -763,6 +764,58 @@ function securedKafkaInstance(
       heap: SECURED_HEAP,
     },
   };
+}
+
+/** A pki that ensurePki made (the secured stack's), for the brokers of tests. */
+function securedPki(): ReturnType<typeof ensurePki> {
+  try {
+    return ensurePki(PKI_DIR, PKI_CLIENTS);
+  } catch (error) {
+    if (error instanceof PkiError) throw new InfraError(error.message);
+    throw error;
+  }
+}
+
+/**
+ * A secured broker of a test's own, for a test that restarts it (the shared one stays up for every
+ * other spec): the shared stack's configuration and CA, data under `dir`, free ports, and users with
+ * passwords of its own. `startKafka(instance)` starts it (and again after `stopKafka`); `info` is how
+ * to reach it, as the shared one's SecuredKafkaInfo.
+ */
+export async function ownSecuredKafka(dir: string): Promise<{ instance: KafkaInstance; info: SecuredKafkaInfo }> {
+  const pki = securedPki();
+  const ports: SecuredKafkaPorts = {
+    sasl: await freePortNow(),
+    mtls: await freePortNow(),
+    controller: await freePortNow(),
+    oauth: await freePortNow(),
+  };
+  const passwords = newPasswords(SECURED_KAFKA_PRINCIPALS);
+  return { instance: securedKafkaInstance(ports, pki, passwords, dir), info: securedKafkaInfo(ports, pki, passwords) };
+}
+
+/** How tests and tools reach a secured broker with these ports, CA and users. */
+function securedKafkaInfo(
+  ports: SecuredKafkaPorts,
+  pki: ReturnType<typeof ensurePki>,
+  passwords: Record<string, string>,
+): SecuredKafkaInfo {
+  return {
+    brokers: `${KAFKA_HOST}:${ports.sasl}`,
+    mtlsBrokers: `${KAFKA_HOST}:${ports.mtls}`,
+    oauthBrokers: `${KAFKA_HOST}:${ports.oauth}`,
+    caFile: pki.ca.cert,
+    untrustedCaFile: pki.untrustedCa.cert,
+    passwords,
+    clientCerts: pki.clients,
+    rogueClient: pki.rogueClient,
+    superUser: KAFKA_SUPER_USER,
+  };
+}
+
+/** The jars of Apache Kafka the local brokers run on (kafka-clients among them), fetched once. */
+export function kafkaLibs(): string {
+  return ensureKafkaLibs();
 }
 
 async function securedPostgresInstance(pki: ReturnType<typeof ensurePki>): Promise<PostgresInstance> {
@@ -784,13 +837,7 @@ async function securedPostgresInstance(pki: ReturnType<typeof ensurePki>): Promi
 
 /** Starts (or reuses) the secured broker and the TLS PostgreSQL; what tests need to reach them. */
 export async function startSecured(): Promise<SecuredInfra> {
-  let pki;
-  try {
-    pki = ensurePki(PKI_DIR, PKI_CLIENTS);
-  } catch (error) {
-    if (error instanceof PkiError) throw new InfraError(error.message);
-    throw error;
-  }
+  const pki = securedPki();
   const base = Number(process.env.KAFKA_SECURED_PORT ?? KAFKA_PORT + 2);
   const ports = await instancePorts(SECURED_KAFKA_DIR, {
     sasl: base,
@@ -817,21 +864,10 @@ export async function startSecured(): Promise<SecuredInfra> {
       : known;
   const instance = securedKafkaInstance(ports, pki, passwords);
   await restartIfReconfigured(instance);
-  const { brokers, pid } = await startKafka(instance);
+  const { pid } = await startKafka(instance);
   await startOwnedPostgres(postgres);
   return {
-    kafka: {
-      brokers,
-      mtlsBrokers: `${KAFKA_HOST}:${ports.mtls}`,
-      oauthBrokers: `${KAFKA_HOST}:${ports.oauth}`,
-      caFile: pki.ca.cert,
-      untrustedCaFile: pki.untrustedCa.cert,
-      passwords,
-      clientCerts: pki.clients,
-      rogueClient: pki.rogueClient,
-      superUser: KAFKA_SUPER_USER,
-      pid,
-    },
+    kafka: { ...securedKafkaInfo(ports, pki, passwords), pid },
     postgres: {
       port: postgres.port,
       superuserUrl: postgresSuperuserUrl(postgres.port, pki),

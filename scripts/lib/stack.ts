@@ -246,6 +246,8 @@ export function ingressBody(r: OutreachRequested): Record<string, unknown> {
     experimentId: r.experimentId,
     contents: r.contents,
     followUps: r.followUps,
+    ...(r.conversationId === null ? {} : { conversationId: r.conversationId }),
+    ...(r.sendAt === null ? {} : { sendAt: r.sendAt }),
   };
 }
 

@@ -4,6 +4,12 @@ import { envSchema } from 'env-schema';
 /** The consumer retry cap when nothing configures it (ConsumerRunner falls back to it too). */
 export const CONSUMER_RETRY_DEFAULTS = { maxAttempts: 100, maxElapsedMs: 15 * 60_000 } as const;
 
+/**
+ * How long a running consumer retries credentials the brokers refuse (KAFKA_AUTH_RETRY_WINDOW_MS):
+ * longer than the kubelet takes to refresh a mounted Secret (about a minute, up to two).
+ */
+export const KAFKA_AUTH_RETRY_WINDOW_DEFAULT_MS = 5 * 60_000;
+
 const literals = <T extends string>(values: readonly T[]) => values.map((v) => Type.Literal(v));
 
 /**
@@ -63,6 +69,13 @@ export const KafkaSecurityConfigSchema = Type.Object({
    * certificates are checked either way.
    */
   KAFKA_STARTUP_ACL_CHECK: Type.Boolean({ default: true }),
+  /**
+   * How long a running consumer whose credentials the brokers refuse on reconnecting (a rotation half
+   * done: the broker has the new password, the mounted Secret not yet) keeps restarting itself, the
+   * credential files read again each time, before `/health/live` fails. 0: it fails at the first
+   * refusal. At start a refusal still stops the process (78).
+   */
+  KAFKA_AUTH_RETRY_WINDOW_MS: Type.Integer({ minimum: 0, default: KAFKA_AUTH_RETRY_WINDOW_DEFAULT_MS }),
 });
 
 /**

@@ -151,5 +151,6 @@ export function consumerMetrics(registry: Registry) {
     exhausted: counter(registry, 'outreach_consumer_transient_exhausted_total'),
     dlqValueOmitted: counter(registry, 'outreach_consumer_dlq_value_omitted_total'),
     crashes: counter(registry, 'outreach_consumer_crashes_total'),
+    credentialsRefused: gauge(registry, 'outreach_consumer_credentials_refused'),
   };
 }

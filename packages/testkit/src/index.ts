@@ -71,6 +71,7 @@ export {
   testEmailHashKey,
   TEST_EMAIL_HASH_ENV,
   type ServiceTestEnv,
+  type TestInfra,
 } from './service-env.js';
 export {
   fuzzRoutes,

@@ -11,7 +11,7 @@ import { loadConfig, type BaseConfig } from '@outreach/shared';
 import type { EmailHashKey } from '@outreach/contracts';
 import { loadEmailHashKey } from '@outreach/shared';
 import type { OutreachEvent } from '@outreach/contracts';
-import { createKafka } from '@outreach/shared';
+import { createKafka, type KafkaSecurity } from '@outreach/shared';
 import { EventProducer } from '@outreach/shared';
 import { ensureTopics, listTopicsSettled, topicName, type TopicId } from '@outreach/shared';
 import { createLogger, type Logger } from '@outreach/shared';
@@ -85,14 +85,26 @@ export async function deleteTopicsWithPrefix(kafka: ReturnType<typeof createKafk
   }
 }
 
+/**
+ * The infrastructure a service test runs on. `kafkaSecurity`: how the test's own clients (topics,
+ * publishing) log in to a secured broker; the service's process gets its KAFKA_* variables from the
+ * test, since on a secured broker it connects as its own principal.
+ */
+export interface TestInfra {
+  readonly kafkaBrokers: string;
+  readonly databaseUrl: string;
+  readonly kafkaSecurity?: KafkaSecurity;
+}
+
 export async function serviceTestEnv<P extends TProperties>(
   service: ServiceUnderTest<P>,
-  infra: { kafkaBrokers: string; databaseUrl: string },
+  infra: TestInfra,
   options: { env?: Record<string, string>; partitions?: number } = {},
 ): Promise<ServiceTestEnv> {
   const prefix = `${uniqueName(service.name.slice(0, 3))}.`;
   const schema = uniqueName(service.name);
-  const kafka = createKafka({ brokers: infra.kafkaBrokers.split(','), clientId: `${service.name}-test` });
+  const security = infra.kafkaSecurity ? { security: infra.kafkaSecurity } : {};
+  const kafka = createKafka({ brokers: infra.kafkaBrokers.split(','), clientId: `${service.name}-test`, ...security });
   const admin = kafka.admin();
   await admin.connect();
   await ensureTopics(admin, { prefix, partitions: options.partitions ?? 3 });
@@ -146,7 +158,7 @@ export async function serviceTestEnv<P extends TProperties>(
       const messages = events.map((event) => ({ topic: topicName(id, prefix), event }));
       if (!publishOptions.fresh) return producer.publish(messages);
       const fresh = new EventProducer(
-        createKafka({ brokers: infra.kafkaBrokers.split(','), clientId: `${service.name}-test-fresh` }),
+        createKafka({ brokers: infra.kafkaBrokers.split(','), clientId: `${service.name}-test-fresh`, ...security }),
       );
       await fresh.publish(messages);
       await fresh.disconnect();

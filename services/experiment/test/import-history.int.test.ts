@@ -1,7 +1,9 @@
 /**
  * Importing pre-platform variant history (seed 000-3 step 1 on an incident's own data), against
  * the real database and broker: the CLI imports a file, the count shows a candidate seen in both
- * arms (from history alone, and from history against a platform assignment), the same file again
+ * arms (from history alone, and from history against a platform assignment), each candidate's
+ * sticky assignment is seeded with the arm its history saw first (what the platform then answers;
+ * a stored assignment or another experiment's group membership is kept), the same file again
  * changes nothing, and bad files (an address as candidate id, a huge line, wrong types, unknown
  * arms, invalid UTF-8) are refused by line number with nothing written and no value echoed.
  */
@@ -9,14 +11,22 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { eventCodec, type VariantContaminated } from '@outreach/contracts';
+import { eventCodec, type VariantAssigned, type VariantContaminated } from '@outreach/contracts';
 import { readTopic, waitFor, type ServiceTestEnv } from '@outreach/testkit';
 import type { FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
 // The app's `experiments` repository (its type is declared with the plugin).
 import type {} from '../src/plugins/experiment.js';
 import { importHistory } from '../src/workflow/import-history.js';
-import { auth, experimentEnv, replayFromLog, sendRecorded } from './experiment-env.js';
+import {
+  auth,
+  createExperiment,
+  experimentEnv,
+  postAssignments,
+  putAssignment,
+  replayFromLog,
+  sendRecorded,
+} from './experiment-env.js';
 
 const root = join(import.meta.dirname, '..', '..', '..');
 let t: ServiceTestEnv;
@@ -107,12 +117,17 @@ describe('importing pre-platform variant history', () => {
     expect(first.status, first.out).toBe(0);
     expect(first.out).toMatch(/: 8 lines, 5 exposures, 5 new, 1 duplicate lines counted once, 2 contaminations found/);
     expect(first.out).toMatch(/experiment legacy: 2 candidates seen in more than one arm \(2 with imported history\)/);
+    // h1, h2, h3 get the arm they saw first; p1 keeps the platform's (and is contaminated).
+    expect(first.out).toMatch(
+      /assignments: 3 seeded with the arm history saw first, 0 already assigned it, 1 kept on another arm \(contaminated\), 0 held by another experiment/,
+    );
     expect(
       await t.query(
         `SELECT candidate_key, exposed_variants, assigned_variant FROM contaminations ORDER BY candidate_key`,
       ),
     ).toEqual([
-      { candidate_key: 'h1', exposed_variants: ['A', 'B'], assigned_variant: null },
+      // Seeded with the arm its history saw first: it saw both, so it is contaminated all the same.
+      { candidate_key: 'h1', exposed_variants: ['A', 'B'], assigned_variant: 'A' },
       { candidate_key: 'p1', exposed_variants: [other], assigned_variant: platform },
     ]);
     expect(
@@ -181,6 +196,133 @@ describe('importing pre-platform variant history', () => {
     expect(replay.messages).toBe(1);
     expect(replay.live).toEqual([{ experimentId: 'legacy', variant: 'A', exposures: 1, candidates: 1 }]);
     expect(replay.matches).toBe(true);
+  });
+
+  it('seeds the sticky assignment with the arm history saw first, so the platform answers that arm; conflicts keep what is stored', async () => {
+    const app = await setUp();
+    // The same salt and weights without history: what the hash draws for these candidates.
+    const arms = [
+      { name: 'A', weight: 1 },
+      { name: 'B', weight: 1 },
+    ];
+    const control = await createExperiment(app, { experimentId: 'control', salt: 'legacy-test-salt', variants: arms });
+    expect(control.statusCode).toBe(201);
+    const saw = Array.from({ length: 12 }, (_, i) => `saw-a-${i}`);
+    const drawn = (await postAssignments(app, 'control', saw)).json().assignments as Array<{ variant: string }>;
+    // Without the seed, some of them would be sent B: the test can fail.
+    expect(drawn.filter((a) => a.variant === 'B').length).toBeGreaterThan(0);
+
+    // Conflicts: assigned by the platform before the import (p-same to the arm history says, p-other not).
+    const platform = async (candidate: string) =>
+      (await putAssignment(app, 'legacy', candidate)).json().variant as string;
+    const pSame = await platform('p-same');
+    const pOther = await platform('p-other');
+    // Exclusion group: e1 is in g1 already; history says it saw g2's arm.
+    for (const id of ['g1', 'g2']) {
+      const created = await createExperiment(app, { experimentId: id, exclusionGroup: 'grp', variants: arms });
+      expect(created.statusCode).toBe(201);
+    }
+    const e1InG1 = (await putAssignment(app, 'g1', 'e1')).json();
+    expect(e1InG1.enrolled).toBe(true);
+    // A retired arm (weight 0 now) and a stopped experiment: history still says what was seen.
+    const retired = await createExperiment(app, {
+      experimentId: 'retired',
+      status: 'stopped',
+      variants: [
+        { name: 'A', weight: 1 },
+        { name: 'Z', weight: 0 },
+      ],
+    });
+    expect(retired.statusCode).toBe(201);
+
+    const lines = [
+      'candidate,experiment,variant,time',
+      ...saw.map((c) => `${c},legacy,A,2025-02-01T10:00:00Z`),
+      `p-same,legacy,${pSame},2025-02-01T10:00:00Z`,
+      `p-other,legacy,${pOther === 'A' ? 'B' : 'A'},2025-02-01T10:00:00Z`,
+      // Both arms: the first seen is seeded (B, a day earlier); a tie goes to the lowest name.
+      'm1,legacy,A,2025-02-02T10:00:00Z',
+      'm1,legacy,B,2025-02-01T10:00:00Z',
+      'm2,legacy,B,2025-02-01T10:00:00Z',
+      'm2,legacy,A,2025-02-01T11:00:00+01:00',
+      'e1,g2,B,2025-02-01T10:00:00Z',
+      'e2,g2,B,2025-02-01T10:00:00Z',
+      'r1,retired,Z,2025-02-01T10:00:00Z',
+    ];
+    const history = file('seeds.csv', `${lines.join('\n')}\n`);
+    const run = cli(history);
+    expect(run.status, run.out).toBe(0);
+    expect(run.out).toMatch(
+      new RegExp(
+        `assignments: ${saw.length + 4} seeded with the arm history saw first, 1 already assigned it, 1 kept on another arm \\(contaminated\\), 1 held by another experiment of their exclusion group`,
+      ),
+    );
+
+    // What the platform answers now (the planner's PUT and batch): the arm history saw, not the hash's.
+    const answered = (await postAssignments(app, 'legacy', [...saw, 'p-same', 'p-other', 'm1', 'm2'])).json()
+      .assignments as Array<{ candidateKey: string; variant: string; created: boolean; assignedAt: string }>;
+    const variantOf = Object.fromEntries(answered.map((a) => [a.candidateKey, a.variant]));
+    for (const c of saw) expect(variantOf[c], c).toBe('A');
+    expect(answered.every((a) => !a.created)).toBe(true);
+    expect(answered.find((a) => a.candidateKey === saw[0])?.assignedAt).toBe('2025-02-01T10:00:00.000Z');
+    expect(variantOf).toMatchObject({ 'p-same': pSame, 'p-other': pOther, m1: 'B', m2: 'A' });
+    const retiredAnswer = (await putAssignment(app, 'retired', 'r1')).json();
+    expect(retiredAnswer).toMatchObject({ enrolled: true, variant: 'Z' });
+    // e1 stays in g1 (not seeded into g2); e2, whom nobody held, is g2's, and g1 may not take it.
+    expect((await putAssignment(app, 'g2', 'e1')).json()).toMatchObject({
+      enrolled: false,
+      reason: 'not enrolled: candidate is in experiment g1 of exclusion group grp',
+    });
+    expect((await putAssignment(app, 'g2', 'e2')).json()).toMatchObject({
+      enrolled: true,
+      variant: 'B',
+    });
+    expect((await putAssignment(app, 'g1', 'e2')).json()).toMatchObject({
+      enrolled: false,
+    });
+
+    // Nothing flagged for the candidates whose history is one arm; the report keeps the seeds out of
+    // the sample-ratio test (no weights drew them) and shows them as imported candidates.
+    const flagged = await t.query<{ candidate_key: string }>(
+      `SELECT candidate_key FROM contaminations WHERE experiment_id = 'legacy' ORDER BY candidate_key`,
+    );
+    expect(flagged.map((r) => r.candidate_key)).toEqual(['m1', 'm2', 'p-other']);
+    const report = (await app.inject({ url: '/v1/experiments/legacy/report', headers: auth })).json();
+    const a = report.variants.find((v: { variant: string }) => v.variant === 'A');
+    expect(a).toMatchObject({ importedCandidates: saw.length + (pSame === 'A' ? 1 : 0) });
+    expect(
+      report.sampleRatioMismatch.periods
+        .flatMap((p: { observed: Record<string, number> }) => Object.values(p.observed))
+        .reduce((x: number, y: number) => x + y, 0),
+    ).toBe(
+      // The platform's own clean draws only: p-same (p-other is contaminated, so left out).
+      1,
+    );
+
+    // The seeded assignments go out as VariantAssigned, correlated with the import.
+    const published = await readTopic(
+      t.kafka,
+      t.topic('assignments'),
+      (m) =>
+        m.filter(
+          (x) => x.headers['event-type'] === 'VariantAssigned' && x.headers['correlation-id']?.startsWith('import:'),
+        ).length >=
+        saw.length + 4,
+    );
+    const seededEvents = published
+      .filter((m) => m.headers['event-type'] === 'VariantAssigned')
+      .map((m) => eventCodec.decode(m.value as Buffer) as VariantAssigned)
+      .filter((e) => e.correlationId.startsWith('import:'));
+    expect(seededEvents.map((e) => `${e.experimentId}/${e.candidateKey}=${e.variant}`).sort()).toEqual(
+      [...saw.map((c) => `legacy/${c}=A`), 'legacy/m1=B', 'legacy/m2=A', 'g2/e2=B', 'retired/r1=Z'].sort(),
+    );
+
+    // The same file again changes nothing, assignments included.
+    const before = await snapshot();
+    const again = cli(history);
+    expect(again.status, again.out).toBe(0);
+    expect(again.out).not.toMatch(/assignments:/);
+    expect(await snapshot()).toEqual(before);
   });
 
   it('refuses a file with bad lines by line number, naming fields and never values, and writes nothing', async () => {

@@ -35,14 +35,14 @@ describe('POST /v1/outreach-requests body', () => {
     expect(body.required).toEqual(['requestId', 'campaignId', 'candidateId', 'email', 'step', 'contents']);
     expect(props(body).email).toMatchObject({ type: 'string', maxLength: 320 });
     expect(props(body).conversationId?.anyOf).toEqual([
-      { type: 'null' },
+      { enum: [null] },
       { type: 'string', minLength: 1, maxLength: 1024 },
     ]);
     expect(props(body).contents).toMatchObject({ minItems: 1, maxItems: 20 });
     const followUp = props(body).followUps?.items;
     expect(props(followUp).delayMs).toMatchObject({ type: 'integer', minimum: 1, maximum: 366 * 24 * 3_600_000 });
     expect(props(props(followUp).contents?.items).variant?.anyOf).toEqual([
-      { type: 'null' },
+      { enum: [null] },
       { type: 'string', maxLength: 64 },
     ]);
   });
@@ -57,7 +57,7 @@ describe('POST /v1/outreach-requests body', () => {
     const body = outreachRequestBody(grown);
     expect(props(body).priority).toEqual({
       description: 'How urgent the request is.',
-      anyOf: [{ type: 'null' }, { type: 'string' }],
+      anyOf: [{ enum: [null] }, { type: 'string' }],
       default: null,
     });
     expect(body.required).not.toContain('priority');
@@ -97,7 +97,7 @@ describe('POST /v1/conversations/:conversationId/events body', () => {
       },
     };
     const message = branches(conversationEventBody(grown)).MessageReceived;
-    expect(props(message).channel).toMatchObject({ anyOf: [{ type: 'null' }, { type: 'string' }], default: null });
+    expect(props(message).channel).toMatchObject({ anyOf: [{ enum: [null] }, { type: 'string' }], default: null });
     expect(message?.required).not.toContain('channel');
   });
 });

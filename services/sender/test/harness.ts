@@ -15,6 +15,7 @@ import {
   type IsolatedSchema,
   type ServiceTestEnv,
   type SmtpSinkOptions,
+  type TestInfra,
 } from '@outreach/testkit';
 import { buildApp, migrationsDir } from '../src/app.js';
 import { ConfigSchema } from '../src/config.js';
@@ -27,7 +28,7 @@ export interface SenderTestEnv extends ServiceTestEnv {
 }
 
 export async function senderTestEnv(
-  infra: { kafkaBrokers: string; databaseUrl: string },
+  infra: TestInfra,
   options: { sink?: SmtpSinkOptions; env?: Record<string, string>; partitions?: number } = {},
 ): Promise<SenderTestEnv> {
   const sink = await new SmtpSink(options.sink ?? {}).start();

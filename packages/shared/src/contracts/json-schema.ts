@@ -14,8 +14,11 @@
  *   timestamp-millis    string, format date-time (an instant a person can read; epoch ms on the topic)
  *   enum                string, one of the symbols
  *   array, map          array, object
- *   union               anyOf, `null` first: fastify's Ajv coerces types, and would turn null into ""
- *                       for a string branch listed before it
+ *   union               anyOf, `null` first and as `enum: [null]`: fastify's Ajv coerces types, so
+ *                       a string branch listed before it would turn null into "", and a
+ *                       `type: "null"` branch would turn "" (and 0, false) into null: an empty
+ *                       conversationId or experimentId taken as none over HTTP, where the topic's
+ *                       consumer refuses it (issue #31). An enum coerces nothing.
  * Bytes and fixed have no JSON form here and are refused, so a schema that grows one fails loudly.
  */
 import type { AvroSchema } from './schema-tools.js';
@@ -34,6 +37,9 @@ export interface JsonSchemaOptions {
    */
   readonly refine?: Readonly<Record<string, JsonSchema>>;
 }
+
+/** A union's null branch: null itself, and nothing Ajv's type coercion would make null ("", 0, false). */
+const nullOnly = (): JsonSchema => ({ enum: [null] });
 
 const PRIMITIVES = new Set(['null', 'boolean', 'int', 'long', 'float', 'double', 'bytes', 'string']);
 const INT = 2 ** 31;
@@ -98,7 +104,7 @@ function convert(type: unknown, path: string, walk: Walk): JsonSchema {
     );
     return {
       anyOf: ordered.map((branch) =>
-        resolve(branch, walk.named) === 'null' ? { type: 'null' } : convert(branch, path, walk),
+        resolve(branch, walk.named) === 'null' ? nullOnly() : convert(branch, path, walk),
       ),
     };
   }
@@ -111,7 +117,7 @@ function convert(type: unknown, path: string, walk: Walk): JsonSchema {
   if (typeof node === 'string') {
     switch (node) {
       case 'null':
-        return { type: 'null' };
+        return nullOnly();
       case 'boolean':
         return refined({ type: 'boolean' });
       case 'int':

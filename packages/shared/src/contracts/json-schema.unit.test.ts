@@ -21,6 +21,15 @@ const props = (schema: JsonSchema) => schema.properties as Record<string, JsonSc
 
 describe('avroToJsonSchema', () => {
   const body = avroToJsonSchema(requested, { omit: ENVELOPE });
+  /** The smallest body the schema takes. */
+  const valid = {
+    requestId: 'r',
+    campaignId: 'c',
+    candidateId: 'k',
+    email: 'a@example.com',
+    step: 'one',
+    contents: [{ subject: 's', body: 'b' }],
+  };
 
   it('gives every field but the omitted ones, required unless it has a default or may be null', () => {
     expect(Object.keys(props(body)).sort()).toEqual(
@@ -44,9 +53,9 @@ describe('avroToJsonSchema', () => {
 
   it('lists null first in a union, reads timestamps as date-times and expands named types where they are used', () => {
     expect(props(body).sendAt).toMatchObject({
-      anyOf: [{ type: 'null' }, { type: 'string', format: 'date-time' }],
+      anyOf: [{ enum: [null] }, { type: 'string', format: 'date-time' }],
     });
-    expect(props(body).experimentId).toMatchObject({ anyOf: [{ type: 'null' }, { type: 'string' }], default: null });
+    expect(props(body).experimentId).toMatchObject({ anyOf: [{ enum: [null] }, { type: 'string' }], default: null });
     const followUp = (props(body).followUps?.items ?? {}) as JsonSchema;
     const content = (props(followUp).contents?.items ?? {}) as JsonSchema;
     expect(Object.keys(props(content))).toEqual(['variant', 'subject', 'body']);
@@ -58,7 +67,7 @@ describe('avroToJsonSchema', () => {
       omit: ENVELOPE,
       refine: { experimentId: { maxLength: 64 }, 'followUps[].contents': { minItems: 1 } },
     });
-    expect(props(refined).experimentId?.anyOf).toEqual([{ type: 'null' }, { type: 'string', maxLength: 64 }]);
+    expect(props(refined).experimentId?.anyOf).toEqual([{ enum: [null] }, { type: 'string', maxLength: 64 }]);
     const followUp = (props(refined).followUps?.items ?? {}) as JsonSchema;
     expect(props(followUp).contents).toMatchObject({ minItems: 1 });
     // The same named type elsewhere is not touched.
@@ -86,7 +95,7 @@ describe('avroToJsonSchema', () => {
     const derived = avroToJsonSchema(grown, { omit: ENVELOPE });
     expect(props(derived).priority).toEqual({
       description: 'How urgent.',
-      anyOf: [{ type: 'null' }, { type: 'string' }],
+      anyOf: [{ enum: [null] }, { type: 'string' }],
       default: null,
     });
     expect(props(derived).channel).toMatchObject({ type: 'string', enum: ['email', 'sms'], default: 'email' });
@@ -97,14 +106,6 @@ describe('avroToJsonSchema', () => {
 
   it("is what fastify's Ajv validates with: bounds, unknown fields, null for a string", async () => {
     const post = await validator(avroToJsonSchema(requested, { omit: ENVELOPE, refine: { step: { maxLength: 3 } } }));
-    const valid = {
-      requestId: 'r',
-      campaignId: 'c',
-      candidateId: 'k',
-      email: 'a@example.com',
-      step: 'one',
-      contents: [{ subject: 's', body: 'b' }],
-    };
     const accepted = await post(valid);
     expect(accepted.status).toBe(200);
     // Defaults filled in by Ajv, null kept null.
@@ -114,6 +115,18 @@ describe('avroToJsonSchema', () => {
     expect((await post({ ...valid, sendAt: 'tomorrow' })).status).toBe(400);
     expect((await post({ ...valid, experimentId: null })).body).toMatchObject({ experimentId: null });
     expect((await post({ ...valid, followUps: [{ step: 'f', delayMs: 2 ** 53, contents: [] }] })).status).toBe(400);
+  });
+
+  it('never coerces into a null branch: an empty string is not "none" (the topic refuses it as empty)', async () => {
+    const post = await validator(
+      avroToJsonSchema(requested, { omit: ENVELOPE, refine: { conversationId: { minLength: 1 } } }),
+    );
+    // Ajv turns "" (and 0, false) into null for a `type: "null"` branch: an empty conversationId
+    // was taken as none over HTTP, an empty experimentId as no experiment.
+    expect((await post({ ...valid, conversationId: '' })).status).toBe(400);
+    expect((await post({ ...valid, experimentId: '' })).body).toMatchObject({ experimentId: '' });
+    expect((await post({ ...valid, sendAt: 0 })).status).toBe(400);
+    expect((await post({ ...valid, conversationId: null })).body).toMatchObject({ conversationId: null });
   });
 });
 

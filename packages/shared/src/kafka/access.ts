@@ -18,7 +18,7 @@ import {
   UNKNOWN_TOPIC_OR_PARTITION,
   type BrokerSession,
 } from './authorized-operations.js';
-import type { KafkaSecurity } from './security.js';
+import { PLAINTEXT, type KafkaSecurity } from './security.js';
 
 export interface KafkaAccessCheckOptions {
   readonly brokers: readonly string[];
@@ -203,6 +203,15 @@ export function explainKafkaError(
     }
   }
   return undefined;
+}
+
+/**
+ * Whether the brokers refused our credentials (a SASL authentication failure, or a token provider
+ * that refused us), wherever it is in the error's chain: at start final, while running the mark of
+ * a rotation half done (the consumer runner waits it out, KAFKA_AUTH_RETRY_WINDOW_MS).
+ */
+export function isCredentialRefusal(error: unknown): boolean {
+  return explainKafkaError(error, PLAINTEXT)?.failure === 'authentication';
 }
 
 /**

@@ -13,10 +13,14 @@
  * goes without its value (header `dlq-value-omitted`), the source coordinates say where it is.
  * Work on a batch stops as soon as it goes stale (rebalance) or the consumer is stopping; the
  * uncommitted rest is redelivered, which handlers tolerate because they are idempotent.
+ * kafkajs gives up on a consumer whose credentials the brokers refuse (a non-retriable error): on a
+ * reconnect while running that is a rotation half done (the broker has the new password, the
+ * mounted Secret not yet), so the runner restarts the consumer itself, with backoff, each attempt
+ * reading the credential files again, for `authRetryWindowMs`; only then is it dead (issue #31).
  */
-import type { Consumer, EachBatchPayload, IHeaders, Kafka, KafkaMessage } from 'kafkajs';
+import type { Consumer, ConsumerRunConfig, EachBatchPayload, IHeaders, Kafka, KafkaMessage } from 'kafkajs';
 import type { Registry } from 'prom-client';
-import { CONSUMER_RETRY_DEFAULTS } from '../config.js';
+import { CONSUMER_RETRY_DEFAULTS, KAFKA_AUTH_RETRY_WINDOW_DEFAULT_MS } from '../config.js';
 import { eventCodec } from '@outreach/contracts';
 import { learnUnknownSchemaIds } from '../registry/binding.js';
 import type { OutreachEvent } from '@outreach/contracts';
@@ -24,6 +28,7 @@ import { maskAddresses, type Logger } from '../logger.js';
 import { consumerMetrics } from '../metrics.js';
 import { classifyPgError, PG_CLIENT_TRANSIENT_MESSAGE } from '../pg/errors.js';
 import { startChunkTrace, tracingActive } from '../telemetry/trace.js';
+import { isCredentialRefusal } from './access.js';
 import { EventProducer, fitsAlone, HEADER, isMessageTooLarge, recordBytes, type RawRecord } from './producer.js';
 import { dlqTopicOf } from './topics.js';
 
@@ -158,7 +163,16 @@ export interface ConsumerRunnerOptions {
   readonly partitionsConsumedConcurrently?: number;
   /** Short long-polls keep shutdown and rebalances quick. */
   readonly maxWaitTimeMs?: number;
+  /**
+   * How long the runner restarts a consumer whose credentials the brokers refuse on reconnecting
+   * before it counts as dead (KAFKA_AUTH_RETRY_WINDOW_MS, default 5 minutes; 0: dead at once).
+   */
+  readonly authRetryWindowMs?: number;
 }
+
+/** Restarts after a refused credential: from 1 s, doubling, at most 10 s apart. */
+const AUTH_RETRY_INITIAL_MS = 1_000;
+const AUTH_RETRY_MAX_MS = 10_000;
 
 class StopWork extends Error {
   override readonly name = 'StopWork';
@@ -204,6 +218,11 @@ export class ConsumerRunner {
   private stopping = false;
   /** Set when kafkajs crashed and said it will not restart: the consumer is dead until the process is. */
   private deadReason: string | undefined;
+  /** While the brokers refuse our credentials: since when, the restarts made, the next one. */
+  private refused: { readonly since: number; attempts: number; timer?: NodeJS.Timeout } | undefined;
+  /** A restart of ours in progress (stop() waits for it before disconnecting). */
+  private restarting: Promise<void> | undefined;
+  private readonly authRetryWindowMs: number;
   /** When the chunk each partition is working on started: the watchdog of liveness(). */
   private readonly working = new Map<string, number>();
   private readonly stallAfterMs: number;
@@ -238,6 +257,8 @@ export class ConsumerRunner {
       this.metrics?.dlqValueOmitted.inc({ group: options.groupId, topic }, 0);
     }
     this.metrics?.crashes.inc({ group: options.groupId }, 0);
+    this.metrics?.credentialsRefused.set({ group: options.groupId }, 0);
+    this.authRetryWindowMs = Math.max(0, options.authRetryWindowMs ?? KAFKA_AUTH_RETRY_WINDOW_DEFAULT_MS);
     this.chunkSize = options.chunkSize ?? 200;
     this.initialBackoff = options.retry?.initialMs ?? 200;
     this.maxBackoff = options.retry?.maxMs ?? 10_000;
@@ -251,6 +272,14 @@ export class ConsumerRunner {
     this.consumer.on(events.GROUP_JOIN, () => {
       this.joined = true;
       this.stats.joins++;
+      if (this.refused) {
+        options.logger.warn(
+          { refusedForMs: Date.now() - this.refused.since, restarts: this.refused.attempts },
+          'the brokers accept our credentials again; the consumer rejoined its group',
+        );
+        this.refused = undefined;
+        this.metrics?.credentialsRefused.set({ group: options.groupId }, 0);
+      }
     });
     for (const left of [events.REBALANCING, events.STOP, events.DISCONNECT]) {
       this.consumer.on(left, () => {
@@ -262,13 +291,86 @@ export class ConsumerRunner {
       this.stats.crashes++;
       this.metrics?.crashes.inc({ group: options.groupId });
       const { error, restart } = event.payload;
-      if (!restart && !this.stopping) {
-        this.deadReason = `crashed and will not restart: ${error.message}`;
-        options.logger.fatal({ err: error, restart, alert: 'consumer_dead' }, 'consumer crashed for good');
-      } else {
-        options.logger.error({ err: error, restart }, 'consumer crashed');
-      }
+      if (!restart && !this.stopping) this.givenUp(error);
+      else options.logger.error({ err: error, restart }, 'consumer crashed');
     });
+  }
+
+  /**
+   * kafkajs gave up on the consumer (or a restart of ours failed): a refusal of our credentials is
+   * restarted with backoff until `authRetryWindowMs` has passed since the first; anything else, or a
+   * refusal past the window, leaves it dead, for liveness to report.
+   */
+  private givenUp(error: Error): void {
+    if (this.stopping) return;
+    const { logger, groupId } = this.options;
+    if (isCredentialRefusal(error)) {
+      const now = Date.now();
+      this.refused ??= { since: now, attempts: 0 };
+      const refused = this.refused;
+      const elapsed = now - refused.since;
+      this.metrics?.credentialsRefused.set({ group: groupId }, 1);
+      if (elapsed < this.authRetryWindowMs) {
+        // The last attempt falls at the window's end, so a file fixed just in time still counts.
+        const delay = Math.min(
+          AUTH_RETRY_MAX_MS,
+          AUTH_RETRY_INITIAL_MS * 2 ** Math.min(refused.attempts, 16),
+          this.authRetryWindowMs - elapsed,
+        );
+        refused.attempts++;
+        logger.error(
+          {
+            err: error,
+            alert: 'kafka_credentials_refused',
+            refusedForMs: elapsed,
+            windowMs: this.authRetryWindowMs,
+            retryInMs: delay,
+            restarts: refused.attempts - 1,
+          },
+          'the brokers refused our credentials; restarting the consumer with the credential files read again',
+        );
+        refused.timer = setTimeout(() => {
+          this.restarting = this.restart().finally(() => {
+            this.restarting = undefined;
+          });
+        }, delay);
+        return;
+      }
+      this.deadReason = `the brokers refused our credentials for ${Math.round(elapsed / 1000)} s (KAFKA_AUTH_RETRY_WINDOW_MS ${Math.round(this.authRetryWindowMs / 1000)} s): ${error.message}`;
+    } else {
+      this.deadReason = `crashed and will not restart: ${error.message}`;
+    }
+    logger.fatal({ err: error, alert: 'consumer_dead' }, 'consumer crashed for good');
+  }
+
+  /**
+   * Connects, subscribes and runs the consumer again, as at start; new connections authenticate with
+   * what the credential files hold now. A refusal at connect comes back here through givenUp; one at
+   * the group join comes as kafkajs' CRASH.
+   */
+  private async restart(): Promise<void> {
+    if (this.stopping) return;
+    try {
+      await this.consumer.connect();
+      await this.consumer.subscribe({
+        topics: [...this.options.topics],
+        fromBeginning: this.options.fromBeginning ?? true,
+      });
+      await this.consumer.run(this.runConfig());
+    } catch (error) {
+      await this.consumer.disconnect().catch(() => undefined);
+      this.givenUp(error instanceof Error ? error : new Error(String(error)));
+    }
+  }
+
+  /**
+   * Undefined while the brokers accept our credentials; otherwise what readiness says meanwhile:
+   * since when they refuse them, and until when the consumer keeps trying.
+   */
+  credentialsRefused(now = Date.now()): string | undefined {
+    if (!this.refused || this.deadReason) return undefined;
+    const elapsed = Math.round((now - this.refused.since) / 1000);
+    return `the brokers have refused our credentials for ${elapsed} s; retrying with the credential files read again until ${Math.round(this.authRetryWindowMs / 1000)} s (KAFKA_AUTH_RETRY_WINDOW_MS)`;
   }
 
   /**
@@ -294,17 +396,23 @@ export class ConsumerRunner {
       topics: [...this.options.topics],
       fromBeginning: this.options.fromBeginning ?? true,
     });
-    await this.consumer.run({
+    await this.consumer.run(this.runConfig());
+  }
+
+  private runConfig(): ConsumerRunConfig {
+    return {
       autoCommit: true,
       eachBatchAutoResolve: false,
       partitionsConsumedConcurrently: this.options.partitionsConsumedConcurrently ?? 1,
       eachBatch: (payload) => this.onBatch(payload),
-    });
+    };
   }
 
   /** Graceful: the current chunk finishes or is abandoned uncommitted; nothing is skipped. */
   async stop(): Promise<void> {
     this.stopping = true;
+    clearTimeout(this.refused?.timer);
+    await this.restarting;
     await this.consumer.disconnect();
     await this.dlq.disconnect();
   }

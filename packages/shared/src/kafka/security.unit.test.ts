@@ -1,10 +1,11 @@
 import { createServer, type IncomingMessage } from 'node:http';
+import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ConfigError } from '../config.js';
 import { readFromTable, selfSignedCertificate } from '@outreach/testkit';
 import { waitFor } from '../wait.js';
-import { explainKafkaError } from './access.js';
+import { explainKafkaError, isCredentialRefusal } from './access.js';
 import {
   awsMskIamTokenProvider,
   OAuthTokenError,
@@ -630,5 +631,39 @@ describe('credential files are read again for each new connection (rotation with
     disk['/p'] = 'publisher-password\n';
     expect(s.saslCredentials?.()).toEqual({ username: 'publisher', password: 'publisher-password' });
     expect(problems.map(([variables]) => variables)).toEqual(['KAFKA_SASL_USERNAME_FILE, KAFKA_SASL_PASSWORD_FILE']);
+  });
+});
+
+describe('a refused credential, as the consumer runner tells it from other crashes', () => {
+  // kafkajs' own error classes, as its consumer throws them (its package exports no error classes).
+  const errors = createRequire(import.meta.url)('kafkajs/src/errors.js') as Record<
+    string,
+    new (e: unknown, metadata?: Record<string, unknown>) => Error
+  >;
+  const make = (name: string, e: unknown, metadata?: Record<string, unknown>) => {
+    const ErrorClass = errors[name];
+    if (!ErrorClass) throw new Error(`kafkajs has no ${name}`);
+    return new ErrorClass(e, metadata);
+  };
+
+  it('is a SASL authentication failure or a definitive token refusal, however wrapped; nothing else', () => {
+    const sasl = make('KafkaJSSASLAuthenticationError', 'SASL SCRAM SHA512 authentication failed: invalid credentials');
+    expect(isCredentialRefusal(sasl)).toBe(true);
+    expect(isCredentialRefusal(make('KafkaJSNumberOfRetriesExceeded', sasl, { retryCount: 5, retryTime: 100 }))).toBe(
+      true,
+    );
+    // As kafkajs' retrier wraps what it may not retry.
+    expect(isCredentialRefusal(make('KafkaJSNonRetriableError', sasl, { cause: sasl }))).toBe(true);
+    expect(isCredentialRefusal(new OAuthTokenError('the identity provider refused the client (401)', true))).toBe(true);
+    // Worth waiting for, but not a refusal: kafkajs restarts on these itself, or they are another fault.
+    expect(isCredentialRefusal(new OAuthTokenError('the identity provider did not answer', false))).toBe(false);
+    expect(isCredentialRefusal(make('KafkaJSConnectionError', 'Connection error: connect ECONNREFUSED'))).toBe(false);
+    expect(
+      isCredentialRefusal(
+        make('KafkaJSProtocolError', { type: 'GROUP_AUTHORIZATION_FAILED', code: 30, message: 'Not authorized' }),
+      ),
+    ).toBe(false);
+    expect(isCredentialRefusal(new Error('SASL authentication failed'))).toBe(false);
+    expect(isCredentialRefusal(undefined)).toBe(false);
   });
 });

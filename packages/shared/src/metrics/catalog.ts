@@ -91,6 +91,12 @@ export const METRICS = {
     help: 'kafkajs consumer crashes (each is followed by a restart when retriable)',
     labels: ['group'],
   },
+  outreach_consumer_credentials_refused: {
+    type: 'gauge',
+    owner: 'shared',
+    help: "1 while the brokers refuse the consumer's credentials and it retries them (KAFKA_AUTH_RETRY_WINDOW_MS), and after the window until the process restarts; 0 otherwise",
+    labels: ['group'],
+  },
   outreach_consumer_lag_messages: {
     type: 'gauge',
     owner: 'shared',

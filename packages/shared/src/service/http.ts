@@ -318,6 +318,7 @@ export async function buildServiceApp(options: {
       ...(isKafkaRole(name) ? { role: name, needs: roleAccessNeeds(name, config.TOPIC_PREFIX) } : {}),
       startupTimeoutMs: config.KAFKA_STARTUP_TIMEOUT_MS,
       checkAcls: config.KAFKA_STARTUP_ACL_CHECK,
+      authRetryWindowMs: config.KAFKA_AUTH_RETRY_WINDOW_MS,
     },
     // Read at start (an unreadable file stops it: a ConfigError, exit 78), then every
     // SECRET_FILE_REFRESH_MS (30 s): a rotated Secret takes effect without a restart, and a revoked

@@ -31,6 +31,8 @@ declare module 'fastify' {
     readonly kafka: Kafka;
     readonly producer: EventProducer;
     readonly kafkaNeeds: KafkaNeeds;
+    /** KAFKA_AUTH_RETRY_WINDOW_MS: how long a consumer restarts itself while the brokers refuse our credentials. */
+    readonly kafkaAuthRetryWindowMs: number | undefined;
   }
 }
 
@@ -47,6 +49,8 @@ export interface KafkaPluginOptions {
   readonly startupTimeoutMs?: number;
   /** KAFKA_STARTUP_ACL_CHECK: false checks credentials and certificates only. */
   readonly checkAcls?: boolean;
+  /** KAFKA_AUTH_RETRY_WINDOW_MS, for the consumers registered on this app (ConsumerRunner's default otherwise). */
+  readonly authRetryWindowMs?: number;
 }
 
 /**
@@ -78,6 +82,7 @@ export const kafkaPlugin = fp<KafkaPluginOptions>(
     app.decorate('kafka', kafka);
     app.decorate('producer', producer);
     app.decorate('kafkaNeeds', needs);
+    app.decorate('kafkaAuthRetryWindowMs', options.authRetryWindowMs);
     app.addHook('onReady', async () => {
       await checkKafkaAccess({
         brokers: options.brokers,

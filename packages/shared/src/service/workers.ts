@@ -21,7 +21,9 @@ export function retryCap(config: Pick<BaseConfig, 'CONSUMER_RETRY_MAX_ATTEMPTS' 
  * the Kafka client and the pool, which were registered earlier and so close later). On SIGTERM the
  * current chunk finishes or is abandoned uncommitted; it is redelivered to the next owner.
  * Readiness fails while the consumer is not a member of its group; liveness fails once kafkajs has
- * crashed it for good (a CRASH with `restart: false`), so the orchestrator restarts the process.
+ * crashed it for good (a CRASH with `restart: false`), so the orchestrator restarts the process, or
+ * once the brokers have refused its credentials for longer than KAFKA_AUTH_RETRY_WINDOW_MS (within
+ * it the runner restarts the consumer itself: a rotation half done heals without a restart).
  */
 export function registerConsumer(
   app: FastifyInstance,
@@ -30,7 +32,9 @@ export function registerConsumer(
   // The start-up check (kafka-plugin.ts) proves this group may read its topics and write their DLQs.
   if (app.hasDecorator('kafkaNeeds')) app.kafkaNeeds.consumes(options.groupId, options.topics);
   if (app.hasDecorator('kafka')) trackConsumerLag(app, options.groupId, options.topics);
+  const authRetryWindowMs = app.hasDecorator('kafkaAuthRetryWindowMs') ? app.kafkaAuthRetryWindowMs : undefined;
   const runner = new ConsumerRunner({
+    ...(authRetryWindowMs === undefined ? {} : { authRetryWindowMs }),
     ...options,
     kafka: app.kafka,
     logger: options.logger ?? (app.log.child({ consumer: options.groupId }) as Logger),
@@ -59,6 +63,8 @@ export function registerConsumer(
       throw new HealthProblem('start_failed', `${group} failed to start: ${(startError as Error).message}`);
     const dead = runner.liveness();
     if (dead) throw new HealthProblem('crashed', `${group}: ${dead}`);
+    const refused = runner.credentialsRefused();
+    if (refused) throw new HealthProblem('credentials_refused', `${group}: ${refused}`);
     if (!runner.joined) throw new HealthProblem('not_joined', `${group}: not a member (joining or rebalancing)`);
   });
   app.liveness.set(check, () => {

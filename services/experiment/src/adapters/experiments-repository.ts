@@ -222,6 +222,7 @@ export class ExperimentsRepository {
     client: PoolClient,
     experiment: Experiment,
     keys: readonly string[],
+    purpose: 'assign' | 'seed' = 'assign',
   ): Promise<{ at: number; states: Map<AssignmentKey, AssignmentState> }> {
     const { experimentId, exclusionGroup } = experiment;
     // Each table is read by its primary key and the batch's keys (`= ANY`); the transaction's time
@@ -267,7 +268,7 @@ export class ExperimentsRepository {
 
     // In one order whatever the batch's, so two experiments of a group claiming the same candidates wait
     // for each other instead of deadlocking.
-    const toClaim = keys.filter((key) => claimsMembership(experiment, stateOf(key))).sort();
+    const toClaim = keys.filter((key) => claimsMembership(experiment, stateOf(key), purpose)).sort();
     if (toClaim.length > 0 && exclusionGroup !== null) {
       // Waits for a racing claimer of the same candidate; the holder is then read afresh.
       const claimed = await client.query<{ candidateKey: string }>(
@@ -294,7 +295,8 @@ export class ExperimentsRepository {
   /**
    * Writes the decided assignments (one INSERT for the batch; ON CONFLICT DO NOTHING: a row a racing
    * transaction landed first is the truth, read back and returned as not created) and the
-   * VariantAssigned events of the rows that landed.
+   * VariantAssigned events of the rows that landed. A seeded assignment keeps the time its history
+   * gives and the import that seeded it; a drawn one is assigned at the transaction's time.
    */
   async applyAssignments(
     client: PoolClient,
@@ -318,8 +320,9 @@ export class ExperimentsRepository {
     if (assigned.length === 0) return results;
 
     const inserted = await client.query<{ candidateKey: string }>(
-      `INSERT INTO assignments (experiment_id, candidate_key, variant, bucket, period)
-       SELECT $1, k, v, b, p FROM unnest($2::text[], $3::text[], $4::float8[], $5::int[]) AS t(k, v, b, p)
+      `INSERT INTO assignments (experiment_id, candidate_key, variant, bucket, period, assigned_at, import_id)
+       SELECT $1, k, v, b, p, coalesce(at, now()), i
+       FROM unnest($2::text[], $3::text[], $4::float8[], $5::int[], $6::timestamptz[], $7::uuid[]) AS t(k, v, b, p, at, i)
        ON CONFLICT (experiment_id, candidate_key) DO NOTHING
        RETURNING candidate_key AS "candidateKey"`,
       [
@@ -328,6 +331,8 @@ export class ExperimentsRepository {
         assigned.map((a) => a.event.variant),
         assigned.map((a) => a.bucket),
         assigned.map((a) => a.period),
+        assigned.map((a) => (a.importId === null ? null : new Date(a.event.assignedAt))),
+        assigned.map((a) => a.importId),
       ],
     );
     const created = new Set(inserted.rows.map((r) => r.candidateKey));
@@ -410,12 +415,15 @@ export class ExperimentsRepository {
    * Imports pre-platform exposures in one transaction: all of the file or none of it. The import
    * row (keyed by the file's content) goes first, so a second run of the same file, even a
    * concurrent one, finds it and writes nothing; exposures already present (the same line in
-   * another file) are skipped by their content-derived event ids.
+   * another file) are skipped by their content-derived event ids. `seed` runs next, in the same
+   * transaction (the sticky assignments history gives, workflow/import-history.ts), and the
+   * contamination rule last, so it judges the exposures against those assignments.
    */
-  async importExposures(
+  async importExposures<S>(
     file: { importId: string; contentSha256: string; lines: number },
     exposures: readonly ImportedExposure[],
-  ): Promise<ImportOutcome> {
+    seed: (client: PoolClient) => Promise<S>,
+  ): Promise<ImportOutcome & { readonly seeded?: S }> {
     return withTransaction(this.pool, async (client) => {
       const claimed = await client.query<{ importedAt: Date }>(
         `INSERT INTO exposure_imports (import_id, content_sha256, lines, exposures, new_exposures) VALUES ($1, $2, $3, $4, 0)
@@ -447,6 +455,7 @@ export class ExperimentsRepository {
         file.importId,
         touched.length,
       ]);
+      const seeded = await seed(client);
       const correlationId = `import:${file.importId}`;
       const events = (await this.detectContaminations(client, touched)).map((row) =>
         contaminationOf(row, correlationId, null),
@@ -455,7 +464,7 @@ export class ExperimentsRepository {
         client,
         events.map((event) => ({ topic: this.assignmentsTopic, event })),
       );
-      return { kind: 'imported', importedAt, newExposures: touched.length, contaminations: events };
+      return { kind: 'imported', importedAt, newExposures: touched.length, contaminations: events, seeded };
     });
   }
 
@@ -477,7 +486,9 @@ export class ExperimentsRepository {
 
   /**
    * Counts per variant, contaminated candidates excluded from assignment and exposure metrics, and
-   * the assignments per weights period. An assignment without a stored period (written before
+   * the assignments per weights period. Assignments seeded from imported history are not drawn by
+   * the weights: they stay out of `assigned` and the periods (their candidates count under
+   * `importedCandidates`), and in `assignedTotal`. An assignment without a stored period (written before
    * periods were) belongs to the last period in force at its assigned_at.
    */
   async report(experimentId: string): Promise<{
@@ -511,7 +522,7 @@ export class ExperimentsRepository {
                          (SELECT max(p.period) FROM weight_periods p WHERE p.experiment_id = $1 AND p.effective_from <= x.assigned_at),
                          (SELECT min(p.period) FROM weight_periods p WHERE p.experiment_id = $1)) AS period,
                 x.variant, count(*)::int AS n
-         FROM assignments x WHERE x.experiment_id = $1 AND ${clean}
+         FROM assignments x WHERE x.experiment_id = $1 AND x.import_id IS NULL AND ${clean}
          GROUP BY 1, 2`,
         [experimentId],
       ),

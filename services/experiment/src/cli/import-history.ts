@@ -1,6 +1,7 @@
 /**
  * Imports pre-platform variant history, so seed 000-3 step 1 (count the candidates that got both
- * arms) runs on an incident's own data, and prints that count per experiment.
+ * arms) runs on an incident's own data, and prints that count per experiment; and seeds each
+ * candidate's sticky assignment with the arm it saw first (step 2), so the platform sends that arm.
  *
  *   DATABASE_URL=... [DATABASE_SCHEMA=experiment] [TOPIC_PREFIX=] \
  *     node dist/cli/import-history.js --file history.csv [--format csv|ndjson] [--max-lines 1000000]
@@ -8,7 +9,8 @@
  * Lines: candidate, experiment, variant, time[, source] (domain/exposure-history.ts has the rules).
  * All or nothing: any bad line refuses the file, listed by line number (exit 1). The same file
  * again changes nothing (exit 0). Contaminations found go out as VariantContaminated through the
- * service's outbox (its relay publishes them), hence TOPIC_PREFIX.
+ * service's outbox (its relay publishes them), as do the seeded assignments' VariantAssigned, hence
+ * TOPIC_PREFIX.
  */
 import { extname } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -61,6 +63,12 @@ try {
         : `import ${result.importId}: this file was imported at ${result.importedAt.toISOString()}; nothing changed`,
     );
     if (result.ignoredColumns > 0) console.log(`  ${result.ignoredColumns} unknown columns ignored`);
+    const a = result.assignments;
+    if (result.kind === 'imported')
+      console.log(
+        `assignments: ${a.seeded} seeded with the arm history saw first, ${a.alreadyAssigned} already assigned it, ` +
+          `${a.keptOtherArm} kept on another arm (contaminated), ${a.heldByAnotherExperiment} held by another experiment of their exclusion group`,
+      );
     for (const c of result.contamination)
       console.log(
         `experiment ${c.experimentId}: ${c.candidates} candidates seen in more than one arm (${c.withImportedHistory} with imported history)`,

@@ -55,6 +55,7 @@ function assigned(candidateKey: string, variant: string, of: AssigningExperiment
     },
     bucket: bucketOf(of.salt, candidateKey),
     period: of.weightsPeriod,
+    importId: null,
     exclusionGroup: of.exclusionGroup,
   };
 }
@@ -272,5 +273,104 @@ describe('Assignment decider: contamination', () => {
     for (const [assignedArm, exposed, expected] of cases) {
       expect(isContaminated({ assigned: assignedArm, exposed }), `${assignedArm} ${exposed.join(',')}`).toBe(expected);
     }
+  });
+});
+
+describe('Assignment decider: seeding from imported history', () => {
+  const IMPORT = '6f1c1a52-3c8e-5b8e-9d36-1f7c5a2f0a11';
+  const SEEN = Date.UTC(2025, 0, 1, 10);
+  const seed = (variant: string, of: AssigningExperiment = experiment): AssignmentCommand => ({
+    type: 'SeedFromHistory',
+    experiment: of,
+    candidateKey: 'c1',
+    variant,
+    seenAt: SEEN,
+    importId: IMPORT,
+    correlationId: `import:${IMPORT}`,
+  });
+  const seeded = (variant: string, of: AssigningExperiment = experiment): AssignmentEvent => ({
+    type: 'VariantAssigned',
+    event: {
+      type: 'VariantAssigned',
+      eventId: uuidV5('variant-assigned', of.experimentId, 'c1'),
+      occurredAt: SEEN,
+      producer: 'experiment',
+      correlationId: `import:${IMPORT}`,
+      causationId: null,
+      experimentId: of.experimentId,
+      candidateKey: 'c1',
+      variant,
+      assignedAt: SEEN,
+    },
+    bucket: bucketOf(of.salt, 'c1'),
+    period: null,
+    importId: IMPORT,
+    exclusionGroup: of.exclusionGroup,
+  });
+
+  it("stores the arm history saw, whatever the hash would draw, as of history's time, in no weights period", () => {
+    const notHashed = hashed('c1') === 'A' ? 'B' : 'A';
+    given([])
+      .when(seed(notHashed))
+      .then([seeded(notHashed)]);
+    // Afterwards it is the assignment: assigning answers it, and never draws.
+    given([seeded(notHashed)])
+      .when(assign('c1'))
+      .then([]);
+    given([seeded(notHashed)]).thenState({
+      ...assignmentDecider.initialState,
+      assigned: { variant: notHashed, assignedAt: SEEN },
+    });
+  });
+
+  it('keeps a stored assignment, the same arm or another (sticky; the other makes it contaminated)', () => {
+    given([assigned('c1', 'A')])
+      .when(seed('A'))
+      .then([]);
+    given([assigned('c1', 'A')])
+      .when(seed('B'))
+      .then([]);
+    given([seeded('A')])
+      .when(seed('B'))
+      .then([]);
+  });
+
+  it('seeds an arm at weight 0, and into a paused or stopped experiment: the candidate saw that arm', () => {
+    const retired = {
+      ...experiment,
+      variants: [
+        { name: 'A', weight: 1 },
+        { name: 'B', weight: 0 },
+      ],
+    };
+    given([])
+      .when(seed('B', retired))
+      .then([seeded('B', retired)]);
+    for (const status of ['paused', 'stopped'] as const) {
+      const halted = { ...experiment, status };
+      given([])
+        .when(seed('A', halted))
+        .then([seeded('A', halted)]);
+    }
+  });
+
+  it('refuses an arm the experiment does not have, naming it as a variant', () => {
+    given([])
+      .when(seed('Z'))
+      .then([{ type: 'NotEnrolled', reason: "variant Z is not one of the experiment's variants" }]);
+  });
+
+  it('leaves a candidate another experiment of the group holds where it is; claims it otherwise, whatever the status', () => {
+    const grouped = { ...experiment, exclusionGroup: 'copy', status: 'stopped' as const };
+    const held = (groupHolder: string | null): AssignmentState => ({ ...assignmentDecider.initialState, groupHolder });
+    expect(assignmentDecider.decide(held('signature'), seed('A', grouped))).toEqual([
+      { type: 'NotEnrolled', reason: 'not enrolled: candidate is in experiment signature of exclusion group copy' },
+    ]);
+    expect(assignmentDecider.decide(held('subject'), seed('A', grouped))).toEqual([seeded('A', grouped)]);
+    expect(claimsMembership(grouped, held(null), 'seed')).toBe(true);
+    expect(claimsMembership(grouped, held(null))).toBe(false);
+    expect(claimsMembership(grouped, { ...held(null), assigned: { variant: 'A', assignedAt: AT } }, 'seed')).toBe(
+      false,
+    );
   });
 });

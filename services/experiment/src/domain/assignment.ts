@@ -75,8 +75,10 @@ export function definitionProblems(definition: ExperimentDefinition): string[] {
 //
 // Keyed by (experimentId, candidateKey). Its rules: a stored assignment wins (sticky); only an active
 // experiment enrols; a candidate held by another experiment of the exclusion group is not enrolled;
-// the variant is the hash's (bucketOf, variantForBucket) under the weights in force; and a candidate
-// seen in more than one arm (assigned or exposed, platform or imported) is contaminated.
+// the variant is the hash's (bucketOf, variantForBucket) under the weights in force, except for a
+// candidate whose imported history says which arm it saw first (seeded, whatever the status or
+// weights); and a candidate seen in more than one arm (assigned or exposed, platform or imported)
+// is contaminated.
 
 export type ExperimentStatus = 'active' | 'paused' | 'stopped';
 
@@ -120,6 +122,21 @@ export type AssignmentCommand =
       readonly at: number;
     }
   | {
+      /**
+       * The arm a candidate saw first before the platform existed (imported history,
+       * domain/exposure-history.ts `firstArms`): stored as its sticky assignment, so the platform
+       * sends that arm, unless it already has one (which never changes).
+       */
+      readonly type: 'SeedFromHistory';
+      readonly experiment: AssigningExperiment;
+      readonly candidateKey: string;
+      readonly variant: string;
+      /** When the candidate first saw it: the assignment's time. */
+      readonly seenAt: number;
+      readonly importId: string;
+      readonly correlationId: string;
+    }
+  | {
       /** New exposures of one candidate (a batch's, deduplicated by event id), platform or imported. */
       readonly type: 'RecordExposures';
       readonly experimentId: string;
@@ -134,9 +151,13 @@ export type AssignmentEvent =
   | {
       readonly type: 'VariantAssigned';
       readonly event: VariantAssigned;
-      /** What the row stores beside the event: the hash's bucket and the weights period used. */
+      /**
+       * What the row stores beside the event: the hash's bucket, the weights period used (null for a
+       * seeded assignment: no weights chose it) and the import that seeded it (null: the hash did).
+       */
       readonly bucket: number;
-      readonly period: number;
+      readonly period: number | null;
+      readonly importId: string | null;
       readonly exclusionGroup: string | null;
     }
   | { readonly type: 'NotEnrolled'; readonly reason: string }
@@ -151,7 +172,7 @@ export const assignmentKey = (experimentId: string, candidateKey: string): Assig
 
 export const assignmentKeyOf = (command: AssignmentCommand): AssignmentKey =>
   assignmentKey(
-    command.type === 'Assign' ? command.experiment.experimentId : command.experimentId,
+    command.type === 'RecordExposures' ? command.experimentId : command.experiment.experimentId,
     command.candidateKey,
   );
 
@@ -163,13 +184,18 @@ export const notEnrolledReason = {
 
 /**
  * Whether assigning must first claim the candidate in the experiment's exclusion group: an active
- * experiment in a group, a candidate with no assignment that nobody holds yet. The store claims
- * (INSERT … ON CONFLICT DO NOTHING, which waits for a racing claimer) and re-reads the holder
- * before deciding, so two experiments of one group never both enrol a candidate.
+ * experiment in a group (any experiment in a group, when seeding from history: the candidate was in
+ * it), a candidate with no assignment that nobody holds yet. The store claims (INSERT … ON CONFLICT
+ * DO NOTHING, which waits for a racing claimer) and re-reads the holder before deciding, so two
+ * experiments of one group never both enrol a candidate.
  */
-export function claimsMembership(experiment: AssigningExperiment, state: AssignmentState): boolean {
+export function claimsMembership(
+  experiment: AssigningExperiment,
+  state: AssignmentState,
+  purpose: 'assign' | 'seed' = 'assign',
+): boolean {
   return (
-    experiment.status === 'active' &&
+    (purpose === 'seed' || experiment.status === 'active') &&
     experiment.exclusionGroup !== null &&
     state.assigned === null &&
     state.groupHolder === null
@@ -262,36 +288,74 @@ const sortedArms = (arms: Iterable<string>) => [...new Set(arms)].sort();
 const sameArms = (a: readonly string[] | null, b: readonly string[]) =>
   a !== null && a.length === b.length && a.every((arm, i) => arm === b[i]);
 
+/** Another experiment of the exclusion group holds the candidate: it is not enrolled here. */
+function heldElsewhere(state: AssignmentState, experiment: AssigningExperiment): AssignmentEvent | undefined {
+  if (experiment.exclusionGroup === null || state.groupHolder === null) return undefined;
+  if (state.groupHolder === experiment.experimentId) return undefined;
+  return { type: 'NotEnrolled', reason: notEnrolledReason.heldInGroup(state.groupHolder, experiment.exclusionGroup) };
+}
+
+/** A new assignment of `candidateKey` to `variant`, with what its row stores. */
+function newAssignment(
+  experiment: AssigningExperiment,
+  candidateKey: string,
+  variant: string,
+  at: number,
+  correlationId: string,
+  row: { readonly period: number | null; readonly importId: string | null },
+): AssignmentEvent {
+  return {
+    type: 'VariantAssigned',
+    event: variantAssignedEvent({
+      experimentId: experiment.experimentId,
+      candidateKey,
+      variant,
+      assignedAt: at,
+      correlationId,
+    }),
+    bucket: bucketOf(experiment.salt, candidateKey),
+    ...row,
+    exclusionGroup: experiment.exclusionGroup,
+  };
+}
+
 function decideAssignment(state: AssignmentState, command: AssignmentCommand & { type: 'Assign' }): AssignmentEvent[] {
   const { experiment, candidateKey } = command;
   if (state.assigned !== null) return [];
   if (experiment.status !== 'active')
     return [{ type: 'NotEnrolled', reason: notEnrolledReason.inactive(experiment.status) }];
-  if (
-    experiment.exclusionGroup !== null &&
-    state.groupHolder !== null &&
-    state.groupHolder !== experiment.experimentId
-  ) {
-    return [
-      { type: 'NotEnrolled', reason: notEnrolledReason.heldInGroup(state.groupHolder, experiment.exclusionGroup) },
-    ];
-  }
-  const bucket = bucketOf(experiment.salt, candidateKey);
-  const variant = variantForBucket(experiment.variants, bucket);
+  const held = heldElsewhere(state, experiment);
+  if (held) return [held];
+  const variant = variantForBucket(experiment.variants, bucketOf(experiment.salt, candidateKey));
   return [
-    {
-      type: 'VariantAssigned',
-      event: variantAssignedEvent({
-        experimentId: experiment.experimentId,
-        candidateKey,
-        variant,
-        assignedAt: command.at,
-        correlationId: command.correlationId,
-      }),
-      bucket,
+    newAssignment(experiment, candidateKey, variant, command.at, command.correlationId, {
       period: experiment.weightsPeriod,
-      exclusionGroup: experiment.exclusionGroup,
-    },
+      importId: null,
+    }),
+  ];
+}
+
+/**
+ * History's first arm becomes the assignment. A stored assignment stays (sticky: a different one
+ * makes the candidate contaminated, which the exposures then record); a candidate another experiment
+ * of the group holds stays there. Not the status or the weights: the candidate saw this arm, and a
+ * stored assignment is answered whatever the status (an arm at weight 0 included).
+ */
+function decideSeed(
+  state: AssignmentState,
+  command: AssignmentCommand & { type: 'SeedFromHistory' },
+): AssignmentEvent[] {
+  const { experiment, candidateKey } = command;
+  if (state.assigned !== null) return [];
+  if (!experiment.variants.some((v) => v.name === command.variant))
+    return [{ type: 'NotEnrolled', reason: `variant ${command.variant} is not one of the experiment's variants` }];
+  const held = heldElsewhere(state, experiment);
+  if (held) return [held];
+  return [
+    newAssignment(experiment, candidateKey, command.variant, command.seenAt, command.correlationId, {
+      period: null,
+      importId: command.importId,
+    }),
   ];
 }
 
@@ -324,8 +388,16 @@ function decideExposures(
 
 export const assignmentDecider: Decider<AssignmentState, AssignmentCommand, AssignmentEvent> = {
   initialState: { assigned: null, groupHolder: null, exposed: [], contaminated: null },
-  decide: (state, command) =>
-    command.type === 'Assign' ? decideAssignment(state, command) : decideExposures(state, command),
+  decide: (state, command) => {
+    switch (command.type) {
+      case 'Assign':
+        return decideAssignment(state, command);
+      case 'SeedFromHistory':
+        return decideSeed(state, command);
+      case 'RecordExposures':
+        return decideExposures(state, command);
+    }
+  },
   evolve: (state, event) => {
     switch (event.type) {
       case 'VariantAssigned':

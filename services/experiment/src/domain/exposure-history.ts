@@ -11,6 +11,9 @@
  * came from). `time` is ISO 8601 with a date, a time and an offset (`2025-03-01T09:30:00Z`,
  * `2025-03-01 10:30:00+01:00`): a time without an offset means a different instant on every machine.
  *
+ * The first arm each candidate saw becomes its sticky assignment (`firstArms`), so the platform
+ * sends that arm from then on; the contamination count then covers history and sends alike.
+ *
  * Keys get the live path's forms: the candidate id NFKC-folded and trimmed (case kept), and
  * refused when it holds an at-sign, as every ingress refuses ids that are addresses (the planner
  * passes the keyed hash, `address:<keyId>:<hash>`). Problems name the line and the field, never
@@ -278,6 +281,38 @@ export function definitionProblem(
   if (!variants) return 'experiment names no experiment on the platform (create it first, e.g. with status stopped)';
   if (!variants.includes(row.variant)) return "variant is not one of the experiment's variants";
   return undefined;
+}
+
+/**
+ * The arm each candidate saw first, per experiment: what an import seeds as the candidate's sticky
+ * assignment, so the platform goes on sending it (seed 000-3 step 2 over pre-platform history).
+ * History with several arms for a candidate (already contaminated) seeds the first one seen: its
+ * first contact, and an arm it has seen, so sending it widens nothing. Ties at one instant go to
+ * the lowest variant name (code-unit order), so a file gives one answer whatever its line order.
+ */
+export function firstArms(
+  rows: Iterable<Pick<HistoryRow, 'experimentId' | 'candidateKey' | 'variant' | 'exposedAt'>>,
+): Array<{
+  readonly experimentId: string;
+  readonly candidateKey: string;
+  readonly variant: string;
+  readonly seenAt: Date;
+}> {
+  const first = new Map<string, { experimentId: string; candidateKey: string; variant: string; seenAt: Date }>();
+  for (const row of rows) {
+    const key = `${row.experimentId}\u0000${row.candidateKey}`;
+    const held = first.get(key);
+    const time = row.exposedAt.getTime();
+    if (!held || time < held.seenAt.getTime() || (time === held.seenAt.getTime() && row.variant < held.variant)) {
+      first.set(key, {
+        experimentId: row.experimentId,
+        candidateKey: row.candidateKey,
+        variant: row.variant,
+        seenAt: row.exposedAt,
+      });
+    }
+  }
+  return [...first.values()];
 }
 
 /** An import's id: its content's hash, so the same file is the same import however it is named. */

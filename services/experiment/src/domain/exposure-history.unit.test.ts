@@ -7,6 +7,7 @@ import {
   csvFields,
   csvHeader,
   definitionProblem,
+  firstArms,
   importIdOf,
   parseHistoryLine,
   parseInstant,
@@ -188,5 +189,35 @@ describe('field rules', () => {
   it('names an import by its content', () => {
     expect(importIdOf('ab'.repeat(32))).toBe(importIdOf('ab'.repeat(32)));
     expect(importIdOf('ab'.repeat(32))).not.toBe(importIdOf('cd'.repeat(32)));
+  });
+});
+
+describe('the arm history seeds', () => {
+  const row = (candidateKey: string, variant: string, time: string, experimentId = 'subject') => ({
+    experimentId,
+    candidateKey,
+    variant,
+    exposedAt: new Date(time),
+  });
+
+  it("is each candidate's first arm per experiment; a tie at one instant goes to the lowest name, in any line order", () => {
+    const rows = [
+      row('c1', 'B', '2025-01-02T00:00:00Z'),
+      row('c1', 'A', '2025-01-03T00:00:00Z'),
+      row('c1', 'A', '2025-01-01T12:00:00+13:00'), // 2024-12-31T23:00Z: the earliest
+      row('c2', 'B', '2025-01-01T00:00:00Z'),
+      row('c2', 'A', '2025-01-01T01:00:00+01:00'), // the same instant
+      row('c1', 'B', '2025-01-01T00:00:00Z', 'other'),
+    ];
+    const expected = [
+      { experimentId: 'subject', candidateKey: 'c1', variant: 'A', seenAt: new Date('2024-12-31T23:00:00Z') },
+      { experimentId: 'subject', candidateKey: 'c2', variant: 'A', seenAt: new Date('2025-01-01T00:00:00Z') },
+      { experimentId: 'other', candidateKey: 'c1', variant: 'B', seenAt: new Date('2025-01-01T00:00:00Z') },
+    ];
+    const byKey = (a: { experimentId: string; candidateKey: string }) => `${a.experimentId}/${a.candidateKey}`;
+    const sorted = <T extends { experimentId: string; candidateKey: string }>(list: T[]) =>
+      [...list].sort((a, b) => byKey(a).localeCompare(byKey(b)));
+    expect(sorted(firstArms(rows))).toEqual(sorted(expected));
+    expect(sorted(firstArms([...rows].reverse()))).toEqual(sorted(expected));
   });
 });

@@ -1,15 +1,22 @@
 /**
  * Imports a file of pre-platform variant history (domain/exposure-history.ts) so the contamination
- * count runs on an incident's own data. The whole file is read and checked before anything is
+ * count runs on an incident's own data, and seeds each candidate's sticky assignment with the arm
+ * it saw first, so the platform sends that arm and never the other (the Assignment decider's
+ * SeedFromHistory: an assignment already stored stays, a candidate another experiment of the
+ * exclusion group holds stays there). The whole file is read and checked before anything is
  * written: one bad line refuses the import, with every problem by line number, and nothing lands.
  * The import's id is the hash of the file's bytes, so running it again changes nothing.
  */
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import type { ContaminationCount, ExperimentsRepository } from '../adapters/experiments-repository.js';
+import { decideAll } from '@outreach/shared';
+import type { PoolClient } from 'pg';
+import type { ContaminationCount, Experiment, ExperimentsRepository } from '../adapters/experiments-repository.js';
+import { assignmentDecider, assignmentKeyOf, type AssignmentCommand } from '../domain/assignment.js';
 import {
   csvHeader,
   definitionProblem,
+  firstArms,
   importIdOf,
   MAX_LINE_BYTES,
   parseHistoryLine,
@@ -50,7 +57,85 @@ export type ImportHistoryResult =
       /** Per experiment in the file: candidates seen in more than one arm, after the import. */
       readonly contamination: readonly ContaminationCount[];
       readonly ignoredColumns: number;
+      /** What the import did to sticky assignments (all 0 when the file was imported before). */
+      readonly assignments: SeedCounts;
     };
+
+/** Per candidate and experiment of the file, what became of the arm its history saw first. */
+export interface SeedCounts {
+  /** Stored as the candidate's assignment: the platform sends this arm. */
+  readonly seeded: number;
+  /** Already assigned that arm (by the platform, or an earlier import). */
+  readonly alreadyAssigned: number;
+  /** Already assigned another arm: kept (assignments never change), and the candidate is contaminated. */
+  readonly keptOtherArm: number;
+  /** Held by another experiment of the exclusion group: not seeded. */
+  readonly heldByAnotherExperiment: number;
+}
+
+const NO_SEEDS: SeedCounts = { seeded: 0, alreadyAssigned: 0, keptOtherArm: 0, heldByAnotherExperiment: 0 };
+
+/** Seeds are decided and written this many candidates at a time (each batch: one read, one insert). */
+const SEED_BATCH = 5_000;
+
+/**
+ * The sticky assignments of `rows`' first arms, in the import's transaction: per experiment (in id
+ * order), the decider's SeedFromHistory over states loaded as for assigning (group memberships
+ * claimed first), applied with their VariantAssigned events.
+ */
+async function seedFromHistory(
+  repository: ExperimentsRepository,
+  client: PoolClient,
+  importId: string,
+  rows: Iterable<HistoryRow>,
+): Promise<SeedCounts> {
+  const counts = { ...NO_SEEDS };
+  const seeds = firstArms(rows).sort((a, b) =>
+    a.experimentId < b.experimentId ? -1 : a.experimentId > b.experimentId ? 1 : 0,
+  );
+  const experiments = new Map<string, Experiment>();
+  for (let start = 0; start < seeds.length;) {
+    const experimentId = (seeds[start] as (typeof seeds)[number]).experimentId;
+    let end = start;
+    while (end < seeds.length && end - start < SEED_BATCH && seeds[end]?.experimentId === experimentId) end++;
+    const batch = seeds.slice(start, end);
+    start = end;
+    let experiment = experiments.get(experimentId);
+    if (!experiment) {
+      // Checked before the transaction (definitionProblem); read again inside it.
+      experiment = (await repository.find(experimentId, client)) as Experiment;
+      experiments.set(experimentId, experiment);
+    }
+    const { states } = await repository.loadAssignments(
+      client,
+      experiment,
+      batch.map((s) => s.candidateKey),
+      'seed',
+    );
+    const commands = batch.map((s): AssignmentCommand => ({
+      type: 'SeedFromHistory',
+      experiment: experiment as Experiment,
+      candidateKey: s.candidateKey,
+      variant: s.variant,
+      seenAt: s.seenAt.getTime(),
+      importId,
+      correlationId: `import:${importId}`,
+    }));
+    const results = await repository.applyAssignments(
+      client,
+      experiment,
+      decideAll(assignmentDecider, assignmentKeyOf, states, commands),
+    );
+    const wanted = new Map(batch.map((s) => [s.candidateKey, s.variant]));
+    for (const result of results) {
+      if (!result.enrolled) counts.heldByAnotherExperiment++;
+      else if (result.created) counts.seeded++;
+      else if (result.variant === wanted.get(result.candidateKey)) counts.alreadyAssigned++;
+      else counts.keptOtherArm++;
+    }
+  }
+  return counts;
+}
 
 export const DEFAULT_MAX_LINES = 1_000_000;
 const MAX_PROBLEMS = 100;
@@ -181,7 +266,9 @@ export async function importHistory(
   const contentSha256 = hash.digest('hex');
   const importId = importIdOf(contentSha256);
   const exposures = [...rows.values()];
-  const outcome = await repository.importExposures({ importId, contentSha256, lines }, exposures);
+  const outcome = await repository.importExposures({ importId, contentSha256, lines }, exposures, (client) =>
+    seedFromHistory(repository, client, importId, exposures),
+  );
   return {
     kind: outcome.kind,
     importId,
@@ -194,6 +281,7 @@ export async function importHistory(
     newlyContaminated: outcome.kind === 'imported' ? outcome.contaminations.length : 0,
     contamination: await repository.contaminationCounts(experimentIds),
     ignoredColumns: header?.ignored ?? 0,
+    assignments: outcome.kind === 'imported' ? (outcome.seeded ?? NO_SEEDS) : NO_SEEDS,
   };
 }
 
