@@ -77,7 +77,7 @@ describe('a service built from the shared bootstrap', () => {
           TARGET_TOPIC: target,
           HTTP_PORT: String(port),
           HTTP_HOST: '127.0.0.1',
-          HANDLER_DELAY_MS: '25',
+          HANDLER_DELAY_MS: '100',
           // The wire format of the run (ADR 011; test/vitest.confluent.config.ts): a service learns
           // registry ids at start only when it is given the registry.
           ...(registryUrl ? { SCHEMA_REGISTRY_URL: registryUrl } : {}),
@@ -105,11 +105,13 @@ describe('a service built from the shared bootstrap', () => {
     };
 
     const first = await start();
-    await waitFor(async () => (await fetch(`http://127.0.0.1:${first.port}/health/ready`)).ok, {
+    // Mid-stream, whenever it becomes ready: readiness is refreshed on a timer and may say so after
+    // consumption began (the second process's readiness is waited for below).
+    await waitFor(async () => (await seen()) >= 60, {
       timeoutMs: 30_000,
-      description: 'the service to be ready (migrated, connected)',
+      intervalMs: 20,
+      description: 'consumption under way',
     });
-    await waitFor(async () => (await seen()) >= 60, { timeoutMs: 30_000, description: 'consumption under way' });
     const metrics = await (await fetch(`http://127.0.0.1:${first.port}/metrics`)).text();
     expect(metrics).toMatch(/outreach_outbox_unpublished_rows/);
     expect(metrics).toMatch(/outreach_consumer_messages_total\{[^}]*result="handled"/);
@@ -120,6 +122,10 @@ describe('a service built from the shared bootstrap', () => {
     expect(seenAtStop).toBeLessThan(events.length);
 
     const second = await start();
+    await waitFor(async () => (await fetch(`http://127.0.0.1:${second.port}/health/ready`)).ok, {
+      timeoutMs: 30_000,
+      description: 'the restarted service to be ready (migrated, connected, joined)',
+    });
     const echoed = await readTopic(
       kafka,
       target,
