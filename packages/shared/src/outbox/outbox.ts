@@ -67,10 +67,20 @@ export async function enqueueEvents(client: Queryable, events: readonly Outgoing
   const contexts = events.map((e) => (traced ? traceFields(causeContext(e.traceparent, e.event.causationId)) : {}));
   // An event already published (its id in outbox_published) is not enqueued again: a scalar subquery
   // per row, one key lookup each, which the planner cannot turn into a scan of that table.
+  // The payloads travel as one binary parameter, cut by offset in the statement: a bytea[] parameter
+  // goes as text, every byte spelled out in hex on both sides.
+  const payloads = events.map((e) => eventCodec.encode(e.event));
+  const starts: number[] = [];
+  let at = 1;
+  for (const payload of payloads) {
+    starts.push(at);
+    at += payload.length;
+  }
   const result = await client.query(
     `INSERT INTO outbox (event_id, topic, key, headers, payload, traceparent, tracestate)
-     SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::jsonb[], $5::bytea[], $6::text[], $7::text[])
-       AS q(event_id, topic, key, headers, payload, traceparent, tracestate)
+     SELECT q.event_id, q.topic, q.key, q.headers, substring($8::bytea FROM q.start FOR q.length), q.traceparent, q.tracestate
+     FROM unnest($1::uuid[], $2::text[], $3::text[], $4::jsonb[], $5::int[], $6::text[], $7::text[], $9::int[])
+       AS q(event_id, topic, key, headers, start, traceparent, tracestate, length)
      WHERE (SELECT true FROM outbox_published p WHERE p.event_id = q.event_id) IS NULL
      ON CONFLICT (event_id) DO NOTHING`,
     [
@@ -78,9 +88,11 @@ export async function enqueueEvents(client: Queryable, events: readonly Outgoing
       events.map((e) => e.topic),
       events.map((e) => messageKey(e.event)),
       events.map((e) => JSON.stringify(eventHeaders(e.event, e.traceparent))),
-      events.map((e) => eventCodec.encode(e.event)),
+      starts,
       contexts.map((c) => c.traceparent ?? null),
       contexts.map((c) => c.tracestate ?? null),
+      Buffer.concat(payloads),
+      payloads.map((p) => p.length),
     ],
   );
   // NOTIFY is delivered at commit, and only once per channel and transaction.
