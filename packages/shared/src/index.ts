@@ -15,7 +15,7 @@ export * from './kafka/acls.js';
 export { applyKafkaAcls, deleteKafkaAcls } from './kafka/acls-admin.js';
 export { checkKafkaAccess, explainKafkaError } from './kafka/access.js';
 export { StartupError } from './service/startup-error.js';
-export { readPemFile, readSecretFile, reloadingSecret } from './security/secrets.js';
+export { readPemFile, readSecretFile, reloadingSecret, type ReadFile } from './security/secrets.js';
 export { type Reloading } from './security/reload.js';
 export { boundedText, readBoundedBody, readBoundedJson } from './bounded-body.js';
 export { createPool, waitForPostgres, quoteIdent, redactUrl } from './pg/pool.js';
@@ -24,7 +24,14 @@ export { databaseRolesSql, ROLE_NAME, ensureDatabaseRoles, type DatabaseRolesPla
 export { AppError } from './service/errors.js';
 export { campaignIdParam } from './service/params.js';
 export { buildHttpApp, buildServiceApp, MAX_BODY_BYTES } from './service/http.js';
-export { authenticate, clientRateLimit, scopes, type RegisteredRoute, type Scope } from './service/auth.js';
+export {
+  authenticate,
+  clientRateLimit,
+  scopedTokensFrom,
+  scopes,
+  type RegisteredRoute,
+  type Scope,
+} from './service/auth.js';
 export { runService } from './service/run.js';
 export {
   registerConsumer,
@@ -45,7 +52,7 @@ export {
 } from './registry/register.js';
 export { bindSchemaRegistry, unbindSchemaRegistry } from './registry/binding.js';
 export { loadSchemaSet, generateTypeScript, checkCompatibility, type SchemaSet } from './contracts/schema-tools.js';
-export { EmailHashKeyConfigSchema, loadEmailHashKey } from './email-hash-key.js';
+export { EmailHashKeyConfigSchema, loadEmailHashKey, readKeyMaterial } from './email-hash-key.js';
 export {
   topics,
   topicName,

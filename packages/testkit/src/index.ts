@@ -70,6 +70,7 @@ export {
   serviceTestEnv,
   testEmailHashKey,
   TEST_EMAIL_HASH_ENV,
+  TEST_IDENTIFIER_KEY_ENV,
   type ServiceTestEnv,
 } from './service-env.js';
 export { fuzzRoutes, probeRouteGuards, rawRequest, ROUTE_TEST_TOKENS, scopeTable } from './http-attacks.js';

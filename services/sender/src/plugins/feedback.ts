@@ -51,6 +51,7 @@ export default fp(
       sends: app.sendQueries,
       errorWindow: new SharedErrorWindow(app.pg, config.AUTO_PAUSE_WINDOW_MS),
       messageIdDomain: config.MESSAGE_ID_DOMAIN,
+      identifiers: app.identifiers,
       logger,
       metrics: app.metrics,
     });
@@ -63,7 +64,14 @@ export default fp(
             snsLimits: { maxBytes: config.FEEDBACK_MAX_BODY_BYTES },
           });
     app.decorate('feedback', { intake, ses, sendGridKey, maxBodyBytes: config.FEEDBACK_MAX_BODY_BYTES });
-    app.decorate('unsubscribes', new Unsubscribes(unsubscribeKey(app.emailHashKey), app.sendQueries, app.suppressions));
+    app.decorate(
+      'unsubscribes',
+      new Unsubscribes(
+        { identifiers: app.identifiers, legacy: unsubscribeKey(app.emailHashKey) },
+        app.sendQueries,
+        app.suppressions,
+      ),
+    );
     app.decorate('unsubscribeMailto', config.UNSUBSCRIBE_MAILTO);
 
     // Each its own bucket per client address, so a flood of one kind never starves the other.
