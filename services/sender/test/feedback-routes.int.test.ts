@@ -416,6 +416,20 @@ describe('SES through SNS', () => {
     expect(offList.statusCode).toBe(403);
     expect(offList.json().message).toMatch(/allow-list/);
     expect((await post('{"Type":')).statusCode).toBe(400);
+    // A genuine notification signed in 2019, replayed: refused (SNS drops a 4xx), nothing fetched for it.
+    const fetchesBefore = certificateFetches.length;
+    const replay = await post(
+      signedSnsMessage(
+        {
+          Timestamp: '2019-03-01T10:00:00.000Z',
+          Message: sesNotification({ type: 'Bounce', recipients: ['ivy@example.com'] }),
+        },
+        sns.privateKey,
+      ),
+    );
+    expect(replay.statusCode).toBe(403);
+    expect(replay.json().message).toMatch(/older than 7200 s: a replay/);
+    expect(certificateFetches.length).toBe(fetchesBefore);
     expect(await suppression('ivy@example.com')).toBeUndefined();
     expect(await suppression('joe@example.com')).toBeUndefined();
   });

@@ -7,6 +7,7 @@ import { SnsFeedbackIntake } from '../adapters/feedback/sns-intake.js';
 import { FeedbackRepository } from '../adapters/feedback-repository.js';
 import { SharedErrorWindow } from '../adapters/incident-controls.js';
 import { sendGridWebhookKey, sesTopicArns, type Config } from '../config.js';
+import { DEFAULT_SNS_TIME_WINDOW } from '../domain/feedback/index.js';
 import { unsubscribeKey } from '../domain/unsubscribe-token.js';
 import { FeedbackIntake } from '../workflow/feedback-intake.js';
 import { Unsubscribes } from '../workflow/unsubscribe.js';
@@ -62,6 +63,7 @@ export default fp(
             topicArns,
             certificates: new SnsCertificateCache(),
             snsLimits: { maxBytes: config.FEEDBACK_MAX_BODY_BYTES },
+            timeWindow: { ...DEFAULT_SNS_TIME_WINDOW, maxAgeMs: config.SNS_MAX_MESSAGE_AGE_MS },
           });
     app.decorate('feedback', { intake, ses, sendGridKey, maxBodyBytes: config.FEEDBACK_MAX_BODY_BYTES });
     app.decorate(
