@@ -118,6 +118,8 @@ beforeAll(async () => {
     'eve@example.com',
     'gil@example.com',
     'lee@example.com',
+    'mia@example.com',
+    'ned@example.com',
   ];
   const requests = addresses.map((email) =>
     sendRequested({ campaignId: 'camp-a', candidateId: email.split('@')[0] as string, email }),
@@ -652,6 +654,48 @@ describe('DSNs from the bounce mailbox', () => {
     }
     expect(await suppression('kim@example.com')).toBeUndefined();
     expect((await post('Subject: hello\r\n\r\nnot a report\r\n')).statusCode).toBe(422);
+  });
+});
+
+describe('after an identifier key rotation (ADR 012)', () => {
+  const rotated = (until: Date) => ({
+    IDENTIFIER_KEY: 'test-only-rotated-identifier-key-not-a-secret-0123456789',
+    IDENTIFIER_KEY_ID: 'test-2',
+    IDENTIFIER_PREVIOUS_KEY: 'test-only-identifier-key-not-a-secret-0123456789abcdef',
+    IDENTIFIER_PREVIOUS_KEY_ID: 'test-1',
+    IDENTIFIER_PREVIOUS_KEY_UNTIL: until.toISOString(),
+  });
+  const dsnFor = (address: string) =>
+    deliveryStatusNotification({
+      recipients: [{ address, action: 'failed', status: '5.1.1' }],
+      originalMessageId: messageIdOf(sent.get(address) as string),
+      reportMessageId: `<dsn-${randomUUID()}@mx.receiver.test>`,
+    });
+  const postTo = (target: FastifyInstance, raw: string) =>
+    target.inject({
+      method: 'POST',
+      url: '/v1/feedback/dsn',
+      headers: { 'content-type': 'message/rfc822', ...hookOnly },
+      payload: raw,
+    });
+
+  it('mail sent under the previous key is still honoured within its window: a DSN suppresses, an unsubscribe link works', async () => {
+    const next = await t.startApp(rotated(new Date(Date.now() + 86_400_000)));
+    const answer = await postTo(next, dsnFor('mia@example.com'));
+    expect(answer.json()).toMatchObject({ suppressed: 1, unverified: 0 });
+    expect(await suppression('mia@example.com')).toMatchObject({ source: 'dsn', send_id: sent.get('mia@example.com') });
+    const link = `/v1/unsubscribe/${testIdentifiers.unsubscribeToken(sent.get('ned@example.com') as string)}`;
+    expect((await next.inject({ url: link })).statusCode).toBe(200);
+  });
+
+  it('past the window the previous key verifies nothing: the DSN names no send and is counted, the link is refused', async () => {
+    const next = await t.startApp(rotated(new Date(Date.now() - 1_000)));
+    const answer = await postTo(next, dsnFor('ned@example.com'));
+    expect(answer.json()).toMatchObject({ suppressed: 0, unverified: 1, ignored: 1 });
+    expect(await suppression('ned@example.com')).toBeUndefined();
+    const link = `/v1/unsubscribe/${testIdentifiers.unsubscribeToken(sent.get('ned@example.com') as string)}`;
+    expect((await next.inject({ method: 'POST', url: link })).statusCode).toBe(404);
+    expect(await suppression('ned@example.com')).toBeUndefined();
   });
 });
 
