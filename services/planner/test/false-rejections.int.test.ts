@@ -130,15 +130,7 @@ describe('a bad body reusing another publisher’s requestId', () => {
     });
     // The consumer's own path (the ingress handler calls exactly this), with the app's adapters: the
     // forgery ahead of the request in the batch, as a producer racing the victim would place it.
-    const deps = {
-      pool: app.pg,
-      repository: app.planner,
-      requests: app.requests,
-      experiments: app.experimentClient,
-      hashKey: app.emailHashKey,
-      rerequests: app.rerequests,
-    };
-    const verdicts = await takeOutreachRequests(deps, { via: 'kafka' }, [forged, victim, control]);
+    const verdicts = await takeOutreachRequests(app.outreachRequests, { via: 'kafka' }, [forged, victim, control]);
     expect(verdicts.map((v) => v.kind)).toEqual(['rejected', 'planned', 'rejected']);
     await outboxPublished();
     const told = await rejectionsUpTo(control.requestId);
