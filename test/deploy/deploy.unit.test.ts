@@ -510,6 +510,18 @@ describe.skipIf(!hasKubectl)('the manifest checks, given crafted manifests', slo
     expect(startupProblems(objects, outOfBand)).toEqual([
       expect.stringMatching(/outreach-sender\/sender: sender: identifier key: .*IDENTIFIER_KEY_FILE is required/),
     ]);
+    // A rotation as docs/operations.md (section 11a) has it: the three settings merged into the config.
+    const rotating = copyOf('production');
+    Object.assign(configMap(rotating, 'outreach-sender-config'), {
+      IDENTIFIER_PREVIOUS_KEY_FILE: '/etc/outreach/identifier-key/previous-key',
+      IDENTIFIER_PREVIOUS_KEY_ID: '2026-01',
+      IDENTIFIER_PREVIOUS_KEY_UNTIL: new Date(Date.now() + 30 * 86_400_000).toISOString(),
+    });
+    expect(allProblems(rotating)).toEqual([]);
+    configMap(rotating, 'outreach-sender-config').IDENTIFIER_PREVIOUS_KEY_UNTIL = 'next month';
+    expect(startupProblems(rotating, outOfBand)).toEqual([
+      expect.stringMatching(/identifier key: .*IDENTIFIER_PREVIOUS_KEY_UNTIL must be an ISO 8601 instant/),
+    ]);
   });
 
   it('a *_FILE path no volume mounts, a key the volume does not project, an emptyDir, an unreadable mode', () => {
