@@ -242,10 +242,9 @@ export class SendPipeline {
     const mailto = `<mailto:${this.options.unsubscribeMailto}?subject=${encodeURIComponent(`unsubscribe ${row.sendId}`)}>`;
     // The one-click URL, the Message-ID and the ENVID carry a MAC, not the sendId alone: sendIds are
     // derived from known inputs, so a bare one would let anyone unsubscribe anyone, or bounce them
-    // (domain/identifiers.ts). The fence recorded the key they are signed with on the row.
-    const keyId = row.messageKeyId ?? identifiers.currentKeyId;
-    const envelopeId =
-      identifiers.sendIdentifier(row.sendId, keyId) ?? (identifiers.sendIdentifier(row.sendId) as string);
+    // (domain/identifiers.ts). This process's fence recorded its current key on the row: the key a
+    // later lookup or retry makes this Message-ID again with.
+    const envelopeId = identifiers.sendIdentifier(row.sendId) as string;
     const url = this.options.unsubscribeUrl
       ? `<${this.options.unsubscribeUrl.replace(/\/$/, '')}/${identifiers.unsubscribeToken(row.sendId)}>`
       : undefined;
