@@ -192,7 +192,7 @@ export function markdown(report: BenchReport, options: MarkdownOptions): string 
     'A delivery the provider accepted but whose answer was lost to the kill: the peers run the job again once their',
     'lock (BullMQ, 30 s) or expiry (pg-boss, 15 s) lapses, and the candidate gets a second email; ours records the send',
     'as `ambiguous` and never repeats it (an operator resolves it, docs/operations.md section 5). Our run is longer: a',
-    "killed sender's partitions wait for its Kafka session (30 s) to time out, and its in-flight sends for their lease.",
+    "killed sender's partitions wait for its Kafka session (8 s) to time out, and its in-flight sends for their lease.",
     '',
     systemHeader,
     ...faults.map(systemRow),

@@ -32,6 +32,7 @@ import {
   commandOf,
   containerEnv,
   credentialProblems,
+  ingressProblems,
   mountProblems,
   networkProblems,
   podsOf,
@@ -135,6 +136,7 @@ function allProblems(objects: readonly K8sObject[]): string[] {
     ...startupProblems(objects, outOfBand),
     ...networkProblems(objects, outOfBand),
     ...strimziProblems(objects),
+    ...ingressProblems(objects),
   ];
 }
 
@@ -196,6 +198,19 @@ describe.skipIf(!hasKubectl)('Kubernetes overlays (rendered with kubectl kustomi
       const env = envOf(mainContainer(sender), objects);
       for (const name of Object.keys(outOfBand['outreach-sender-identity'] ?? {})) delete env[name];
       expect(() => checkSenderConfig(loadConfig(senderConfig, env) as SenderConfig)).toThrow(/MAIL_FROM must be set/);
+    },
+  );
+
+  it.each(overlays)(
+    '%s: the sender believes X-Forwarded-For one hop deep behind the production ingress; the others never',
+    (overlay) => {
+      const objects = objectsOf(overlay);
+      for (const deployment of deployments(objects)) {
+        const env = envOf(mainContainer(deployment), objects);
+        const expected = overlay !== 'dev' && deployment.metadata.name === 'outreach-sender' ? '1' : '';
+        expect(env.TRUST_PROXY ?? '', deployment.metadata.name).toBe(expected);
+      }
+      expect(ingressProblems(objects)).toEqual([]);
     },
   );
 
@@ -852,6 +867,58 @@ describe.skipIf(!hasKubectl)('the manifest checks, given crafted manifests', slo
         ),
       ]),
     );
+  });
+
+  it('an ingress that routes a probe, /metrics or /docs, or a service other than the sender, is named', () => {
+    const ingress = (paths: Array<{ path: string; pathType: string; service: string }>): K8sObject =>
+      ({
+        apiVersion: 'networking.k8s.io/v1',
+        kind: 'Ingress',
+        metadata: { name: 'public' },
+        spec: {
+          rules: [
+            {
+              host: 'outreach.acme-corp.com',
+              http: {
+                paths: paths.map(({ path, pathType, service }) => ({
+                  path,
+                  pathType,
+                  backend: { service: { name: service, port: { name: 'http' } } },
+                })),
+              },
+            },
+          ],
+        },
+      }) as unknown as K8sObject;
+    const fine = ingress([
+      { path: '/v1/unsubscribe', pathType: 'Prefix', service: 'outreach-sender' },
+      { path: '/v1/feedback/ses', pathType: 'Exact', service: 'outreach-sender' },
+      { path: '/v1/feedback/sendgrid', pathType: 'Exact', service: 'outreach-sender' },
+    ]);
+    expect(ingressProblems([...copyOf('production'), fine])).toEqual([]);
+    const leaky = ingress([
+      { path: '/', pathType: 'Prefix', service: 'outreach-sender' },
+      { path: '/health', pathType: 'Prefix', service: 'outreach-sender' },
+      { path: '/metrics', pathType: 'Exact', service: 'outreach-sender' },
+      { path: '/v1', pathType: 'Prefix', service: 'outreach-planner' },
+      // A prefix is whole segments: /he is not /health.
+      { path: '/he', pathType: 'Prefix', service: 'outreach-sender' },
+    ]);
+    expect(ingressProblems([leaky])).toEqual([
+      'Ingress public: Prefix / to outreach-sender also routes /health/live, /health/ready, /metrics, /docs, /docs/json',
+      'Ingress public: Prefix /health to outreach-sender also routes /health/live, /health/ready',
+      'Ingress public: Exact /metrics to outreach-sender also routes /metrics',
+      "Ingress public: routes /v1 to outreach-planner; only the sender's public routes go through an ingress",
+    ]);
+    const gateway = {
+      apiVersion: 'gateway.networking.k8s.io/v1',
+      kind: 'HTTPRoute',
+      metadata: { name: 'public' },
+      spec: { rules: [{ backendRefs: [{ name: 'outreach-sender', port: 80 }] }] },
+    } as unknown as K8sObject;
+    expect(ingressProblems([gateway])).toEqual([
+      'HTTPRoute public: PathPrefix / to outreach-sender also routes /health/live, /health/ready, /metrics, /docs, /docs/json',
+    ]);
   });
 
   it('a service writing the Confluent wire format (the default) without a registry URL is named; the opt-out is not', () => {

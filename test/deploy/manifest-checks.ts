@@ -1012,3 +1012,73 @@ export function strimziProblems(objects: readonly K8sObject[]): string[] {
   }
   return problems;
 }
+
+/** What no ingress may route: the probes, the metrics and the API docs (docs/operations.md, "The HTTP surface"). */
+const NEVER_ROUTED = ['/health/live', '/health/ready', '/metrics', '/docs', '/docs/json'];
+
+/** Whether a request path is matched by an Ingress or HTTPRoute path of `type` (Prefix: by whole segments). */
+function routeMatches(type: string, routePath: string, path: string): boolean {
+  if (type === 'Exact') return routePath === path;
+  if (type === 'RegularExpression') return new RegExp(`^${routePath}`).test(path);
+  // Prefix, PathPrefix and ImplementationSpecific (which controllers treat as a prefix).
+  const prefix = routePath.replace(/\/+$/, '');
+  return prefix === '' || path === prefix || path.startsWith(`${prefix}/`);
+}
+
+/**
+ * Ingresses and Gateway API HTTPRoutes: none may route a probe, /metrics or /docs to any service, and
+ * only the sender (the public routes) may be behind one.
+ */
+export function ingressProblems(objects: readonly K8sObject[]): string[] {
+  const problems: string[] = [];
+  const ours = new Set(serviceNames.map((s) => `outreach-${s}`));
+  for (const object of objects) {
+    const where = `${object.kind} ${object.metadata.name}`;
+    const routes: Array<{ type: string; path: string; service: string }> = [];
+    if (object.kind === 'Ingress') {
+      const spec = object.spec as unknown as {
+        defaultBackend?: { service?: { name: string } };
+        rules?: Array<{
+          http?: { paths?: Array<{ path?: string; pathType?: string; backend?: { service?: { name: string } } }> };
+        }>;
+      };
+      if (spec.defaultBackend?.service)
+        routes.push({ type: 'Prefix', path: '/', service: spec.defaultBackend.service.name });
+      for (const rule of spec.rules ?? [])
+        for (const p of rule.http?.paths ?? [])
+          routes.push({
+            type: p.pathType ?? 'ImplementationSpecific',
+            path: p.path ?? '/',
+            service: p.backend?.service?.name ?? '',
+          });
+    } else if (object.kind === 'HTTPRoute') {
+      const spec = object.spec as unknown as {
+        rules?: Array<{
+          matches?: Array<{ path?: { type?: string; value?: string } }>;
+          backendRefs?: Array<{ name: string }>;
+        }>;
+      };
+      for (const rule of spec.rules ?? []) {
+        const matches = rule.matches?.length ? rule.matches : [{}];
+        for (const match of matches)
+          for (const backend of rule.backendRefs ?? [])
+            routes.push({
+              type: match.path?.type ?? 'PathPrefix',
+              path: match.path?.value ?? '/',
+              service: backend.name,
+            });
+      }
+    } else continue;
+    for (const route of routes) {
+      if (!ours.has(route.service)) continue;
+      if (route.service !== 'outreach-sender')
+        problems.push(
+          `${where}: routes ${route.path} to ${route.service}; only the sender's public routes go through an ingress`,
+        );
+      const exposed = NEVER_ROUTED.filter((path) => routeMatches(route.type, route.path, path));
+      if (exposed.length > 0)
+        problems.push(`${where}: ${route.type} ${route.path} to ${route.service} also routes ${exposed.join(', ')}`);
+    }
+  }
+  return problems;
+}

@@ -34,3 +34,4 @@ export {
   type EmailHashKey,
 } from './keys.js';
 export { fold, type Decider } from './decider.js';
+export { jsonDepthProblem, MAX_JSON_DEPTH } from './json-depth.js';

@@ -166,9 +166,26 @@ export const BaseConfigSchema = Type.Object({
    * API_TOKENS_*_FILE files, and the planner's EXPERIMENT_TOKEN_FILE (security/reload.ts).
    */
   SECRET_FILE_REFRESH_MS: Type.Integer({ minimum: 100, maximum: 3_600_000, default: 30_000 }),
-  /** Requests per RATE_LIMIT_WINDOW_MS per token (per client address without a valid token), per replica. */
+  /**
+   * Requests per RATE_LIMIT_WINDOW_MS, per replica, in each bucket: per token (per client address
+   * without a valid one); on the public routes per route purpose, a verified credential's (a signed
+   * message, an unsubscribe link) its own, everything else's per client address (docs/operations.md,
+   * "Rate limits").
+   */
   RATE_LIMIT_MAX: Type.Integer({ minimum: 1, maximum: 100_000_000, default: 6_000 }),
   RATE_LIMIT_WINDOW_MS: Type.Integer({ minimum: 1_000, maximum: 3_600_000, default: 60_000 }),
+  /**
+   * A request, headers and body, must arrive within this (else 408 and the connection closed): a
+   * client trickling its body a byte at a time cannot hold a connection longer.
+   */
+  HTTP_REQUEST_TIMEOUT_MS: Type.Integer({ minimum: 1_000, maximum: 600_000, default: 30_000 }),
+  /** A connection on which no byte moves for this long is closed (a request in progress included). */
+  HTTP_CONNECTION_TIMEOUT_MS: Type.Integer({ minimum: 1_000, maximum: 3_600_000, default: 60_000 }),
+  /**
+   * How often `/health/ready` runs its checks while they pass (at most every second while one
+   * fails); requests read the last result (service/health.ts).
+   */
+  READINESS_REFRESH_MS: Type.Integer({ minimum: 100, maximum: 60_000, default: 5_000 }),
   /**
    * Apply pending migrations when the service starts (the `migrate` command always does). Off in
    * production, where the migrate Job runs them as the migrator role and the service's own role has no DDL.

@@ -27,8 +27,10 @@ export { buildHttpApp, buildServiceApp, MAX_BODY_BYTES } from './service/http.js
 export {
   authenticate,
   clientRateLimit,
+  credentialRateLimit,
   scopedTokensFrom,
   scopes,
+  type CredentialRateLimit,
   type RegisteredRoute,
   type Scope,
 } from './service/auth.js';

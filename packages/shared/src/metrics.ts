@@ -1,5 +1,6 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
 import { buildInfo, type BuildInfo } from './metrics/build-info.js';
+import { withTimeout } from './wait.js';
 import {
   METRICS,
   isDeclaredMetric,
@@ -106,7 +107,11 @@ export function gauge<N extends MetricNameOf<'gauge'>>(
       ? {
           async collect(this: Gauge<LabelOf<N>>) {
             try {
-              await withTimeout(Promise.resolve(collect(this)), COLLECT_TIMEOUT_MS);
+              await withTimeout(
+                Promise.resolve(collect(this)),
+                COLLECT_TIMEOUT_MS,
+                () => new Error(`timed out after ${COLLECT_TIMEOUT_MS} ms`),
+              );
             } catch {
               failures?.inc({ metric: name });
             }
@@ -114,16 +119,6 @@ export function gauge<N extends MetricNameOf<'gauge'>>(
         }
       : {}),
   });
-}
-
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    promise,
-    new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms`)), ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
 }
 
 /**

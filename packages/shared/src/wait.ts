@@ -44,3 +44,14 @@ export async function waitFor<T>(
     await pause(Math.min(interval, Math.max(0, deadline - Date.now())));
   }
 }
+
+/** `promise`, or a rejection with `timeout()` once `ms` pass first (the promise itself runs on). */
+export function withTimeout<T>(promise: Promise<T>, ms: number, timeout: () => Error): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    promise,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(timeout()), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}

@@ -765,3 +765,61 @@ export async function fuzzRoutes(app: FastifyInstance, options: FuzzOptions): Pr
   }
   return violations;
 }
+
+export interface SlowClientsResult {
+  /** Milliseconds from the start until the server closed each connection that it closed. */
+  readonly closedAfterMs: readonly number[];
+  /** Connections still open when the attack gave up (then closed by us). */
+  readonly stillOpen: number;
+  /** The status of each answer the server sent before closing (408 for a request timeout), 0 for none. */
+  readonly statuses: readonly number[];
+}
+
+/**
+ * `count` connections that each write `head` (a request line and headers, with or without the
+ * blank line that ends them) and then one more byte every `trickleMs`, never finishing: a slow-body
+ * attack, or slowloris when the head is unfinished. Resolves once the server has closed every one,
+ * or after `giveUpMs` (closing what is left).
+ */
+export async function slowClients(
+  port: number,
+  options: { readonly count: number; readonly head: string; readonly trickleMs: number; readonly giveUpMs: number },
+): Promise<SlowClientsResult> {
+  const started = Date.now();
+  const sockets: net.Socket[] = [];
+  let gaveUp = false;
+  const closes = Array.from(
+    { length: options.count },
+    () =>
+      new Promise<{ at: number; status: number } | undefined>((resolve) => {
+        const socket = net.connect(port, '127.0.0.1');
+        sockets.push(socket);
+        let answer = '';
+        const drip = setInterval(() => {
+          if (socket.writable) socket.write(options.head.endsWith('\r\n\r\n') ? 'a' : 'X-Slow: a\r\n');
+        }, options.trickleMs);
+        socket.on('connect', () => socket.write(options.head));
+        socket.on('data', (chunk) => {
+          answer += chunk.toString('latin1');
+        });
+        socket.on('error', () => undefined);
+        socket.on('close', () => {
+          clearInterval(drip);
+          const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(answer)?.[1] ?? 0);
+          resolve(gaveUp ? undefined : { at: Date.now() - started, status });
+        });
+      }),
+  );
+  const giveUp = setTimeout(() => {
+    gaveUp = true;
+    for (const socket of sockets) socket.destroy();
+  }, options.giveUpMs);
+  const outcomes = await Promise.all(closes);
+  clearTimeout(giveUp);
+  const closed = outcomes.filter((o): o is { at: number; status: number } => o !== undefined);
+  return {
+    closedAfterMs: closed.map((o) => o.at),
+    stillOpen: outcomes.length - closed.length,
+    statuses: closed.map((o) => o.status),
+  };
+}

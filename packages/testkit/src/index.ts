@@ -73,7 +73,16 @@ export {
   TEST_IDENTIFIER_KEY_ENV,
   type ServiceTestEnv,
 } from './service-env.js';
-export { fuzzRoutes, probeRouteGuards, rawRequest, ROUTE_TEST_TOKENS, scopeTable } from './http-attacks.js';
+export {
+  fuzzRoutes,
+  probeRouteGuards,
+  rawRequest,
+  ROUTE_TEST_TOKENS,
+  scopeTable,
+  slowClients,
+  type SlowClientsResult,
+} from './http-attacks.js';
 export { selfSignedCertificate } from './x509.js';
+export { tcpProxy, type TcpProxy } from './tcp-proxy.js';
 export { bearer, expectFuzzSurvived, ownService, routeScopeTests, routesUnderTest } from './route-tests.js';
 export { sendRecorded } from './events.js';

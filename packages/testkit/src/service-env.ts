@@ -140,6 +140,8 @@ export async function serviceTestEnv<P extends TProperties>(
     NODE_ENV: 'development',
     HTTP_HOST: '127.0.0.1',
     HTTP_PORT: '0',
+    // Readiness is a cached result (service/health.ts); tests wait for it, so it refreshes often.
+    READINESS_REFRESH_MS: '200',
     ...wireFormat,
     ...options.env,
   };

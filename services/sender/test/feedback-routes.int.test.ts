@@ -11,12 +11,19 @@
  * and refuses every other (as in feedback-sns.int.test.ts), so the intake's real certificate fetch
  * and cache run; `fetch` is restored as soon as the app holds its own reference.
  */
-import { generateKeyPairSync, randomUUID } from 'node:crypto';
+import { createSecretKey, generateKeyPairSync, randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { topicName } from '@outreach/shared';
 import { emailHash, eventCodec, type AddressSuppressed } from '@outreach/contracts';
-import { rawRequest, readTopic, selfSignedCertificate, testEmailHashKey, waitFor } from '@outreach/testkit';
+import {
+  rawRequest,
+  readTopic,
+  selfSignedCertificate,
+  slowClients,
+  testEmailHashKey,
+  waitFor,
+} from '@outreach/testkit';
 import {
   deliveryStatusNotification,
   sesNotification,
@@ -24,8 +31,9 @@ import {
   signSendGridWebhook,
   TEST_SNS_TOPIC_ARN,
 } from './fixtures/feedback-fixtures.js';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, InjectOptions } from 'fastify';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { SNS_MAX_BODY_BYTES, SNS_MAX_MESSAGE_BYTES } from '../src/domain/feedback/index.js';
 import { SendIdentifiers } from '../src/domain/identifiers.js';
 import { unsubscribeKey, unsubscribeToken } from '../src/domain/unsubscribe-token.js';
 import {
@@ -51,9 +59,63 @@ const hashKey = testEmailHashKey();
 let t: SenderTestEnv;
 let app: FastifyInstance;
 let snsServer: Server;
+let snsPort: number;
 const certificateFetches: string[] = [];
 /** Addresses and the sendId of the one email each got before the tests start. */
 const sent = new Map<string, string>();
+
+/** An app of the env (with `overrides`) built while `fetch` sends SNS's origin to the local certificate server. */
+async function startWithSns(overrides: Record<string, string> = {}): Promise<FastifyInstance> {
+  const realFetch = globalThis.fetch;
+  globalThis.fetch = (input, init) => {
+    const url = input instanceof Request ? input.url : String(input);
+    if (!url.startsWith(SNS_ORIGIN)) return Promise.reject(new Error(`test refused a request to ${url}`));
+    return realFetch(`http://127.0.0.1:${snsPort}/${url.slice(SNS_ORIGIN.length)}`, init);
+  };
+  try {
+    return await t.startApp(overrides);
+  } finally {
+    globalThis.fetch = realFetch;
+  }
+}
+
+/** A POST to `target`'s SES route as SNS sends it; an object is sent as its JSON. */
+const postToSes = (target: FastifyInstance, body: unknown) =>
+  target.inject({
+    method: 'POST',
+    url: '/v1/feedback/ses',
+    headers: { 'content-type': 'text/plain; charset=UTF-8' },
+    payload: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+
+/** A POST to `target`'s SendGrid route, signed with the test key unless `signature` is given. */
+const postToSendGrid = (
+  target: FastifyInstance,
+  body: string,
+  timestamp = String(Math.floor(Date.now() / 1000)),
+  signature?: string,
+) =>
+  target.inject({
+    method: 'POST',
+    url: '/v1/feedback/sendgrid',
+    headers: {
+      'content-type': 'application/json',
+      'x-twilio-email-event-webhook-timestamp': timestamp,
+      'x-twilio-email-event-webhook-signature': signature ?? signSendGridWebhook(body, timestamp, sendGrid.privateKey),
+    },
+    payload: body,
+  });
+
+/** An SES complaint for `recipient` as SNS delivers it, signed, stamped now. */
+const complaint = (recipient: string, messageId: string = randomUUID()) =>
+  signedSnsMessage(
+    {
+      MessageId: messageId,
+      Timestamp: new Date().toISOString(),
+      Message: sesNotification({ type: 'Complaint', recipients: [recipient] }),
+    },
+    sns.privateKey,
+  );
 
 async function suppression(address: string) {
   const [row] = await t.query<{ reason: string; source: string; send_id: string | null; campaign_id: string | null }>(
@@ -97,17 +159,8 @@ beforeAll(async () => {
       SENDGRID_WEBHOOK_PUBLIC_KEY: sendGrid.publicKey.export({ type: 'spki', format: 'der' }).toString('base64'),
     },
   });
-  const realFetch = globalThis.fetch;
-  globalThis.fetch = (input, init) => {
-    const url = input instanceof Request ? input.url : String(input);
-    if (!url.startsWith(SNS_ORIGIN)) return Promise.reject(new Error(`test refused a request to ${url}`));
-    return realFetch(`http://127.0.0.1:${port}/${url.slice(SNS_ORIGIN.length)}`, init);
-  };
-  try {
-    app = await t.startApp();
-  } finally {
-    globalThis.fetch = realFetch;
-  }
+  snsPort = port;
+  app = await startWithSns();
 
   const addresses = [
     'ada@example.com',
@@ -383,15 +436,7 @@ describe('SES through SNS', () => {
   });
 
   it('a complaint without our Message-ID suppresses its recipient, tied to no send', async () => {
-    const complaint = signedSnsMessage(
-      {
-        MessageId: randomUUID(),
-        Timestamp: new Date().toISOString(),
-        Message: sesNotification({ type: 'Complaint', recipients: ['hal@example.com'] }),
-      },
-      sns.privateKey,
-    );
-    expect((await post(complaint)).statusCode).toBe(200);
+    expect((await post(complaint('hal@example.com'))).statusCode).toBe(200);
     expect(await suppression('hal@example.com')).toEqual({
       reason: 'complaint',
       source: 'ses',
@@ -438,18 +483,8 @@ describe('SES through SNS', () => {
 });
 
 describe('SendGrid Signed Event Webhook', () => {
-  const post = (body: string, timestamp = String(Math.floor(Date.now() / 1000)), signature?: string) =>
-    app.inject({
-      method: 'POST',
-      url: '/v1/feedback/sendgrid',
-      headers: {
-        'content-type': 'application/json',
-        'x-twilio-email-event-webhook-timestamp': timestamp,
-        'x-twilio-email-event-webhook-signature':
-          signature ?? signSendGridWebhook(body, timestamp, sendGrid.privateKey),
-      },
-      payload: body,
-    });
+  const post = (body: string, timestamp?: string, signature?: string) =>
+    postToSendGrid(app, body, timestamp, signature);
   const events = (...entries: Array<Record<string, unknown>>) =>
     JSON.stringify(entries.map((e) => ({ timestamp: Math.floor(Date.now() / 1000) - 5, ...e })));
 
@@ -700,7 +735,7 @@ describe('after an identifier key rotation (ADR 012)', () => {
 });
 
 describe('configuration and limits', () => {
-  it('with no topics and no key the provider intakes are off (404); public routes are limited per client, webhooks with a retryable 503', async () => {
+  it('with no topics and no key the provider intakes are off (404); each route purpose counts in buckets of its own', async () => {
     const limited = await t.startApp({ SES_SNS_TOPIC_ARNS: '', SENDGRID_WEBHOOK_PUBLIC_KEY: '', RATE_LIMIT_MAX: '3' });
     for (const url of ['/v1/feedback/ses', '/v1/feedback/sendgrid']) {
       const off = await limited.inject({
@@ -712,20 +747,291 @@ describe('configuration and limits', () => {
       expect(off.statusCode, url).toBe(404);
       expect(off.json().message).toMatch(/not configured/);
     }
+    const statuses = async (times: number, method: 'GET' | 'POST', url: string) => {
+      const answers = [];
+      for (let i = 0; i < times; i++) answers.push((await limited.inject({ method, url })).statusCode);
+      return answers;
+    };
+    // A link with our MAC for a send that does not exist: a genuine link, limited on its own.
     const link = `/v1/unsubscribe/${unsubscribeToken(unsubscribeKey(hashKey), randomUUID())}`;
-    const people = [];
-    for (let i = 0; i < 4; i++) people.push((await limited.inject({ url: link })).statusCode);
-    expect(people).toEqual([404, 404, 404, 429]);
-    // The webhooks' bucket is their own (the people's flood did not use it up): two above, a third, then 503.
-    const third = await limited.inject({ method: 'POST', url: '/v1/feedback/ses', payload: '{}' });
-    const over = await limited.inject({ method: 'POST', url: '/v1/feedback/ses', payload: '{}' });
-    expect(third.statusCode).toBe(404);
-    expect(over.statusCode).toBe(503);
-    expect(over.headers['retry-after']).toMatch(/^\d+$/);
+    expect(await statuses(4, 'GET', link)).toEqual([404, 404, 404, 429]);
+    const limitedAnswer = await limited.inject({ url: link });
+    expect(limitedAnswer.headers['retry-after']).toMatch(/^\d+$/);
+    expect(limitedAnswer.json()).toMatchObject({ error: 'RATE_LIMITED', message: expect.stringMatching(/this link/) });
+    // Its POST is another purpose; another genuine link is another bucket.
+    expect(await statuses(1, 'POST', link)).toEqual([404]);
+    expect(
+      await statuses(1, 'GET', `/v1/unsubscribe/${unsubscribeToken(unsubscribeKey(hashKey), randomUUID())}`),
+    ).toEqual([404]);
+    // Made-up links count per client address, apart from the genuine ones.
+    expect(await statuses(4, 'GET', '/v1/unsubscribe/v1.made-up')).toEqual([400, 400, 400, 429]);
+    // The SES route's refused requests: one above, two more, then 429.
+    expect(await statuses(3, 'POST', '/v1/feedback/ses')).toEqual([404, 404, 429]);
   });
 });
 
-async function listening(): Promise<{ port: number }> {
-  if (!app.server.listening) await app.listen({ host: '127.0.0.1', port: 0 });
-  return { port: (app.server.address() as AddressInfo).port };
+/**
+ * The attacks of issue 31 against the public routes, with a limit small enough that thousands of
+ * requests are far past it: garbage at the webhooks, made-up and scanned unsubscribe links, replays,
+ * bodies at and past their limits, nesting, and slow bodies (docs/attacks.md, "Rate limits",
+ * "Request bodies per route", "Slow clients"). Every request comes from the one client address, as everything
+ * does behind an ingress without TRUST_PROXY.
+ */
+describe('attacks on the public routes', () => {
+  const LIMIT = 20;
+  let attacked: FastifyInstance;
+  const inbox = ['kim@example.com', 'lea@example.com', 'max@example.com', 'pat@example.com'];
+
+  beforeAll(async () => {
+    attacked = await startWithSns({ RATE_LIMIT_MAX: String(LIMIT) });
+    const requests = inbox.map((email) =>
+      sendRequested({ campaignId: 'camp-attack', candidateId: email.split('@')[0] as string, email }),
+    );
+    for (const request of requests) sent.set(request.email, request.sendId);
+    await t.publishRequests(requests);
+    await waitFor(() => inbox.every((address) => t.sink.messages.some((m) => m.to.includes(address))), {
+      timeoutMs: 30_000,
+      description: 'one email to each address under attack',
+    });
+  });
+
+  /** `count` requests, 200 at a time, and how many got each status. */
+  const flood = async (count: number, request: (i: number) => InjectOptions) => {
+    const statuses: Record<number, number> = {};
+    for (let i = 0; i < count; i += 200) {
+      const answers = await Promise.all(
+        Array.from({ length: Math.min(200, count - i) }, (_, k) => attacked.inject(request(i + k))),
+      );
+      for (const answer of answers) statuses[answer.statusCode] = (statuses[answer.statusCode] ?? 0) + 1;
+    }
+    return statuses;
+  };
+  const added = async (source: string) =>
+    Number(
+      new RegExp(`^outreach_sender_suppressions_added_total\\{[^}]*source="${source}"[^}]*\\} (\\d+)`, 'm').exec(
+        (await attacked.inject({ url: '/metrics' })).body,
+      )?.[1] ?? 0,
+    );
+  const sesPost = (body: unknown) => postToSes(attacked, body);
+
+  it('6,000 garbage posts at the SES and SendGrid routes, then a signed SNS complaint and a SendGrid spam report are taken in', async () => {
+    const forged = { ...complaint('kim@example.com'), Message: 'not what SNS signed' };
+    const garbage = await flood(6_000, (i) =>
+      i % 2 === 0
+        ? {
+            method: 'POST',
+            url: '/v1/feedback/ses',
+            headers: { 'content-type': 'text/plain' },
+            payload: i % 4 === 0 ? '{"Type":' : JSON.stringify(forged),
+          }
+        : {
+            method: 'POST',
+            url: '/v1/feedback/sendgrid',
+            headers: {
+              'content-type': 'application/json',
+              'x-twilio-email-event-webhook-timestamp': String(Math.floor(Date.now() / 1000)),
+              'x-twilio-email-event-webhook-signature': 'MEUCIQDforgedforgedforged',
+            },
+            payload: '[{"email":"kim@example.com","event":"spamreport"}]',
+          },
+    );
+    // Each route: its first LIMIT refused on their merits (400 unreadable, 403 a signature that does
+    // not verify), the rest 429; never a 503, which would only make SNS retry garbage.
+    const { 400: unreadable = 0, 403: unsigned = 0, 429: limited = 0, ...other } = garbage;
+    expect(other).toEqual({});
+    expect(unreadable + unsigned).toBe(2 * LIMIT);
+    expect(limited).toBe(6_000 - 2 * LIMIT);
+    const [sesBefore, sendGridBefore] = [await added('ses'), await added('sendgrid')];
+
+    const taken = await sesPost(complaint('kim@example.com'));
+    expect(taken.statusCode, taken.body).toBe(200);
+    expect(taken.json()).toMatchObject({ received: 1, suppressed: 1 });
+    expect(await suppression('kim@example.com')).toMatchObject({ reason: 'complaint', source: 'ses' });
+
+    const body = JSON.stringify([
+      {
+        email: 'lea@example.com',
+        event: 'spamreport',
+        timestamp: Math.floor(Date.now() / 1000),
+        sg_event_id: 'sg-lea',
+      },
+    ]);
+    const report = await postToSendGrid(attacked, body);
+    expect(report.statusCode, report.body).toBe(200);
+    expect(report.json()).toMatchObject({ suppressed: 1 });
+    expect(await suppression('lea@example.com')).toMatchObject({ reason: 'complaint', source: 'sendgrid' });
+    // Where an operator sees it: the suppressions counter.
+    expect(await added('ses')).toBe(sesBefore + 1);
+    expect(await added('sendgrid')).toBe(sendGridBefore + 1);
+  });
+
+  it('6,000 made-up unsubscribe GETs and POSTs and a link scanner on the real link, then the real one-click POST unsubscribes', async () => {
+    const real = `/v1/unsubscribe/${unsubscribeToken(unsubscribeKey(hashKey), sent.get('max@example.com') as string)}`;
+    const madeUp = await flood(6_000, (i) => ({
+      method: i % 3 === 0 ? 'POST' : 'GET',
+      url: `/v1/unsubscribe/${unsubscribeToken(unsubscribeKey({ id: hashKey.id, secret: createSecretKey(Buffer.alloc(32, i % 7)) }), randomUUID())}`,
+    }));
+    expect(madeUp).toEqual({ 404: 2 * LIMIT, 429: 6_000 - 2 * LIMIT });
+    // A scanner fetching the real link over and over uses up the page's bucket of that link only.
+    const scanned = await flood(3 * LIMIT, () => ({ method: 'GET', url: real }));
+    expect(scanned).toEqual({ 200: LIMIT, 429: 2 * LIMIT });
+    const before = await added('unsubscribe');
+
+    const oneClick = await attacked.inject({
+      method: 'POST',
+      url: real,
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      payload: 'List-Unsubscribe=One-Click',
+    });
+    expect(oneClick.statusCode, oneClick.body).toBe(200);
+    expect(oneClick.json()).toEqual({ unsubscribed: true });
+    expect(await suppression('max@example.com')).toMatchObject({ reason: 'unsubscribe', source: 'unsubscribe' });
+    expect(await added('unsubscribe')).toBe(before + 1);
+  });
+
+  it('a replayed signed message uses up only its own bucket (503, which SNS retries); the next message goes through', async () => {
+    const replayed = complaint('nobody-we-sent@example.com');
+    const replays = await flood(LIMIT + 10, () => ({
+      method: 'POST',
+      url: '/v1/feedback/ses',
+      headers: { 'content-type': 'text/plain' },
+      payload: JSON.stringify(replayed),
+    }));
+    expect(replays).toEqual({ 200: LIMIT, 503: 10 });
+    const next = await sesPost(complaint('nobody-else@example.com'));
+    expect(next.statusCode, next.body).toBe(200);
+  });
+
+  it("the DSN hook's token is never refused because anyone posts garbage at its route", async () => {
+    // The Message-ID of the email as delivered, whatever its format.
+    const dsn = (address: string) =>
+      deliveryStatusNotification({
+        recipients: [{ address, action: 'failed', status: '5.1.1' }],
+        originalMessageId: t.sink.messages.find((m) => m.to.includes(address))?.headers.get('message-id') as string,
+        reportMessageId: `<dsn-${randomUUID()}@mx.receiver.test>`,
+      });
+    const garbage = await flood(3_000, (i) => ({
+      method: 'POST',
+      url: '/v1/feedback/dsn',
+      headers: {
+        'content-type': 'message/rfc822',
+        ...(i % 2 === 0 ? {} : { authorization: `Bearer forged-${i}` }),
+      },
+      payload: dsn('kim@example.com'),
+    }));
+    expect(garbage).toEqual({ 401: LIMIT, 429: 3_000 - LIMIT });
+    const hook = await attacked.inject({
+      method: 'POST',
+      url: '/v1/feedback/dsn',
+      headers: { 'content-type': 'message/rfc822', ...hookOnly },
+      payload: dsn('pat@example.com'),
+    });
+    expect(hook.statusCode, hook.body).toBe(200);
+    expect(hook.json()).toMatchObject({ suppressed: 1 });
+    expect(await suppression('pat@example.com')).toMatchObject({ reason: 'bounce', source: 'dsn' });
+  });
+});
+
+/**
+ * Bodies at and past their limits, nesting, and slow bodies at the SES route (docs/attacks.md,
+ * "Request bodies per route", "Slow clients"), on an app of their own: the floods above used up the
+ * refused-request bucket of this client address.
+ */
+describe('bodies and slow clients at the SES route', () => {
+  let attacked: FastifyInstance;
+  beforeAll(async () => {
+    attacked = await startWithSns({ HTTP_REQUEST_TIMEOUT_MS: '2000' });
+  });
+  const sesPost = (body: unknown) => postToSes(attacked, body);
+
+  describe('bodies', () => {
+    /** A signed SES complaint whose envelope is padded with whitespace to exactly `bytes`. */
+    const paddedTo = (bytes: number, recipient: string) => {
+      const text = JSON.stringify(complaint(recipient));
+      return `${text}${' '.repeat(bytes - Buffer.byteLength(text))}`;
+    };
+
+    it(`an SNS delivery of exactly SNS_MAX_BODY_BYTES (${SNS_MAX_BODY_BYTES}) is taken in; one byte more is 413`, async () => {
+      const atLimit = await sesPost(paddedTo(SNS_MAX_BODY_BYTES, 'kim@example.com'));
+      expect(atLimit.statusCode, atLimit.body).toBe(200);
+      const over = await sesPost(paddedTo(SNS_MAX_BODY_BYTES + 1, 'kim@example.com'));
+      expect(over.statusCode).toBe(413);
+      expect(over.json()).toMatchObject({ message: expect.stringMatching(/too large/i) });
+    });
+
+    it(`a signed Message of exactly 256 KiB (${SNS_MAX_MESSAGE_BYTES} bytes) is taken in; one byte more is 400 with the reason`, async () => {
+      const withMessageOf = (bytes: number, recipient: string) => {
+        const notification = sesNotification({ type: 'Complaint', recipients: [recipient] });
+        return signedSnsMessage(
+          {
+            MessageId: randomUUID(),
+            Timestamp: new Date().toISOString(),
+            Message: `${notification}${' '.repeat(bytes - Buffer.byteLength(notification))}`,
+          },
+          sns.privateKey,
+        );
+      };
+      const atLimit = await sesPost(withMessageOf(SNS_MAX_MESSAGE_BYTES, 'ned@example.com'));
+      expect(atLimit.statusCode, atLimit.body).toBe(200);
+      expect(await suppression('ned@example.com')).toMatchObject({ reason: 'complaint' });
+      const over = await sesPost(withMessageOf(SNS_MAX_MESSAGE_BYTES + 1, 'ola@example.com'));
+      expect(over.statusCode).toBe(400);
+      expect(over.json()).toMatchObject({ message: `SNS Message larger than ${SNS_MAX_MESSAGE_BYTES} bytes` });
+      expect(await suppression('ola@example.com')).toBeUndefined();
+    });
+
+    it('deep nesting in the envelope, in a signed Message and in a SendGrid body is a 400 with the reason; 16 at once leave readiness answering', async () => {
+      const { port } = await listeningOn(attacked);
+      const levels = Math.floor((SNS_MAX_BODY_BYTES - 10) / 2);
+      const deepEnvelope = `${'['.repeat(levels)}${']'.repeat(levels)}`;
+      const deepMessage = signedSnsMessage(
+        {
+          MessageId: randomUUID(),
+          Timestamp: new Date().toISOString(),
+          Message: `${'['.repeat(100)}${']'.repeat(100)}`,
+        },
+        sns.privateKey,
+      );
+      const envelope = await sesPost(deepEnvelope);
+      expect(envelope.statusCode).toBe(400);
+      expect(envelope.json().message).toMatch(/^SNS message: JSON nested deeper than 64 levels/);
+      const message = await sesPost(deepMessage);
+      expect(message.statusCode).toBe(400);
+      expect(message.json().message).toMatch(/^SES notification: JSON nested deeper than 64 levels/);
+      const sendGridAnswer = await postToSendGrid(attacked, `[${'{"a":'.repeat(100)}1${'}'.repeat(100)}]`);
+      expect(sendGridAnswer.statusCode).toBe(400);
+      expect(sendGridAnswer.json().message).toMatch(/JSON nested deeper than 64 levels/);
+
+      const started = performance.now();
+      const bombs = Promise.all(
+        Array.from({ length: 16 }, () =>
+          fetch(`http://127.0.0.1:${port}/v1/feedback/ses`, { method: 'POST', body: deepEnvelope }),
+        ),
+      );
+      const ready = await fetch(`http://127.0.0.1:${port}/health/ready`);
+      const readyAfterMs = performance.now() - started;
+      expect(ready.status).toBe(200);
+      expect(readyAfterMs).toBeLessThan(1_000);
+      expect(new Set((await bombs).map((b) => b.status))).toEqual(new Set([400]));
+    });
+  });
+
+  it('300 slow-body connections to /v1/feedback/ses are all closed within the request timeout', async () => {
+    const { port } = await listeningOn(attacked);
+    const head =
+      'POST /v1/feedback/ses HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: 200000\r\n\r\n{';
+    const attack = await slowClients(port, { count: 300, head, trickleMs: 500, giveUpMs: 15_000 });
+    expect(attack.stillOpen).toBe(0);
+    // HTTP_REQUEST_TIMEOUT_MS (2 s here) plus Node's one-second check, plus a second of slack.
+    expect(Math.max(...attack.closedAfterMs)).toBeLessThan(4_000);
+    expect(new Set(attack.statuses)).toEqual(new Set([408]));
+    expect((await fetch(`http://127.0.0.1:${port}/health/ready`)).status).toBe(200);
+  });
+});
+
+async function listeningOn(target: FastifyInstance): Promise<{ port: number }> {
+  if (!target.server.listening) await target.listen({ host: '127.0.0.1', port: 0 });
+  return { port: (target.server.address() as AddressInfo).port };
 }
+
+const listening = () => listeningOn(app);

@@ -92,3 +92,29 @@ it('a chunk takes a fixed number of statements per phase, whatever it holds', as
 
   expect(phases).toEqual({ claim: 2, recordDuplicates: 5, checks: 6, fence: 12, record: 5 });
 });
+
+it('a claim carries the gate as its INSERT saw it, so a clear chunk needs no checks transaction', async () => {
+  const repository = new SendsRepository(db.pool, 'statements.send-recorded', 60_000, testEmailHashKey());
+  await db.pool.query(
+    `INSERT INTO campaigns (campaign_id, paused) VALUES ('paused-hint', true) ON CONFLICT DO NOTHING`,
+  );
+  await db.pool.query(`INSERT INTO suppressions (email_norm, reason) VALUES ('hint-s@example.com', 'manual')`);
+  const { claimed } = await repository.claim([
+    send({ campaignId: 'hint', candidateId: 'clear', email: 'Hint-Clear@Example.com' }),
+    send({ campaignId: 'hint', candidateId: 'sup', email: 'HINT-S@example.com' }),
+    send({ campaignId: 'paused-hint', candidateId: 'held', email: 'hint-held@example.com' }),
+  ]);
+  expect(Object.fromEntries(claimed.map((c) => [c.emailNorm, c.gateClear]))).toEqual({
+    'hint-clear@example.com': true,
+    'hint-s@example.com': false,
+    'hint-held@example.com': false,
+  });
+  // With the kill switch on, no claim is clear: every one goes through the checks and is held there.
+  await db.pool.query('UPDATE sending_control SET paused = true');
+  try {
+    const during = await repository.claim([send({ campaignId: 'hint', candidateId: 'k', email: 'k@example.com' })]);
+    expect(during.claimed.map((c) => c.gateClear)).toEqual([false]);
+  } finally {
+    await db.pool.query('UPDATE sending_control SET paused = false');
+  }
+});

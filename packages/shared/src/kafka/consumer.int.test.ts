@@ -66,6 +66,12 @@ async function topicWithEvents(prefix: string, count: number, candidateKey: stri
   return { topic, events };
 }
 
+/** The group's committed offset of the topic's partition 0. */
+async function committedOffset(groupId: string, topic: string): Promise<string | undefined> {
+  const [offsets] = await admin.fetchOffsets({ groupId, topics: [topic] });
+  return offsets?.partitions.find((p) => p.partition === 0)?.offset;
+}
+
 /** Waits (30 s at most) until the runner has handled or dead-lettered `count` events. */
 const settled = (runner: ConsumerRunner, count: number, description: string) =>
   waitFor(() => runner.stats.handled + runner.stats.deadLettered >= count, { timeoutMs: 30_000, description });
@@ -179,6 +185,38 @@ describe('ConsumerRunner', () => {
     expect(runner.stats.retries).toBeGreaterThanOrEqual(5);
     expect(runner.stats.deadLettered).toBe(0);
   });
+
+  it('keeps its membership through a handler that waits twice the session timeout: one join, each event handled once', async () => {
+    const { topic, events } = await topicWithEvents('slow_handler', 3, 'slow');
+    const handled: string[] = [];
+    const groupId = uniqueName('group');
+    const runner = new ConsumerRunner({
+      kafka,
+      groupId,
+      topics: [topic],
+      logger,
+      metrics: createMetricsRegistry('test', false),
+      // The broker's smallest allowed session (group.min.session.timeout.ms).
+      sessionTimeoutMs: 6_000,
+      handler: async (batch) => {
+        // A handler waiting on a slow peer (every send of a chunk in a provider call): the behaviour
+        // under test, not a synchronization.
+        if (handled.length === 0) await new Promise((resolve) => setTimeout(resolve, 12_000));
+        handled.push(...batch.map((b) => b.event.eventId));
+      },
+    });
+    runners.push(runner);
+    await runner.start();
+    await waitFor(() => handled.length >= 3, { timeoutMs: 40_000, description: 'the 3 events handled' });
+    // Without heartbeats during the wait the group drops the member after 6 s; it then rejoins and
+    // the uncommitted chunk is handled a second time.
+    await waitFor(async () => (await committedOffset(groupId, topic)) === '3', {
+      timeoutMs: 30_000,
+      description: 'the chunk committed',
+    });
+    expect(handled).toEqual(events.map((e) => e.eventId));
+    expect(runner.stats.joins).toBe(1);
+  }, 60_000);
 
   it('narrows a failing batch to the poison event, dead-letters it with the reason (addresses masked), and keeps order for the rest', async () => {
     const { topic, events } = await topicWithEvents('poison', 30, 'k');

@@ -104,6 +104,9 @@ const REBALANCE_ERRORS = new Set([
   'FENCED_INSTANCE_ID',
 ]);
 
+/** ConsumerRunnerOptions.sessionTimeoutMs: a dead member's partitions resume elsewhere within about this long. */
+export const DEFAULT_SESSION_TIMEOUT_MS = 8_000;
+
 /** The group moved on (a heartbeat said so): stop this batch and let kafkajs rejoin. */
 export function isRebalanceError(error: unknown): boolean {
   const type = (error as { type?: unknown } | null)?.type;
@@ -132,6 +135,11 @@ export interface ConsumerRunnerOptions {
   };
   readonly isTransient?: (error: unknown) => boolean;
   readonly fromBeginning?: boolean;
+  /**
+   * How long the group waits for a member that stopped heartbeating before it hands its partitions
+   * to the others (a SIGKILLed pod): default 8 s. Heartbeats go every second while a batch runs,
+   * whatever the handler waits for (a slow provider), so a long batch never costs the membership.
+   */
   readonly sessionTimeoutMs?: number;
   /**
    * A chunk still unfinished after this long makes `/health/live` fail: its partition is stuck (a
@@ -199,18 +207,22 @@ export class ConsumerRunner {
   /** When the chunk each partition is working on started: the watchdog of liveness(). */
   private readonly working = new Map<string, number>();
   private readonly stallAfterMs: number;
+  private readonly sessionTimeoutMs: number;
+  private readonly heartbeatIntervalMs: number;
   /** True while the consumer is a member of its group: false before the join, during rebalances, after a crash. */
   joined = false;
   /** Observable counters, also exported as metrics. */
-  readonly stats = { handled: 0, deadLettered: 0, retries: 0, crashes: 0, exhausted: 0 };
+  readonly stats = { handled: 0, deadLettered: 0, retries: 0, crashes: 0, exhausted: 0, joins: 0 };
 
   constructor(private readonly options: ConsumerRunnerOptions) {
+    this.sessionTimeoutMs = options.sessionTimeoutMs ?? DEFAULT_SESSION_TIMEOUT_MS;
+    this.heartbeatIntervalMs = Math.min(1_000, Math.floor(this.sessionTimeoutMs / 3));
     this.consumer = options.kafka.consumer({
       groupId: options.groupId,
-      sessionTimeout: options.sessionTimeoutMs ?? 30_000,
+      sessionTimeout: this.sessionTimeoutMs,
       metadataMaxAge: options.metadataMaxAgeMs ?? 30_000,
-      // kafkajs refuses an interval not below the session timeout; a third of it is its advice.
-      heartbeatInterval: Math.min(3_000, Math.floor((options.sessionTimeoutMs ?? 30_000) / 3)),
+      // kafkajs refuses an interval not below the session timeout; at most a third of it is its advice.
+      heartbeatInterval: this.heartbeatIntervalMs,
       maxWaitTimeInMs: options.maxWaitTimeMs ?? 500,
       allowAutoTopicCreation: false,
     });
@@ -238,6 +250,7 @@ export class ConsumerRunner {
     const { events } = this.consumer;
     this.consumer.on(events.GROUP_JOIN, () => {
       this.joined = true;
+      this.stats.joins++;
     });
     for (const left of [events.REBALANCING, events.STOP, events.DISCONNECT]) {
       this.consumer.on(left, () => {
@@ -298,7 +311,16 @@ export class ConsumerRunner {
 
   private async onBatch(payload: EachBatchPayload): Promise<void> {
     const { batch, resolveOffset, commitOffsetsIfNecessary, heartbeat, isRunning, isStale } = payload;
-    const shouldStop = () => this.stopping || !isRunning() || isStale();
+    // Heartbeats on a timer while the batch runs: a handler waiting on a slow peer (every send of a
+    // chunk in a provider call) keeps the membership, so the session timeout can stay short. A beat
+    // that says the group moved on (a rebalance) stops the batch at its next check.
+    let membershipLost = false;
+    const beating = setInterval(() => {
+      heartbeat().catch(() => {
+        membershipLost = true;
+      });
+    }, this.heartbeatIntervalMs);
+    const shouldStop = () => this.stopping || membershipLost || !isRunning() || isStale();
     const logger = this.options.logger.child({ topic: batch.topic, partition: batch.partition });
     const context: BatchContext = {
       logger,
@@ -373,6 +395,7 @@ export class ConsumerRunner {
       }
       throw error;
     } finally {
+      clearInterval(beating);
       this.working.delete(partitionKey);
     }
   }

@@ -5,7 +5,8 @@ import { gauge, sharedRead, type Registry } from '../metrics.js';
  * Gauges of the outbox backlog, read at scrape time: how many rows wait, how old the oldest one is
  * (the relay's lag), and how many are parked. One query per scrape, shared by the three gauges; the
  * partial index `outbox_unpublished_idx` (WHERE published_at IS NULL) bounds it by the backlog, not
- * the table (test: metrics/outbox.int.test.ts). `outbox_parked` holds only the few records an
+ * the table and the deleted rows vacuum has not removed yet (test: metrics/outbox.int.test.ts).
+ * `outbox_parked` holds only the few records an
  * operator has not dealt with yet, so counting it whole is cheap.
  */
 export function registerOutboxMetrics(registry: Registry, pool: Pick<Pool, 'query'>): void {

@@ -173,6 +173,49 @@ describe('outbox', () => {
     expect((await pool.query('SELECT count(*)::int AS n FROM outbox')).rows[0].n).toBe(1);
   });
 
+  it('a published row leaves the outbox and its id refuses a repeat; rows an older relay marked are moved, not re-sent', async () => {
+    const { pool, schema } = await outboxSchema();
+    const name = await topic(1);
+    const events = Array.from({ length: 30 }, (_, i) => step('k', i));
+    await enqueueEvents(
+      pool,
+      events.map((event) => ({ topic: name, event })),
+    );
+    // A row a relay of the previous release marked published in place during a rolling upgrade.
+    const marked = step('old', 0);
+    await enqueueEvents(pool, [{ topic: name, event: marked }]);
+    await pool.query('UPDATE outbox SET published_at = now() WHERE event_id = $1', [marked.eventId]);
+    // An id published longer ago than the retention: forgotten by the relay's cleanup.
+    const expired = randomUUID();
+    await pool.query(`INSERT INTO outbox_published (event_id, published_at) VALUES ($1, now() - interval '8 days')`, [
+      expired,
+    ]);
+
+    const relay = startRelay({ databaseUrl, schema, producer: new EventProducer(kafka), logger, pollIntervalMs: 50 });
+    await waitFor(async () => relay.stats.published === 30, { timeoutMs: 20_000, description: '30 rows published' });
+    await waitFor(async () => (await pool.query('SELECT count(*)::int AS n FROM outbox')).rows[0].n === 0, {
+      timeoutMs: 10_000,
+      description: 'the outbox empty, the marked row moved out by the cleanup',
+    });
+    const kept = await pool.query<{ event_id: string }>('SELECT event_id FROM outbox_published');
+    expect(new Set(kept.rows.map((r) => r.event_id))).toEqual(
+      new Set([...events.map((e) => e.eventId), marked.eventId]),
+    );
+
+    // Enqueued again, published or marked: nothing new, nothing sent twice; a fresh event still goes.
+    expect(
+      await enqueueEvents(
+        pool,
+        [...events, marked].map((event) => ({ topic: name, event })),
+      ),
+    ).toBe(0);
+    const fresh = step('k', 30);
+    expect(await enqueueEvents(pool, [{ topic: name, event: fresh }])).toBe(1);
+    const messages = await readTopic(kafka, name, (m) => m.some((x) => x.headers[HEADER.eventId] === fresh.eventId));
+    expect(checkDelivery(messages, [...events, fresh]).duplicates).toBe(0);
+    expect(messages.some((m) => m.headers[HEADER.eventId] === marked.eventId)).toBe(false);
+  });
+
   it('publishes in id order with event headers, marks rows published, and reports its backlog', async () => {
     const { pool, schema } = await outboxSchema();
     const name = await topic();

@@ -3,7 +3,10 @@
  * that changes the state they describe); `OutboxRelay` publishes them to Kafka afterwards.
  *
  * Guarantees: at least once to Kafka, in id order (so per key in the order enqueued); consumers
- * deduplicate by eventId. Enqueuing the same eventId twice is a no-op (UNIQUE constraint).
+ * deduplicate by eventId. Enqueuing the same eventId twice is a no-op: while unpublished by the
+ * UNIQUE constraint, once published by its id in `outbox_published` (the relay deletes a published row
+ * and keeps its id for `retentionMs`). A repeat enqueued while the relay commits that very row's
+ * publication can still go out twice; at least once is the promise.
  * One relay per service is active at a time (a session advisory lock); when its process dies, the
  * database releases the lock with the session and a standby takes over.
  *
@@ -59,9 +62,13 @@ export async function enqueueEvents(client: Queryable, events: readonly Outgoing
   if (events.length === 0) return 0;
   const traced = tracingActive();
   const contexts = events.map((e) => (traced ? traceFields(causeContext(e.traceparent, e.event.causationId)) : {}));
+  // An event already published (its id in outbox_published) is not enqueued again: a scalar subquery
+  // per row, one key lookup each, which the planner cannot turn into a scan of that table.
   const result = await client.query(
     `INSERT INTO outbox (event_id, topic, key, headers, payload, traceparent, tracestate)
      SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::jsonb[], $5::bytea[], $6::text[], $7::text[])
+       AS q(event_id, topic, key, headers, payload, traceparent, tracestate)
+     WHERE (SELECT true FROM outbox_published p WHERE p.event_id = q.event_id) IS NULL
      ON CONFLICT (event_id) DO NOTHING`,
     [
       events.map((e) => e.event.eventId),
@@ -92,7 +99,7 @@ export interface OutboxRelayOptions {
   readonly pollIntervalMs?: number;
   /** How often a standby tries to take over. */
   readonly standbyRetryMs?: number;
-  /** Published rows older than this are deleted. */
+  /** How long a published event's id is kept in outbox_published, refusing a repeat (a week). */
   readonly retentionMs?: number;
   /** A query (or a connect) that takes longer fails, and the relay reconnects (default 30 s). */
   readonly queryTimeoutMs?: number;
@@ -218,7 +225,10 @@ export class OutboxRelay {
       application_name: `outbox-relay-${this.options.schema}`,
       // The server side must notice a vanished relay too, or the dead session keeps the advisory
       // lock (and every relay stays a standby) until the OS gives up on it, hours by default.
-      options: `-c search_path=${quoteIdent(this.options.schema)} -c tcp_keepalives_idle=30 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=3`,
+      // Its statements go by `id` (the next rows in id order, rows by id): without sequential scans,
+      // a backlog that grew faster than autovacuum's statistics is still read as the first rows of
+      // the primary key, never sorted whole (docs/design.md, "Keyed batch statements").
+      options: `-c search_path=${quoteIdent(this.options.schema)} -c tcp_keepalives_idle=30 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=3 -c enable_seqscan=off`,
       // A connection that stops answering (a network partition leaves no RST) fails a query
       // instead of hanging the loop; keepalive finds a dead peer while we idle in LISTEN.
       connectionTimeoutMillis: this.queryTimeoutMs,
@@ -360,8 +370,13 @@ export class OutboxRelay {
     }
   }
 
+  /** A published row leaves the outbox; its event id stays in outbox_published (enqueueEvents refuses a repeat). */
   private async markPublished(client: pg.Client, ids: readonly string[]): Promise<void> {
-    await client.query('UPDATE outbox SET published_at = now() WHERE id = ANY($1::bigint[])', [ids]);
+    await client.query(
+      `WITH gone AS (DELETE FROM outbox WHERE id = ANY($1::bigint[]) RETURNING event_id)
+       INSERT INTO outbox_published (event_id) SELECT event_id FROM gone ON CONFLICT (event_id) DO NOTHING`,
+      [ids],
+    );
     this.stats.published += ids.length;
     this.publishedCounter?.inc(ids.length);
   }
@@ -407,9 +422,14 @@ export class OutboxRelay {
   private async cleanup(client: pg.Client): Promise<void> {
     if (Date.now() - this.lastCleanup < 60_000) return;
     this.lastCleanup = Date.now();
-    await client.query(`DELETE FROM outbox WHERE published_at < now() - make_interval(secs => $1)`, [
+    await client.query(`DELETE FROM outbox_published WHERE published_at < now() - make_interval(secs => $1)`, [
       this.retentionMs / 1000,
     ]);
+    // Rows a relay of the previous release marked published in place (a rolling upgrade): moved out.
+    await client.query(
+      `WITH gone AS (DELETE FROM outbox WHERE published_at IS NOT NULL RETURNING event_id, published_at)
+       INSERT INTO outbox_published (event_id, published_at) SELECT * FROM gone ON CONFLICT (event_id) DO NOTHING`,
+    );
   }
 
   private setActive(active: boolean): void {

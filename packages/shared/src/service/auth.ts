@@ -15,12 +15,13 @@
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import rateLimit from '@fastify/rate-limit';
-import type { FastifyInstance, FastifyRequest, FastifySchema, onRequestAsyncHookHandler } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, FastifySchema, onRequestAsyncHookHandler } from 'fastify';
 import fp from 'fastify-plugin';
 import { ConfigError, type BaseConfig } from '../config.js';
 import { reloadEvery } from '../security/reload.js';
 import { readTextFile, type ReadFile } from '../security/secrets.js';
 import { AppError } from './errors.js';
+import { CountingStore } from './rate-limit-store.js';
 
 export const scopes = ['publish', 'operate', 'read', 'dsn'] as const;
 export type Scope = (typeof scopes)[number];
@@ -213,8 +214,11 @@ export interface AccessControlOptions {
 
 /**
  * Registers the route check, the route catalogue, and three onRequest hooks in order: authenticate
- * (never throws), rate limit (keyed by the token when it is valid, else by the client address, so
- * made-up tokens do not buy fresh buckets), authorize. All of it runs before the body is read.
+ * (never throws), rate limit, authorize. All of it runs before the body is read. The limit's bucket
+ * is the token when it is valid, else the client address: made-up tokens buy no fresh bucket, and no
+ * number of them, from the same address or any other, uses up a valid token's (a DSN hook's token is
+ * never refused because someone posts garbage at its route). A caller with a purpose of its own (the
+ * DSN hook) gets a token of its own, and so a bucket of its own.
  */
 export const accessControl = fp(
   async (app: FastifyInstance, options: AccessControlOptions) => {
@@ -264,7 +268,9 @@ export const accessControl = fp(
       global: false,
       max: options.rateLimit.max,
       timeWindow: options.rateLimit.windowMs,
-      // Probes and scrapers are not clients; they must never be throttled into a restart.
+      store: CountingStore,
+      // Probes and scrapers are not clients; they must never be throttled into a restart. The public
+      // routes people and providers call limit themselves (credentialRateLimit, clientRateLimit).
       allowList: (request: FastifyRequest) => request.routeOptions.config.scope === 'public',
       keyGenerator: (request: FastifyRequest) =>
         request.authentication.kind === 'principal'
@@ -301,6 +307,82 @@ export function scopePluginRoutes(instance: FastifyInstance, access: RouteAccess
 /** Child contexts inherit from their parent's object, so a context inside a scoped one is scoped too. */
 function pluginScopeOf(instance: FastifyInstance): RouteAccess | undefined {
   return (instance as unknown as Record<symbol, RouteAccess | undefined>)[PLUGIN_SCOPE];
+}
+
+export interface CredentialRateLimit {
+  /**
+   * After the request's own credential verified (a signed message, an unsubscribe link): counts in
+   * that credential's bucket for this purpose, and throws the route's refusal once it is full.
+   * `credential` names the credential (an SNS MessageId, a signature, a send), never a secret.
+   */
+  verified(request: FastifyRequest, reply: FastifyReply, credential: string): Promise<void>;
+  /**
+   * After it did not verify: counts in the client address's bucket for this purpose, and throws a 429
+   * once it is full (call it before logging the refusal, so a flood is not logged line by line).
+   */
+  unverified(request: FastifyRequest, reply: FastifyReply): Promise<void>;
+}
+
+/**
+ * Limits for a `public` route whose caller proves itself inside the request (SNS's and SendGrid's
+ * signatures, the HMAC in an unsubscribe link), so the check comes first and the bucket follows from
+ * its verdict. A bucket per client address before the check would let anyone who shares that
+ * address (everyone, behind an ingress without TRUST_PROXY) use up the budget of valid callers:
+ * 6,100 garbage posts in 1.5 s once got a validly signed SNS complaint refused for 20 s, and SNS
+ * gives up after a few retries. Checking first costs at most the route's body limit and one
+ * signature check per request; what verified is counted per credential (a replay of one signed
+ * message uses up only its own bucket), what did not per client address, each per `purpose`.
+ */
+export function credentialRateLimit(
+  app: FastifyInstance,
+  options: {
+    readonly purpose: string;
+    readonly max: number;
+    readonly windowMs: number;
+    /** The refusal of a verified caller: 429 for a person, 503 for a webhook whose sender retries only that. */
+    readonly refuse: (retryInSeconds: number) => AppError;
+  },
+): CredentialRateLimit {
+  // The limiter names a bucket from the request alone, so the verified credential rides along here.
+  const credentials = new WeakMap<FastifyRequest, string>();
+  const limiter = (bucket: (request: FastifyRequest) => string) =>
+    app.createRateLimit({
+      max: options.max,
+      timeWindow: options.windowMs,
+      allowList: () => false,
+      keyGenerator: bucket,
+    });
+  const verifiedLimiter = limiter((request) => `${options.purpose}:verified:${credentials.get(request) ?? ''}`);
+  const refusedLimiter = limiter((request) => `${options.purpose}:refused:${request.ip}`);
+  const windowSeconds = Math.round(options.windowMs / 1000);
+  const count = async (
+    check: ReturnType<typeof limiter>,
+    request: FastifyRequest,
+    reply: FastifyReply,
+    refuse: (retry: number) => AppError,
+  ) => {
+    const verdict = await check(request);
+    if (verdict.isAllowed || !verdict.isExceeded) return;
+    reply.header('retry-after', String(verdict.ttlInSeconds));
+    throw refuse(verdict.ttlInSeconds);
+  };
+  return {
+    verified: (request, reply, credential) => {
+      credentials.set(request, credential);
+      return count(verifiedLimiter, request, reply, options.refuse);
+    },
+    unverified: (request, reply) =>
+      count(
+        refusedLimiter,
+        request,
+        reply,
+        (retry) =>
+          new AppError(
+            'RATE_LIMITED',
+            `too many refused requests from this client: at most ${options.max} per ${windowSeconds} s; retry in ${retry} s`,
+          ),
+      ),
+  };
 }
 
 /**

@@ -10,7 +10,7 @@ import Fastify, {
   type FastifyReply,
 } from 'fastify';
 import { brokerList, type BaseConfig } from '../config.js';
-import { isSaneCorrelationId } from '@outreach/contracts';
+import { isSaneCorrelationId, jsonDepthProblem, MAX_JSON_DEPTH } from '@outreach/contracts';
 import type { Logger } from '../logger.js';
 import fp from 'fastify-plugin';
 import type { Registry } from 'prom-client';
@@ -21,12 +21,16 @@ import { isTransientError } from '../kafka/consumer.js';
 import { isKafkaRole, roleAccessNeeds } from '../kafka/acls.js';
 import { registerDocsUi, registerOpenApi } from './docs.js';
 import { AppError } from './errors.js';
+import {
+  DEFAULT_READINESS,
+  HealthChecks,
+  registerHealthRoutes,
+  type LivenessCheck,
+  type ReadinessCheck,
+  type ReadinessOptions,
+} from './health.js';
 import { kafkaPlugin, type KafkaPluginOptions } from './kafka-plugin.js';
 import { postgresPlugin, type PostgresPluginOptions } from './postgres-plugin.js';
-
-export type ReadinessCheck = () => Promise<void>;
-/** Why a part of the process is dead for good (undefined while it works); in-memory state, no IO. */
-export type LivenessCheck = () => string | undefined;
 
 /**
  * A request body becomes at most one event, and an event must fit in one Kafka message: the topics
@@ -40,10 +44,13 @@ export const MAX_PARAM_CHARS = 4096;
 
 declare module 'fastify' {
   interface FastifyInstance {
-    /** Named checks that `/health/ready` runs; plugins add theirs (postgres, kafka, ...). */
-    readonly readiness: Map<string, ReadinessCheck>;
-    /** Named checks that `/health/live` runs: consumers, the outbox relay, periodic tasks (service/workers.ts). */
-    readonly liveness: Map<string, LivenessCheck>;
+    /**
+     * Named checks that `/health/ready` runs on its timer (service/health.ts); plugins add theirs
+     * (postgres, kafka, consumers). The name is public: no group, host or other internal name in it.
+     */
+    readonly readiness: HealthChecks<ReadinessCheck>;
+    /** Named checks that `/health/live` reads: consumers, the outbox relay, periodic tasks (service/workers.ts). */
+    readonly liveness: HealthChecks<LivenessCheck>;
     /** The service's Prometheus registry, served at /metrics. */
     readonly metrics: Registry;
   }
@@ -64,6 +71,10 @@ export interface HttpAppOptions {
   readonly rateLimit?: { readonly max: number; readonly windowMs: number };
   /** TRUST_PROXY: proxy addresses/CIDRs (comma-separated) or a hop count; empty trusts no proxy. */
   readonly trustProxy?: string;
+  /** How long a client may take to send a request, and to stay silent on its connection (DEFAULT_HTTP_TIMEOUTS). */
+  readonly timeouts?: HttpTimeouts;
+  /** How often readiness is checked, and how long one check may take (DEFAULT_READINESS). */
+  readonly readiness?: Partial<ReadinessOptions>;
   /** Defaults to a new registry with Node's default metrics. */
   readonly metrics?: Registry;
   /** Autoloaded first: external connections (pg, kafka), then app plugins (repositories, relays). */
@@ -73,6 +84,21 @@ export interface HttpAppOptions {
   /** Passed to every autoloaded plugin and route. */
   readonly options?: Record<string, unknown>;
 }
+
+export interface HttpTimeouts {
+  /**
+   * HTTP_REQUEST_TIMEOUT_MS: the whole request, headers and body, must arrive within this; a client
+   * that trickles its body is answered 408 and disconnected. Node checks every
+   * CONNECTIONS_CHECK_MS, so a connection goes at most that much later.
+   */
+  readonly requestMs: number;
+  /** HTTP_CONNECTION_TIMEOUT_MS: a connection on which nothing moves this long is closed (idle keep-alive has its own 72 s). */
+  readonly connectionMs: number;
+}
+
+export const DEFAULT_HTTP_TIMEOUTS: HttpTimeouts = { requestMs: 30_000, connectionMs: 60_000 };
+/** How often Node looks for requests past their timeout (its default is 30 s, which would triple ours). */
+const CONNECTIONS_CHECK_MS = 1_000;
 
 /**
  * TRUST_PROXY's spelling to fastify's: false, a list of addresses and CIDRs, or for a hop count the
@@ -94,6 +120,7 @@ export function trustProxyOf(value: string): false | string[] | ((address: strin
  * (server.ts does).
  */
 export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInstance> {
+  const timeouts = options.timeouts ?? DEFAULT_HTTP_TIMEOUTS;
   const app = Fastify({
     loggerInstance: options.logger as FastifyBaseLogger,
     // A caller's correlation id is kept when it is a plain token (the rule every ingress applies,
@@ -106,6 +133,14 @@ export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInst
     },
     logController: new LogController({ requestIdLogLabel: 'correlationId' }),
     forceCloseConnections: true,
+    // Without these a client that sends its body a byte at a time holds its connection forever
+    // (300 such connections to /v1/feedback/ses were all still open after 120 s).
+    requestTimeout: timeouts.requestMs,
+    connectionTimeout: timeouts.connectionMs,
+    http: {
+      headersTimeout: timeouts.requestMs,
+      connectionsCheckingInterval: Math.min(CONNECTIONS_CHECK_MS, timeouts.requestMs),
+    },
     trustProxy: trustProxyOf(options.trustProxy ?? ''),
     // Unknown fields in a schema that forbids them are an error with a reason, not silently dropped.
     // A body that is one of several shapes (`oneOf` with a `discriminator`) is checked against the
@@ -126,6 +161,20 @@ export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInst
     },
   });
 
+  // fastify's own JSON parser (with its prototype-poisoning checks), after a scan for depth:
+  // JSON.parse takes any nesting, and what walks the value afterwards recurses (contracts'
+  // json-depth.ts). A body nested too deep is a 400 with the reason, before anything parses it.
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    const problem = jsonDepthProblem(body as string, MAX_JSON_DEPTH);
+    if (problem !== undefined) {
+      done(new AppError('BAD_REQUEST', problem), undefined);
+      return;
+    }
+    parseJson(request, body as string, done);
+  });
+
   await app.register(accessControl, {
     tokens: options.apiTokens ?? { publish: [], operate: [], read: [], dsn: [] },
     ...(options.apiTokensReloadMs !== undefined ? { reloadMs: options.apiTokensReloadMs } : {}),
@@ -137,8 +186,8 @@ export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInst
   await app.register(
     fp(
       async (instance) => {
-        instance.decorate('readiness', new Map<string, ReadinessCheck>());
-        instance.decorate('liveness', new Map<string, LivenessCheck>());
+        instance.decorate('readiness', new HealthChecks<ReadinessCheck>());
+        instance.decorate('liveness', new HealthChecks<LivenessCheck>());
         instance.decorate('metrics', options.metrics ?? createMetricsRegistry(options.name));
       },
       { name: 'health' },
@@ -147,33 +196,7 @@ export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInst
   // Before any route, so every route (and the 404 handler) is counted and timed.
   registerHttpMetrics(app);
 
-  // A restart is the cure for what fails here (a consumer kafkajs gave up on, a stalled relay).
-  app.get('/health/live', { logLevel: 'warn', config: { scope: 'public' } }, async (_request, reply) => {
-    const dead = Object.fromEntries(
-      [...app.liveness].flatMap(([name, check]) => {
-        const reason = check();
-        return reason === undefined ? [] : [[name, reason]];
-      }),
-    );
-    if (Object.keys(dead).length === 0) return { status: 'ok', service: options.name };
-    return reply.code(503).send({ status: 'dead', service: options.name, checks: dead });
-  });
-  app.get('/health/ready', { logLevel: 'warn', config: { scope: 'public' } }, async (_request, reply) => {
-    const checks: Record<string, string> = {};
-    let ready = true;
-    await Promise.all(
-      [...app.readiness].map(async ([name, check]) => {
-        try {
-          await withTimeout(check(), 3_000, `${name} check timed out`);
-          checks[name] = 'ok';
-        } catch (error) {
-          ready = false;
-          checks[name] = error instanceof Error ? error.message : 'failed';
-        }
-      }),
-    );
-    return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not_ready', service: options.name, checks });
-  });
+  registerHealthRoutes(app, { service: options.name, readiness: { ...DEFAULT_READINESS, ...options.readiness } });
   app.get('/metrics', { logLevel: 'warn', config: { scope: 'public' } }, async (_request, reply) =>
     reply.type(app.metrics.contentType).send(await app.metrics.metrics()),
   );
@@ -268,16 +291,6 @@ function isUnavailable(error: unknown): boolean {
   return isTransientError(error) || isTransientError(cause) || (typeof name === 'string' && name.startsWith('KafkaJS'));
 }
 
-function withTimeout<T>(promise: Promise<T>, ms: number, message: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    promise,
-    new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(message)), ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
-}
-
 /**
  * The usual service: Postgres scoped to its schema, Kafka, bearer tokens, and the `plugins/` and
  * `routes/` directories next to its `app.ts` (`dir`), each autoloaded with `{ config }`.
@@ -313,6 +326,8 @@ export async function buildServiceApp(options: {
     apiTokensReloadMs: config.SECRET_FILE_REFRESH_MS,
     rateLimit: { max: config.RATE_LIMIT_MAX, windowMs: config.RATE_LIMIT_WINDOW_MS },
     trustProxy: config.TRUST_PROXY,
+    timeouts: { requestMs: config.HTTP_REQUEST_TIMEOUT_MS, connectionMs: config.HTTP_CONNECTION_TIMEOUT_MS },
+    readiness: { refreshMs: config.READINESS_REFRESH_MS },
     pluginsDir: join(dir, 'plugins'),
     routesDir: join(dir, 'routes'),
     options: { config },

@@ -319,7 +319,7 @@ describe('buildHttpApp', () => {
     });
     const ready = await http.inject({ method: 'GET', url: '/health/ready' });
     expect(ready.statusCode).toBe(503);
-    expect(ready.json()).toEqual({ status: 'not_ready', service: 'probe', checks: { database: 'connection refused' } });
+    expect(ready.json()).toEqual({ status: 'not_ready', service: 'probe', checks: { database: 'unavailable' } });
     const metrics = await http.inject({ method: 'GET', url: '/metrics' });
     expect(metrics.headers['content-type']).toMatch(/text\/plain/);
     expect(metrics.body).toMatch(/nodejs_heap_size_total_bytes\{service="probe"\}/);

@@ -5,6 +5,7 @@ import type { Logger } from '../logger.js';
 import { registerOutboxMetrics, registerRelayUp } from '../metrics/outbox.js';
 import { OutboxRelay, type OutboxRelayOptions } from '../outbox/outbox.js';
 import { trackConsumerLag } from './consumer-lag.js';
+import { HealthProblem } from './health.js';
 import type { PeriodicTask } from './periodic.js';
 
 /** The retry cap of every consumer, from the base config (CONSUMER_RETRY_MAX_ATTEMPTS, _MS). */
@@ -48,13 +49,22 @@ export function registerConsumer(
       });
     });
   });
-  app.readiness.set(`consumer:${options.groupId}`, async () => {
-    if (startError) throw new Error(`failed to start: ${(startError as Error).message}`);
+  // The checks' names are public (unauthenticated probes read them): a number, not the group. The
+  // log says which group each number is, and each failure's detail names it.
+  const check = `consumer-${[...app.readiness.keys()].filter((name) => name.startsWith('consumer-')).length + 1}`;
+  app.log.info({ check, group: options.groupId }, 'consumer health checks registered');
+  const group = `consumer group ${options.groupId}`;
+  app.readiness.set(check, async () => {
+    if (startError)
+      throw new HealthProblem('start_failed', `${group} failed to start: ${(startError as Error).message}`);
     const dead = runner.liveness();
-    if (dead) throw new Error(dead);
-    if (!runner.joined) throw new Error('not a member of its group (joining or rebalancing)');
+    if (dead) throw new HealthProblem('crashed', `${group}: ${dead}`);
+    if (!runner.joined) throw new HealthProblem('not_joined', `${group}: not a member (joining or rebalancing)`);
   });
-  app.liveness.set(`consumer:${options.groupId}`, () => runner.liveness());
+  app.liveness.set(check, () => {
+    const dead = runner.liveness();
+    return dead === undefined ? undefined : `${group}: ${dead}`;
+  });
   app.addHook('onClose', async () => {
     await runner.stop();
   });

@@ -3,7 +3,11 @@
  * conversation is re-folded from its stored events under a row lock (the projector workflow runs the
  * domain's decider, domain/conversation-decider.ts, through `runCommands` with `conversations`, the
  * aggregate store: it loads locked and applies), so redeliveries, out-of-order arrivals and two
- * projector instances (one per topic partition) all converge on the same state. The sweep flags
+ * projector instances (one per topic partition) all converge on the same state. A conversation the
+ * batch creates (its events all stored now, none moved to it) is decided from the batch's events and
+ * inserted as projected (`insertFresh`): nothing else can be stored under it, since every transaction
+ * that stores an event under a conversation also creates its row or finds it; where the insert finds
+ * the row after all, the conversation takes the locked path. The sweep flags
  * stalls and closes conversations whose reply window ended, with `FOR UPDATE SKIP LOCKED` and a
  * `status = 'open' AND stalled_reason IS NULL` guard: each exactly once.
  *
@@ -108,6 +112,42 @@ const COLUMNS = columns();
 
 const date = (ms: number | null) => (ms === null ? null : new Date(ms));
 
+/** A conversation the batch may have created: its events, all stored now, are its whole history. */
+export interface FreshConversation {
+  readonly conversationId: string;
+  readonly campaignId: string;
+  readonly candidateKey: string;
+  readonly history: readonly TimedInput[];
+}
+
+function timedInputOf(e: ProjectedEvent): TimedInput {
+  return { eventId: e.eventId, at: e.at, position: e.position, input: e.input };
+}
+
+/**
+ * A projection's columns, as arrays in this order: conversation_id, status, obligation_since,
+ * obligation_kind, pending_step_id, due_at, last_event_at, last_event_type, obligation_deadline,
+ * overdue_deadline, stall_deadline, awaiting_reply_since, closed_reason, reply_deadline.
+ */
+function projectionColumns(projected: readonly ConversationProjected[]): unknown[][] {
+  return [
+    projected.map((c) => c.conversationId),
+    projected.map((c) => c.state.status),
+    projected.map((c) => date(c.state.obligationSince)),
+    projected.map((c) => c.state.obligationKind),
+    projected.map((c) => c.state.pendingStepId),
+    projected.map((c) => date(c.state.dueAt)),
+    projected.map((c) => date(c.state.lastEventAt)),
+    projected.map((c) => c.state.lastEventType),
+    projected.map((c) => date(c.deadlines.obligation)),
+    projected.map((c) => date(c.deadlines.overdue)),
+    projected.map((c) => date(c.stallDeadline)),
+    projected.map((c) => date(c.state.awaitingReplySince)),
+    projected.map((c) => c.state.closedReason),
+    projected.map((c) => date(c.deadlines.reply)),
+  ];
+}
+
 // The rules' SQL, generated from the domain's deadline rules (stall-sql.ts).
 const VERDICT = sweepVerdictSql('c.');
 const GRACE_DEADLINES = deadlineAssignmentsSql({
@@ -126,6 +166,9 @@ function routeKey(campaignId: string, candidateKey: string, step: string): strin
 }
 
 export class ConversationsRepository {
+  /** The tuple ids of the rows `load` locked, per transaction (its client), until `apply` uses them. */
+  private readonly lockedRows = new WeakMap<PoolClient, Map<string, string>>();
+
   constructor(
     readonly pool: Pool,
     /** Stalls and recoveries go to conversation.liveness.v1; closes are conversation events. */
@@ -135,7 +178,7 @@ export class ConversationsRepository {
   ) {}
 
   /** The campaigns' graces as stored (a campaign with none is absent). */
-  private async graceSettings(client: PoolClient, campaignIds: readonly string[]): Promise<Map<string, GraceSettings>> {
+  async graceSettings(client: PoolClient, campaignIds: readonly string[]): Promise<Map<string, GraceSettings>> {
     const { rows } = await client.query<{
       campaignId: string;
       inboundMs: string;
@@ -170,7 +213,7 @@ export class ConversationsRepository {
   async record(
     client: PoolClient,
     events: readonly ProjectedEvent[],
-  ): Promise<{ touched: string[]; filed: ProjectedEvent[] }> {
+  ): Promise<{ touched: string[]; filed: ProjectedEvent[]; fresh: FreshConversation[] }> {
     const plans = events.flatMap((e) =>
       e.input.type === 'SequencePlanned' ? e.input.steps.map((step) => ({ event: e, step })) : [],
     );
@@ -185,13 +228,13 @@ export class ConversationsRepository {
         ? e
         : { ...e, conversationId: owners.get(routeKey(e.campaignId, e.candidateKey, e.routeStep)) ?? e.conversationId },
     );
-    const inserted = await client.query<{ conversationId: string }>(
+    const inserted = await client.query<{ conversationId: string; eventId: string }>(
       `INSERT INTO conversation_events (event_id, conversation_id, event_type, event_time, payload, source_topic, source_partition,
                                         source_offset, route_campaign_id, route_candidate_key, route_step)
        SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::timestamptz[], $5::jsonb[], $6::text[], $7::int[], $8::bigint[],
                             $9::text[], $10::text[], $11::text[])
        ON CONFLICT (event_id) DO NOTHING
-       RETURNING conversation_id AS "conversationId"`,
+       RETURNING conversation_id AS "conversationId", event_id AS "eventId"`,
       [
         filed.map((e) => e.eventId),
         filed.map((e) => e.conversationId),
@@ -210,19 +253,68 @@ export class ConversationsRepository {
     const touched = [
       ...new Set([...inserted.rows.map((r) => r.conversationId), ...moved.flatMap((m) => [m.from, m.to])]),
     ].sort();
-    if (touched.length === 0) return { touched, filed };
+    if (touched.length === 0) return { touched, filed, fresh: [] };
     const owner = new Map<string, { campaignId: string; candidateKey: string }>();
     for (const e of [...filed, ...moved.map((m) => ({ conversationId: m.to, ...m }))])
       if (!owner.has(e.conversationId)) owner.set(e.conversationId, e);
-    // Rows exist before they are locked, so two projectors serialize on the same row. (A send's
-    // former conversation, the only one not in this batch, has its row already.)
-    const fresh = touched.filter((id) => owner.has(id));
+    // A conversation may be new: every event of the batch filed under it was stored now, and no
+    // stored event moved to it. The projector projects those from the batch alone and inserts the
+    // projection (insertFresh); where the row exists after all, they take the locked path.
+    const storedNow = new Set(inserted.rows.map((r) => r.eventId));
+    const batchEvents = new Map<string, ProjectedEvent[]>();
+    for (const e of filed) batchEvents.set(e.conversationId, [...(batchEvents.get(e.conversationId) ?? []), e]);
+    const moveTargets = new Set(moved.map((m) => m.to));
+    const fresh: FreshConversation[] = [];
+    for (const [conversationId, mine] of batchEvents) {
+      if (moveTargets.has(conversationId) || !mine.every((e) => storedNow.has(e.eventId))) continue;
+      const { campaignId, candidateKey } = mine[0] as ProjectedEvent;
+      fresh.push({ conversationId, campaignId, candidateKey, history: mine.map(timedInputOf) });
+    }
+    // The other rows exist before they are locked, so two projectors serialize on the same row. (A
+    // send's former conversation, the only one not in this batch, has its row already.)
+    const freshIds = new Set(fresh.map((f) => f.conversationId));
+    const others = touched.filter((id) => owner.has(id) && !freshIds.has(id));
+    await this.insertDefaults(client, others, owner);
+    return { touched, filed, fresh };
+  }
+
+  /** Rows for conversations about to be locked: open, nothing projected yet. */
+  async insertDefaults(
+    client: PoolClient,
+    ids: readonly string[],
+    owner: ReadonlyMap<string, { readonly campaignId: string; readonly candidateKey: string }>,
+  ): Promise<void> {
+    if (ids.length === 0) return;
     await client.query(
       `INSERT INTO conversations (conversation_id, campaign_id, candidate_key, status)
        SELECT *, 'open' FROM unnest($1::text[], $2::text[], $3::text[]) ON CONFLICT (conversation_id) DO NOTHING`,
-      [fresh, fresh.map((id) => owner.get(id)?.campaignId), fresh.map((id) => owner.get(id)?.candidateKey)],
+      [ids, ids.map((id) => owner.get(id)?.campaignId), ids.map((id) => owner.get(id)?.candidateKey)],
     );
-    return { touched, filed };
+  }
+
+  /**
+   * Inserts the projections of conversations projected from the batch alone, where no row exists
+   * (ON CONFLICT DO NOTHING: a row another transaction created waits for it, then is left alone).
+   * Returns the ids inserted; the rest take the locked path (a default row first, then `conversations`).
+   */
+  async insertFresh(
+    client: PoolClient,
+    projected: ReadonlyArray<{ readonly fresh: FreshConversation; readonly projection: ConversationProjected }>,
+  ): Promise<Set<string>> {
+    if (projected.length === 0) return new Set();
+    const columns = projectionColumns(projected.map((p) => p.projection));
+    const { rows } = await client.query<{ conversationId: string }>(
+      `INSERT INTO conversations (conversation_id, status, obligation_since, obligation_kind, pending_step_id, due_at,
+                                  last_event_at, last_event_type, obligation_deadline, overdue_deadline, stall_deadline,
+                                  awaiting_reply_since, closed_reason, reply_deadline, campaign_id, candidate_key)
+       SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[], $5::text[], $6::timestamptz[],
+                            $7::timestamptz[], $8::text[], $9::timestamptz[], $10::timestamptz[], $11::timestamptz[],
+                            $12::timestamptz[], $13::text[], $14::timestamptz[], $15::text[], $16::text[])
+       ON CONFLICT (conversation_id) DO NOTHING
+       RETURNING conversation_id AS "conversationId"`,
+      [...columns, projected.map((p) => p.fresh.campaignId), projected.map((p) => p.fresh.candidateKey)],
+    );
+    return new Set(rows.map((r) => r.conversationId));
   }
 
   /**
@@ -297,12 +389,15 @@ export class ConversationsRepository {
     const { rows } = await client.query<{ from: string; to: string; campaignId: string; candidateKey: string }>(
       `WITH moved AS (
          SELECT e.event_id, e.conversation_id AS from_id, p.conversation_id AS to_id, p.campaign_id, p.candidate_key
-         FROM planned_steps p
-         JOIN conversation_events e
-           ON e.route_campaign_id = p.campaign_id AND e.route_candidate_key = p.candidate_key AND e.route_step = p.step
-         WHERE (p.campaign_id, p.candidate_key, p.step) IN (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]))
-           AND e.conversation_id <> p.conversation_id
-         FOR UPDATE OF e)
+         FROM (SELECT DISTINCT * FROM unnest($1::text[], $2::text[], $3::text[])) AS k(campaign_id, candidate_key, step)
+         CROSS JOIN LATERAL (
+           SELECT campaign_id, candidate_key, step, conversation_id FROM planned_steps
+           WHERE campaign_id = k.campaign_id AND candidate_key = k.candidate_key AND step = k.step OFFSET 0) p
+         CROSS JOIN LATERAL (
+           SELECT event_id, conversation_id FROM conversation_events
+           WHERE route_campaign_id = p.campaign_id AND route_candidate_key = p.candidate_key AND route_step = p.step
+             AND conversation_id <> p.conversation_id
+           FOR UPDATE) e)
        UPDATE conversation_events e SET conversation_id = moved.to_id FROM moved WHERE e.event_id = moved.event_id
        RETURNING moved.from_id AS "from", moved.to_id AS "to", moved.campaign_id AS "campaignId", moved.candidate_key AS "candidateKey"`,
       [plans.map((p) => p.event.campaignId), plans.map((p) => p.event.candidateKey), plans.map((p) => p.step)],
@@ -341,12 +436,19 @@ export class ConversationsRepository {
       candidateKey: string;
       stalledReason: StallReason | null;
       stallCount: number;
+      tid: string;
     }>(
-      `SELECT conversation_id AS "conversationId", campaign_id AS "campaignId", candidate_key AS "candidateKey",
-              stalled_reason AS "stalledReason", stall_count AS "stallCount"
-       FROM conversations WHERE conversation_id = ANY($1::text[]) ORDER BY conversation_id FOR UPDATE`,
+      // One key lookup per id, locked in the ids' order (sorted by the caller): a shape the planner
+      // cannot turn into a scan of the table, whatever its statistics say (docs/design.md, "Keyed batch statements").
+      `SELECT c.* FROM unnest($1::text[]) WITH ORDINALITY AS ids(id, n)
+       CROSS JOIN LATERAL (
+         SELECT conversation_id AS "conversationId", campaign_id AS "campaignId", candidate_key AS "candidateKey",
+                stalled_reason AS "stalledReason", stall_count AS "stallCount", ctid::text AS tid
+         FROM conversations WHERE conversation_id = ids.id FOR UPDATE) c
+       ORDER BY ids.n`,
       [conversationIds],
     );
+    this.lockedRows.set(client, new Map(current.rows.map((r) => [r.conversationId, r.tid])));
     const stored = await client.query<{
       conversationId: string;
       eventId: string;
@@ -358,7 +460,8 @@ export class ConversationsRepository {
     }>(
       `SELECT conversation_id AS "conversationId", event_id AS "eventId", event_time AS at, payload,
               source_topic AS topic, source_partition AS partition, source_offset AS offset
-       FROM conversation_events WHERE conversation_id = ANY($1::text[])`,
+       FROM unnest($1::text[]) AS ids(id)
+       CROSS JOIN LATERAL (SELECT * FROM conversation_events WHERE conversation_id = ids.id OFFSET 0) e`,
       [conversationIds],
     );
     const graces = await this.graceSettings(
@@ -403,6 +506,10 @@ export class ConversationsRepository {
     const recovered = decided.flatMap(({ events }) =>
       events.filter((e): e is ConversationRecovered => e.type === 'ConversationRecovered'),
     );
+    // The rows `load` locked, by their tuple ids: a locked row cannot move before this UPDATE, which
+    // then reaches each row directly (a TID scan), never through a scan of the table.
+    const locked = this.lockedRows.get(client) ?? new Map<string, string>();
+    this.lockedRows.delete(client);
     await client.query(
       `UPDATE conversations SET status = u.status, obligation_since = u.obligation_since,
               obligation_kind = u.obligation_kind, pending_step_id = u.pending_step_id, due_at = u.due_at,
@@ -415,28 +522,20 @@ export class ConversationsRepository {
               flagged_at = CASE WHEN u.healed THEN NULL ELSE conversations.flagged_at END,
               updated_at = now()
        FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[], $5::text[], $6::timestamptz[],
-                   $7::timestamptz[], $8::text[], $9::timestamptz[], $10::timestamptz[], $11::timestamptz[], $12::bool[],
-                   $13::timestamptz[], $14::text[], $15::timestamptz[])
+                   $7::timestamptz[], $8::text[], $9::timestamptz[], $10::timestamptz[], $11::timestamptz[],
+                   $12::timestamptz[], $13::text[], $14::timestamptz[], $15::bool[], $16::tid[])
          AS u(conversation_id, status, obligation_since, obligation_kind, pending_step_id, due_at, last_event_at,
-              last_event_type, obligation_deadline, overdue_deadline, stall_deadline, healed,
-              awaiting_reply_since, closed_reason, reply_deadline)
-       WHERE conversations.conversation_id = u.conversation_id`,
+              last_event_type, obligation_deadline, overdue_deadline, stall_deadline,
+              awaiting_reply_since, closed_reason, reply_deadline, healed, tid)
+       WHERE conversations.ctid = u.tid AND conversations.conversation_id = u.conversation_id`,
       [
-        projected.map((c) => c.conversationId),
-        projected.map((c) => c.state.status),
-        projected.map((c) => date(c.state.obligationSince)),
-        projected.map((c) => c.state.obligationKind),
-        projected.map((c) => c.state.pendingStepId),
-        projected.map((c) => date(c.state.dueAt)),
-        projected.map((c) => date(c.state.lastEventAt)),
-        projected.map((c) => c.state.lastEventType),
-        projected.map((c) => date(c.deadlines.obligation)),
-        projected.map((c) => date(c.deadlines.overdue)),
-        projected.map((c) => date(c.stallDeadline)),
+        ...projectionColumns(projected),
         projected.map((c) => c.healed),
-        projected.map((c) => date(c.state.awaitingReplySince)),
-        projected.map((c) => c.state.closedReason),
-        projected.map((c) => date(c.deadlines.reply)),
+        projected.map((c) => {
+          const tid = locked.get(c.conversationId);
+          if (tid === undefined) throw new Error(`conversation ${c.conversationId} was projected without being loaded`);
+          return tid;
+        }),
       ],
     );
     const empty = projected.filter((c) => c.empty).map((c) => c.conversationId);

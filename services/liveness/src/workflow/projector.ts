@@ -15,7 +15,15 @@ import {
   type ConversationRecovered,
 } from '@outreach/contracts';
 import type { ConversationsRepository, ProjectedEvent } from '../adapters/conversations-repository.js';
-import { conversationDecider, type Cause, type ProjectConversation } from '../domain/conversation-decider.js';
+import {
+  conversationDecider,
+  decideProjection,
+  initialConversation,
+  type Cause,
+  type ConversationProjected,
+  type ProjectConversation,
+  type StoredConversation,
+} from '../domain/conversation-decider.js';
 
 /** The conversation an event belongs to; a send belongs to (campaign, candidate)'s default conversation. */
 export function defaultConversationId(campaignId: string, candidateKey: string): string {
@@ -120,20 +128,44 @@ export async function projectEvents(
 ): Promise<ConversationRecovered[]> {
   if (events.length === 0) return [];
   return withTransaction(repository.pool, async (client) => {
-    const { touched, filed } = await repository.record(client, events);
+    const { touched, filed, fresh } = await repository.record(client, events);
     if (touched.length === 0) return [];
     const now = await repository.now(client);
     // A recovery's cause: the first of the batch's events filed under the conversation.
     const causes = new Map<string, Cause>();
     for (const e of filed) if (!causes.has(e.conversationId)) causes.set(e.conversationId, e);
-    const commands = touched.map((conversationId): ProjectConversation => ({
+    const command = (conversationId: string): ProjectConversation => ({
       type: 'ProjectConversation',
       conversationId,
       now,
       defaults: repository.defaults,
       cause: pickCause(causes.get(conversationId)),
-    }));
-    return runCommands(client, conversationDecider, repository.conversations, commands);
+    });
+    // Conversations the batch may have created: decided from the batch's events alone (nothing else
+    // is stored under them, nor flagged) and inserted as projected. One whose row exists after all
+    // (another instance created it) takes the locked path below with the rest.
+    const graces = await repository.graceSettings(client, [...new Set(fresh.map((f) => f.campaignId))]);
+    const created = await repository.insertFresh(
+      client,
+      fresh.map((f) => {
+        const stored: StoredConversation = {
+          ...initialConversation,
+          history: f.history,
+          graces: graces.get(f.campaignId) ?? null,
+        };
+        const [projection] = decideProjection(stored, command(f.conversationId));
+        return { fresh: f, projection: projection as ConversationProjected };
+      }),
+    );
+    const lapsed = fresh.filter((f) => !created.has(f.conversationId));
+    await repository.insertDefaults(
+      client,
+      lapsed.map((f) => f.conversationId),
+      new Map(lapsed.map((f) => [f.conversationId, f])),
+    );
+    const rest = touched.filter((id) => !created.has(id));
+    if (rest.length === 0) return [];
+    return runCommands(client, conversationDecider, repository.conversations, rest.map(command));
   });
 }
 

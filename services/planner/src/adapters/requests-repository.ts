@@ -111,9 +111,12 @@ export class RequestsRepository {
     if (rows.length === 0) return;
     // The records first (those that exist): the retention purge skips a locked record, and one it is
     // deleting right now is gone, sends and all, before these sends are written (purgeOlderThan).
-    await client.query('SELECT 1 FROM requests WHERE request_id = ANY($1::text[]) ORDER BY request_id FOR KEY SHARE', [
-      [...new Set(plans.map((plan) => plan.requestId))],
-    ]);
+    // One key lookup per id, in one order (docs/design.md, "Keyed batch statements").
+    await client.query(
+      `SELECT 1 FROM unnest($1::text[]) AS ids(id)
+       CROSS JOIN LATERAL (SELECT 1 FROM requests WHERE request_id = ids.id FOR KEY SHARE) r`,
+      [[...new Set(plans.map((plan) => plan.requestId))].sort()],
+    );
     await client.query(
       `INSERT INTO request_sends (request_id, ord, send_id, campaign_id, candidate_key, step, head_step)
        SELECT * FROM unnest($1::text[], $2::int[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[])

@@ -1,13 +1,13 @@
 import type { KeyObject } from 'node:crypto';
-import { AppError, clientRateLimit, type Logger } from '@outreach/shared';
-import type { FastifyInstance, onRequestAsyncHookHandler } from 'fastify';
+import { AppError, credentialRateLimit, type CredentialRateLimit, type Logger } from '@outreach/shared';
+import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { SnsCertificateCache } from '../adapters/feedback/sns-certificates.js';
 import { SnsFeedbackIntake } from '../adapters/feedback/sns-intake.js';
 import { FeedbackRepository } from '../adapters/feedback-repository.js';
 import { SharedErrorWindow } from '../adapters/incident-controls.js';
 import { sendGridWebhookKey, sesTopicArns, type Config } from '../config.js';
-import { DEFAULT_SNS_TIME_WINDOW } from '../domain/feedback/index.js';
+import { DEFAULT_SNS_LIMITS, DEFAULT_SNS_TIME_WINDOW, SNS_MAX_BODY_BYTES } from '../domain/feedback/index.js';
 import { unsubscribeKey } from '../domain/unsubscribe-token.js';
 import { FeedbackIntake } from '../workflow/feedback-intake.js';
 import { Unsubscribes } from '../workflow/unsubscribe.js';
@@ -18,7 +18,10 @@ export interface FeedbackWiring {
   readonly ses: SnsFeedbackIntake | undefined;
   /** Off (undefined) while no SendGrid verification key is configured. */
   readonly sendGridKey: KeyObject | undefined;
+  /** The body limit of the SendGrid and DSN routes (FEEDBACK_MAX_BODY_BYTES). */
   readonly maxBodyBytes: number;
+  /** The SES route's: what an SNS delivery can be (SNS_MAX_BODY_BYTES), or FEEDBACK_MAX_BODY_BYTES if lower. */
+  readonly maxSnsBodyBytes: number;
 }
 
 declare module 'fastify' {
@@ -30,13 +33,17 @@ declare module 'fastify' {
     /** The address people write to when a link fails (UNSUBSCRIBE_MAILTO). */
     readonly unsubscribeMailto: string;
     /**
-     * Per client address limits for the routes anyone may call (clientRateLimit). A person's browser
-     * or mail client is told 429; a provider's webhook 503, which SNS and SendGrid retry (SNS drops a
-     * 4xx for good).
+     * The limits of the routes anyone may call, one per route purpose, each checked after the
+     * request's own credential (credentialRateLimit): the unsubscribe page (GET, which link scanners
+     * fetch), the one-click unsubscribe (POST), and each provider's webhook. A person over the limit
+     * is told 429; a provider's verified webhook 503, which SNS and SendGrid retry (SNS drops a 4xx
+     * for good).
      */
     readonly publicRateLimit: {
-      readonly person: onRequestAsyncHookHandler;
-      readonly webhook: onRequestAsyncHookHandler;
+      readonly unsubscribePage: CredentialRateLimit;
+      readonly unsubscribe: CredentialRateLimit;
+      readonly ses: CredentialRateLimit;
+      readonly sendgrid: CredentialRateLimit;
     };
   }
 }
@@ -56,16 +63,23 @@ export default fp(
       logger,
       metrics: app.metrics,
     });
+    const maxSnsBodyBytes = Math.min(config.FEEDBACK_MAX_BODY_BYTES, SNS_MAX_BODY_BYTES);
     const ses =
       topicArns.length === 0
         ? undefined
         : new SnsFeedbackIntake({
             topicArns,
             certificates: new SnsCertificateCache(),
-            snsLimits: { maxBytes: config.FEEDBACK_MAX_BODY_BYTES },
+            snsLimits: { ...DEFAULT_SNS_LIMITS, maxBytes: maxSnsBodyBytes },
             timeWindow: { ...DEFAULT_SNS_TIME_WINDOW, maxAgeMs: config.SNS_MAX_MESSAGE_AGE_MS },
           });
-    app.decorate('feedback', { intake, ses, sendGridKey, maxBodyBytes: config.FEEDBACK_MAX_BODY_BYTES });
+    app.decorate('feedback', {
+      intake,
+      ses,
+      sendGridKey,
+      maxBodyBytes: config.FEEDBACK_MAX_BODY_BYTES,
+      maxSnsBodyBytes,
+    });
     app.decorate(
       'unsubscribes',
       new Unsubscribes(
@@ -76,24 +90,22 @@ export default fp(
     );
     app.decorate('unsubscribeMailto', config.UNSUBSCRIBE_MAILTO);
 
-    // Each its own bucket per client address, so a flood of one kind never starves the other.
+    // Each purpose its own buckets, so a flood of one kind (link scanners' GETs, garbage posted at
+    // a webhook) never uses up another's, nor a verified caller's (credentialRateLimit).
     const limits = { max: config.RATE_LIMIT_MAX, windowMs: config.RATE_LIMIT_WINDOW_MS };
     const windowSeconds = Math.round(config.RATE_LIMIT_WINDOW_MS / 1000);
+    const person = (retry: number) =>
+      new AppError(
+        'RATE_LIMITED',
+        `rate limit exceeded: at most ${config.RATE_LIMIT_MAX} requests per ${windowSeconds} s for this link; retry in ${retry} s`,
+      );
+    const webhook = (retry: number) =>
+      new AppError('UNAVAILABLE', `too many deliveries of this message; retry in ${retry} s`);
     app.decorate('publicRateLimit', {
-      person: clientRateLimit(app, {
-        name: 'person',
-        ...limits,
-        refuse: (retry) =>
-          new AppError(
-            'RATE_LIMITED',
-            `rate limit exceeded: at most ${config.RATE_LIMIT_MAX} requests per ${windowSeconds} s per client; retry in ${retry} s`,
-          ),
-      }),
-      webhook: clientRateLimit(app, {
-        name: 'webhook',
-        ...limits,
-        refuse: (retry) => new AppError('UNAVAILABLE', `too many requests from this client; retry in ${retry} s`),
-      }),
+      unsubscribePage: credentialRateLimit(app, { purpose: 'unsubscribe-page', ...limits, refuse: person }),
+      unsubscribe: credentialRateLimit(app, { purpose: 'unsubscribe', ...limits, refuse: person }),
+      ses: credentialRateLimit(app, { purpose: 'ses', ...limits, refuse: webhook }),
+      sendgrid: credentialRateLimit(app, { purpose: 'sendgrid', ...limits, refuse: webhook }),
     });
   },
   { name: 'feedback', dependencies: ['sender'] },

@@ -238,8 +238,7 @@ export default fp(
       groupId: config.CONSUMER_GROUP,
       topics: [topicName('sendRequested', config.TOPIC_PREFIX)],
       chunkSize: config.SEND_BATCH_SIZE,
-      // Sends in flight must finish before a session times out; heartbeats keep it alive between them.
-      sessionTimeoutMs: Math.max(10_000, config.PROVIDER_TIMEOUT_MS * 2),
+      // The default session (8 s): the consumer heartbeats on a timer while sends wait on the provider.
       retry: retryCap(config),
       handler: (events, context) => pipeline.handle(events, context),
     });

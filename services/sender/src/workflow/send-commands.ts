@@ -22,6 +22,7 @@ import type {
   Conflict,
   Ending,
   FenceResult,
+  FreshClaim,
   SendsRepository,
 } from '../adapters/sends-repository.js';
 
@@ -31,7 +32,7 @@ export class SendCommands {
   constructor(private readonly repository: SendsRepository) {}
 
   /** Claims every send whose slot is free; a request whose slot another send holds is decided a duplicate. */
-  async claim(sends: readonly ValidSend[]): Promise<{ claimed: Claim[]; conflicts: Conflict[] }> {
+  async claim(sends: readonly ValidSend[]): Promise<{ claimed: FreshClaim[]; conflicts: Conflict[] }> {
     const { claimed, conflicts } = await this.repository.claim(sends);
     return { claimed, conflicts: conflicts.map(duplicateOf) };
   }

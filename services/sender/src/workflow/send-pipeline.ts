@@ -21,7 +21,7 @@ import pLimit from 'p-limit';
 import type { MailMessage, MailProvider, SendResult } from '../adapters/providers/port.js';
 import type { CampaignsRepository } from '../adapters/campaigns-repository.js';
 import type { SendRow } from '../adapters/send-rows.js';
-import type { Claim, FenceResult, RecordEntry, SendsRepository } from '../adapters/sends-repository.js';
+import type { Claim, FenceResult, FreshClaim, RecordEntry, SendsRepository } from '../adapters/sends-repository.js';
 import type { ProviderAttempt, SharedErrorWindow, SharedRateLimiter } from '../adapters/incident-controls.js';
 import { autoPauseReason, type ErrorRatePolicy } from '../domain/error-rate.js';
 import { recipientDomain } from '../domain/rate-limit.js';
@@ -163,14 +163,19 @@ export class SendPipeline {
    * while the batch runs; when the batch must stop (or the pipeline closes), claims not yet fenced
    * are released for immediate take-over, and in-flight sends finish first.
    */
-  async process(claims: readonly Claim[], control: Control): Promise<void> {
+  async process(claims: ReadonlyArray<Claim | FreshClaim>, control: Control): Promise<void> {
     if (claims.length === 0) return;
     const { repository } = this.options;
-    const checked = await this.commands.applyChecks(claims);
+    // A fresh claim whose INSERT saw the gate clear goes straight to its token and the fence (which
+    // decides on the facts again, locked); the rest are checked first, so a suppressed or held send
+    // never waits for a rate token.
+    const clear = claims.filter((c): c is FreshClaim => 'gateClear' in c && c.gateClear);
+    const checked = await this.commands.applyChecks(claims.filter((c) => !('gateClear' in c && c.gateClear)));
     this.metrics.outcomes.inc({ outcome: 'suppressed' }, checked.suppressed);
     this.metrics.outcomes.inc({ outcome: 'held' }, checked.held);
+    const ready = [...clear, ...checked.ready.map((c) => ({ ...c, emailNorm: c.row.emailNorm }))];
 
-    const waiting = new Map(checked.ready.map((c) => [c.sendId, { sendId: c.sendId, token: c.token }]));
+    const waiting = new Map(ready.map((c) => [c.sendId, { sendId: c.sendId, token: c.token }]));
     const renewal = setInterval(
       () => {
         void repository
@@ -187,11 +192,11 @@ export class SendPipeline {
     };
     try {
       await Promise.all(
-        checked.ready.map((claim) =>
+        ready.map((claim) =>
           this.limit(async () => {
             if (this.closed || stopError !== undefined || control.shouldStop()) return giveBack(claim);
             try {
-              await this.takeToken(recipientDomain(claim.row.emailNorm));
+              await this.takeToken(recipientDomain(claim.emailNorm));
             } catch (error) {
               // Closed while waiting (shutdown): the claim is given back for another replica. A
               // database error fails the batch, after giving its waiting claims back.

@@ -22,6 +22,11 @@ export type UnsubscribeLookup =
   | { readonly kind: 'malformed' }
   | { readonly kind: 'not_found' };
 
+export type UnsubscribeVerdict =
+  | { readonly kind: 'genuine'; readonly sendId: string }
+  | { readonly kind: 'malformed' }
+  | { readonly kind: 'not_found' };
+
 export type UnsubscribeResult =
   | { readonly kind: 'unsubscribed'; readonly changed: boolean }
   | { readonly kind: 'malformed' }
@@ -35,12 +40,22 @@ export class Unsubscribes {
     private readonly clock: () => number = Date.now,
   ) {}
 
-  /** The send a token names; for the confirmation page, which changes nothing. */
-  async lookup(token: string): Promise<UnsubscribeLookup> {
+  /**
+   * The send a token names when its HMAC is ours, with no IO: the routes limit genuine links and
+   * everything else in buckets of their own. `lookup` and `unsubscribe` check again.
+   */
+  verify(token: string): UnsubscribeVerdict {
     const check = token.startsWith('v1.')
       ? checkUnsubscribeToken(this.keys.legacy, token)
       : this.keys.identifiers.checkUnsubscribeToken(token, this.clock());
     if (check.kind === 'invalid') return check.reason === 'malformed' ? { kind: 'malformed' } : { kind: 'not_found' };
+    return { kind: 'genuine', sendId: check.sendId };
+  }
+
+  /** The send a token names; for the confirmation page, which changes nothing. */
+  async lookup(token: string): Promise<UnsubscribeLookup> {
+    const check = this.verify(token);
+    if (check.kind !== 'genuine') return check;
     const send = (await this.sends.named([check.sendId])).get(check.sendId);
     return send ? { kind: 'found', send } : { kind: 'not_found' };
   }

@@ -10,7 +10,7 @@
  * kept is either canonical (the address's identity, a Message-ID) or a token checked against a
  * narrow pattern (a status code like `5.1.1`, an event id, a subtype).
  */
-import { canonicalAddress } from '@outreach/contracts';
+import { canonicalAddress, jsonDepthProblem } from '@outreach/contracts';
 
 export type FeedbackKind = 'hard_bounce' | 'soft_bounce' | 'complaint' | 'delivered' | 'other';
 export type FeedbackSource = 'ses' | 'sendgrid' | 'dsn' | 'smtp';
@@ -66,7 +66,7 @@ export function refused(reason: string): { readonly kind: 'refused'; readonly re
 }
 
 /**
- * A JSON document of at most `maxBytes` bytes (UTF-8), parsed, or why not; `what` names the input
+ * A JSON document of at most `maxBytes` bytes (UTF-8) nested at most MAX_JSON_DEPTH levels, parsed, or why not; `what` names the input
  * in the reason (`SNS message larger than 262144 bytes`, `SendGrid body is not JSON`).
  */
 export function parseJsonBody(
@@ -76,6 +76,9 @@ export function parseJsonBody(
 ): { readonly kind: 'ok'; readonly value: unknown } | { readonly kind: 'invalid'; readonly reason: string } {
   const bytes = typeof body === 'string' ? Buffer.byteLength(body, 'utf8') : body.byteLength;
   if (bytes > maxBytes) return invalid(`${what} larger than ${maxBytes} bytes`);
+  // Before JSON.parse, which takes any depth (480,000 levels in 960 KB): these bodies arrive from anyone.
+  const tooDeep = jsonDepthProblem(body);
+  if (tooDeep !== undefined) return invalid(`${what}: ${tooDeep}`);
   try {
     return { kind: 'ok', value: JSON.parse(typeof body === 'string' ? body : Buffer.from(body).toString('utf8')) };
   } catch {

@@ -16,6 +16,8 @@ export {
   DEFAULT_SNS_TIME_WINDOW,
   isSnsTopicArn,
   parseSnsEnvelope,
+  SNS_MAX_BODY_BYTES,
+  SNS_MAX_MESSAGE_BYTES,
   snsCertificateUrl,
   snsConfirmationUrl,
   snsStringToSign,

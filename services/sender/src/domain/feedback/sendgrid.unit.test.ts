@@ -239,8 +239,12 @@ describe('SendGrid events', () => {
     expect(
       receiveSendGridWebhook({ ...request({ body: junk }), signature: request().signature }, { publicKey, now }).kind,
     ).toBe('refused');
+    // Nesting past MAX_JSON_DEPTH is refused before JSON.parse sees it (contracts' json-depth.ts).
     const deep = '['.repeat(100_000) + ']'.repeat(100_000);
-    expect(parseSendGridEvents(deep, { now }).kind).toBe('ok');
+    expect(parseSendGridEvents(deep, { now })).toEqual({
+      kind: 'invalid',
+      reason: 'SendGrid body: JSON nested deeper than 64 levels (at offset 64)',
+    });
   });
 
   it('never throws on any body or headers', () => {

@@ -17,6 +17,7 @@
  * SES's own id. A notification naming more than `maxRecipients` recipients is refused whole: SES
  * sends to at most 50 per message, so such a list is not SES's.
  */
+import { jsonDepthProblem } from '@outreach/contracts';
 import {
   bestStatus,
   enhancedStatus,
@@ -59,6 +60,9 @@ export function parseSesNotification(
   context: SesContext,
   limits: SesLimits = DEFAULT_SES_LIMITS,
 ): FeedbackParse {
+  // The Message is signed by SNS but written by SES: still bounded before JSON.parse takes any depth.
+  const tooDeep = jsonDepthProblem(message);
+  if (tooDeep !== undefined) return invalid(`SES notification: ${tooDeep}`);
   let value: unknown;
   try {
     value = JSON.parse(message);

@@ -50,12 +50,23 @@ export interface SnsEnvelope {
   readonly signingCertUrl: string;
 }
 
+/** SNS publishes messages of at most 256 KiB (the Message, in UTF-8 bytes). */
+export const SNS_MAX_MESSAGE_BYTES = 256 * 1024;
+/**
+ * The largest HTTP body an SNS delivery of such a message can be: the Message is a JSON string in
+ * the envelope, and escaping at most doubles an SES notification (JSON text, whose only characters
+ * that escape are `"` and `\`), plus the envelope's other fields (the signature, URLs, ids: under 4 KiB).
+ */
+export const SNS_MAX_BODY_BYTES = 2 * SNS_MAX_MESSAGE_BYTES + 16 * 1024;
+
 export interface SnsLimits {
-  /** The largest envelope read: SNS messages are at most 256 KiB, and JSON escaping can double that. */
+  /** The largest envelope read (SNS_MAX_BODY_BYTES). */
   readonly maxBytes: number;
+  /** The largest Message (SNS_MAX_MESSAGE_BYTES): anything larger is not SNS's. */
+  readonly maxMessageBytes: number;
 }
 
-export const DEFAULT_SNS_LIMITS: SnsLimits = { maxBytes: 1024 * 1024 };
+export const DEFAULT_SNS_LIMITS: SnsLimits = { maxBytes: SNS_MAX_BODY_BYTES, maxMessageBytes: SNS_MAX_MESSAGE_BYTES };
 
 export type SnsEnvelopeParse =
   { readonly kind: 'ok'; readonly envelope: SnsEnvelope } | { readonly kind: 'invalid'; readonly reason: string };
@@ -93,6 +104,8 @@ export function parseSnsEnvelope(body: string | Uint8Array, limits: SnsLimits = 
     return invalid('SNS Type is not Notification, SubscriptionConfirmation or UnsubscribeConfirmation');
   const messageId = text('MessageId', 128);
   const topicArn = text('TopicArn', 512);
+  if (typeof fields.Message === 'string' && Buffer.byteLength(fields.Message, 'utf8') > limits.maxMessageBytes)
+    return invalid(`SNS Message larger than ${limits.maxMessageBytes} bytes`);
   const message = text('Message', limits.maxBytes);
   const timestamp = text('Timestamp', 64);
   const signature = text('Signature', 2048);

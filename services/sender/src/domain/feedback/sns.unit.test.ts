@@ -11,7 +11,10 @@ import { describe, expect, it } from 'vitest';
 import {
   checkSnsOrigin,
   checkSnsTimestamp,
+  DEFAULT_SNS_LIMITS,
   parseSnsEnvelope,
+  SNS_MAX_BODY_BYTES,
+  SNS_MAX_MESSAGE_BYTES,
   snsCertificateUrl,
   snsConfirmationUrl,
   snsStringToSign,
@@ -122,8 +125,26 @@ describe('SNS envelope', () => {
 
   it('refuses a body over the size limit without parsing it', () => {
     const huge = JSON.stringify({ ...signed(), Message: 'x'.repeat(2 * 1024 * 1024) });
-    expect(parseSnsEnvelope(huge)).toEqual({ kind: 'invalid', reason: 'SNS message larger than 1048576 bytes' });
-    expect(parseSnsEnvelope(Buffer.from(JSON.stringify(signed())), { maxBytes: 100 }).kind).toBe('invalid');
+    expect(parseSnsEnvelope(huge)).toEqual({
+      kind: 'invalid',
+      reason: `SNS message larger than ${SNS_MAX_BODY_BYTES} bytes`,
+    });
+    expect(parseSnsEnvelope(Buffer.from(JSON.stringify(signed())), { ...DEFAULT_SNS_LIMITS, maxBytes: 100 }).kind).toBe(
+      'invalid',
+    );
+  });
+
+  it('takes a Message of 256 KiB and refuses one byte more; refuses nesting past the limit before parsing', () => {
+    const withMessage = (message: string) => JSON.stringify({ ...signed(), Message: message });
+    expect(parseSnsEnvelope(withMessage('é'.repeat(SNS_MAX_MESSAGE_BYTES / 2))).kind).toBe('ok');
+    expect(parseSnsEnvelope(withMessage(`${'é'.repeat(SNS_MAX_MESSAGE_BYTES / 2)}x`))).toEqual({
+      kind: 'invalid',
+      reason: `SNS Message larger than ${SNS_MAX_MESSAGE_BYTES} bytes`,
+    });
+    expect(parseSnsEnvelope(`${'['.repeat(65)}${']'.repeat(65)}`)).toEqual({
+      kind: 'invalid',
+      reason: 'SNS message: JSON nested deeper than 64 levels (at offset 64)',
+    });
   });
 
   it('never throws, whatever the body', () => {

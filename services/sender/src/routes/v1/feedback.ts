@@ -14,9 +14,14 @@
  *                               recipient, named by a Message-ID or ENVID whose MAC verifies.
  *
  * Signatures are over the bytes as sent, so in this file's scope every body is kept as received
- * (never parsed as JSON first), up to FEEDBACK_MAX_BODY_BYTES. Answers: 400 unreadable, 403 refused
- * signature or origin, 422 mail that is no DSN, 503 (retried by SNS and SendGrid) when a dependency
- * or the per-client limit says later; 200 with counts, never an address.
+ * (never parsed as JSON first), up to FEEDBACK_MAX_BODY_BYTES (the SES route: what an SNS delivery
+ * can be, SNS_MAX_BODY_BYTES; larger is 413), and its JSON depth is bounded before it is parsed.
+ * The webhooks' rate limits are counted after the signature check (credentialRateLimit): a verified
+ * delivery in its message's own bucket, anything else in the client address's, so garbage never
+ * uses up what SNS and SendGrid need. Answers: 400 unreadable, 403 refused signature or origin, 413
+ * too large, 422 mail that is no DSN, 429 a client whose requests keep being refused, 503 (retried by
+ * SNS and SendGrid) when a dependency says later or one message is delivered too often; 200 with
+ * counts, never an address.
  */
 import { AppError } from '@outreach/shared';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
@@ -65,7 +70,7 @@ function summary(received: number, ignoredEntries: number, applied: FeedbackTake
 }
 
 export default async function feedbackRoutes(app: FastifyInstance): Promise<void> {
-  const { maxBodyBytes } = app.feedback;
+  const { maxBodyBytes, maxSnsBodyBytes } = app.feedback;
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: maxBodyBytes }, (_request, body, done) =>
     done(null, new RawBody(body as Buffer)),
@@ -73,62 +78,68 @@ export default async function feedbackRoutes(app: FastifyInstance): Promise<void
   const take = (events: readonly DeliveryFeedback[], request: FastifyRequest) =>
     app.feedback.intake.take(events, request.id);
 
-  app.post(
-    '/feedback/ses',
-    { config: { scope: 'public' }, bodyLimit: maxBodyBytes, onRequest: app.publicRateLimit.webhook },
-    async (request) => {
-      const { ses } = app.feedback;
-      if (!ses) throw new AppError('NOT_FOUND', 'SES feedback intake is not configured');
-      const result = await ses.receive(bytesOf(request), new Date());
-      switch (result.kind) {
-        case 'invalid':
-          throw new AppError('BAD_REQUEST', result.reason);
-        case 'refused':
-          request.log.warn({ reason: result.reason }, 'SES feedback refused');
-          throw new AppError('FORBIDDEN', result.reason);
-        case 'feedback':
-          return summary(result.events.length, result.ignored, await take(result.events, request));
-        case 'subscribed':
-        case 'unsubscribed':
-          request.log.info({ topicArn: result.topicArn, kind: result.kind }, 'SNS subscription message');
-          return { [result.kind]: true };
-        case 'subscription':
-          // Only with confirmation turned off: an operator opens the URL (docs/operations.md).
-          request.log.warn(
-            { topicArn: result.topicArn, confirmationUrl: result.confirmationUrl },
-            'SNS subscription to confirm',
-          );
-          return { subscribed: false };
-        default: {
-          const exhaustive: never = result;
-          throw new Error(`unexpected SNS intake result ${JSON.stringify(exhaustive)}`);
-        }
-      }
-    },
-  );
-
-  app.post(
-    '/feedback/sendgrid',
-    { config: { scope: 'public' }, bodyLimit: maxBodyBytes, onRequest: app.publicRateLimit.webhook },
-    async (request) => {
-      const publicKey = app.feedback.sendGridKey;
-      if (!publicKey) throw new AppError('NOT_FOUND', 'SendGrid feedback intake is not configured');
-      const result = receiveSendGridWebhook(
-        {
-          body: bytesOf(request),
-          signature: headerValue(request, SENDGRID_SIGNATURE_HEADER),
-          timestamp: headerValue(request, SENDGRID_TIMESTAMP_HEADER),
-        },
-        { publicKey, now: new Date(), limits: { ...DEFAULT_SENDGRID_LIMITS, maxBytes: maxBodyBytes } },
-      );
-      if (result.kind === 'refused') {
-        request.log.warn({ reason: result.reason }, 'SendGrid feedback refused');
+  app.post('/feedback/ses', { config: { scope: 'public' }, bodyLimit: maxSnsBodyBytes }, async (request, reply) => {
+    const { ses } = app.feedback;
+    const limit = app.publicRateLimit.ses;
+    if (!ses) {
+      await limit.unverified(request, reply);
+      throw new AppError('NOT_FOUND', 'SES feedback intake is not configured');
+    }
+    const result = await ses.receive(bytesOf(request), new Date());
+    if (result.kind === 'invalid' || result.kind === 'refused') await limit.unverified(request, reply);
+    else await limit.verified(request, reply, result.kind === 'feedback' ? result.snsMessageId : result.topicArn);
+    switch (result.kind) {
+      case 'invalid':
+        throw new AppError('BAD_REQUEST', result.reason);
+      case 'refused':
+        request.log.warn({ reason: result.reason }, 'SES feedback refused');
         throw new AppError('FORBIDDEN', result.reason);
+      case 'feedback':
+        return summary(result.events.length, result.ignored, await take(result.events, request));
+      case 'subscribed':
+      case 'unsubscribed':
+        request.log.info({ topicArn: result.topicArn, kind: result.kind }, 'SNS subscription message');
+        return { [result.kind]: true };
+      case 'subscription':
+        // Only with confirmation turned off: an operator opens the URL (docs/operations.md).
+        request.log.warn(
+          { topicArn: result.topicArn, confirmationUrl: result.confirmationUrl },
+          'SNS subscription to confirm',
+        );
+        return { subscribed: false };
+      default: {
+        const exhaustive: never = result;
+        throw new Error(`unexpected SNS intake result ${JSON.stringify(exhaustive)}`);
       }
-      if (result.kind === 'invalid') throw new AppError('BAD_REQUEST', result.reason);
-      return summary(result.events.length, result.ignored, await take(result.events, request));
-    },
-  );
+    }
+  });
+
+  app.post('/feedback/sendgrid', { config: { scope: 'public' }, bodyLimit: maxBodyBytes }, async (request, reply) => {
+    const publicKey = app.feedback.sendGridKey;
+    const limit = app.publicRateLimit.sendgrid;
+    if (!publicKey) {
+      await limit.unverified(request, reply);
+      throw new AppError('NOT_FOUND', 'SendGrid feedback intake is not configured');
+    }
+    const signature = headerValue(request, SENDGRID_SIGNATURE_HEADER);
+    const result = receiveSendGridWebhook(
+      {
+        body: bytesOf(request),
+        signature,
+        timestamp: headerValue(request, SENDGRID_TIMESTAMP_HEADER),
+      },
+      { publicKey, now: new Date(), limits: { ...DEFAULT_SENDGRID_LIMITS, maxBytes: maxBodyBytes } },
+    );
+    // A verified request's signature is the signed batch's own name: its retries share a bucket.
+    if (result.kind === 'refused' || result.kind === 'invalid') await limit.unverified(request, reply);
+    else await limit.verified(request, reply, signature ?? '');
+    if (result.kind === 'refused') {
+      request.log.warn({ reason: result.reason }, 'SendGrid feedback refused');
+      throw new AppError('FORBIDDEN', result.reason);
+    }
+    if (result.kind === 'invalid') throw new AppError('BAD_REQUEST', result.reason);
+    return summary(result.events.length, result.ignored, await take(result.events, request));
+  });
 
   app.post('/feedback/dsn', { config: { scope: 'dsn' }, bodyLimit: maxBodyBytes }, async (request) => {
     const result = parseDeliveryStatusNotification(

@@ -1,6 +1,9 @@
 /**
  * The one-click unsubscribe every email advertises (List-Unsubscribe, RFC 8058), for anyone holding
- * the link: scope `public`, limited per client address. The token authenticates (workflow/unsubscribe.ts).
+ * the link: scope `public`. The token authenticates (workflow/unsubscribe.ts), and is checked before
+ * the rate limit, whose buckets are the page's and the unsubscribe's apart, and within each a genuine
+ * link's own apart from the client address's for everything else: link scanners' GETs and a flood of
+ * made-up tokens never refuse a real one-click POST (plugins/feedback.ts).
  *
  * GET shows a confirmation page with a form and changes nothing: link scanners and previews fetch
  * every URL in a message. POST unsubscribes: a mail client's one-click `List-Unsubscribe=One-Click`
@@ -80,10 +83,28 @@ export default async function unsubscribeRoutes(app: FastifyInstance): Promise<v
       );
   };
 
+  /** The limit of `purpose` for this request's link: a genuine one's own bucket, else the client's. */
+  const limited = async (
+    request: TokenRequest,
+    reply: FastifyReply,
+    purpose: 'unsubscribePage' | 'unsubscribe',
+  ): Promise<'malformed' | 'not_found' | undefined> => {
+    const limit = app.publicRateLimit[purpose];
+    const verdict = app.unsubscribes.verify(request.params.token);
+    if (verdict.kind === 'genuine') {
+      await limit.verified(request, reply, verdict.sendId);
+      return undefined;
+    }
+    await limit.unverified(request, reply);
+    return verdict.kind;
+  };
+
   app.get(
     '/unsubscribe/:token',
-    { config: { scope: 'public' }, schema: { params: TokenParams }, onRequest: app.publicRateLimit.person },
+    { config: { scope: 'public' }, schema: { params: TokenParams } },
     async (request: TokenRequest, reply) => {
+      const forged = await limited(request, reply, 'unsubscribePage');
+      if (forged) return refuse(request, reply, forged);
       const found = await app.unsubscribes.lookup(request.params.token);
       if (found.kind !== 'found') return refuse(request, reply, found.kind);
       if (!wantsHtml(request)) return { unsubscribed: false, confirm: 'POST to this URL to unsubscribe' };
@@ -104,9 +125,10 @@ export default async function unsubscribeRoutes(app: FastifyInstance): Promise<v
       config: { scope: 'public' },
       schema: { params: TokenParams },
       bodyLimit: MAX_FORM_BYTES,
-      onRequest: app.publicRateLimit.person,
     },
     async (request: TokenRequest, reply) => {
+      const forged = await limited(request, reply, 'unsubscribe');
+      if (forged) return refuse(request, reply, forged);
       const result = await app.unsubscribes.unsubscribe(request.params.token, request.id);
       if (result.kind !== 'unsubscribed') return refuse(request, reply, result.kind);
       if (result.changed) app.feedback.intake.countSuppression('unsubscribe');
