@@ -13,7 +13,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { asyncApiDocument } from '@outreach/shared';
-import { TEST_EMAIL_HASH_ENV } from '@outreach/testkit';
+import { TEST_EMAIL_HASH_ENV, TEST_IDENTIFIER_KEY_ENV } from '@outreach/testkit';
 import { stringify } from 'yaml';
 import { STRIMZI_REPLICAS } from './deploy.js';
 
@@ -58,6 +58,7 @@ export function openApiText(service: string): string {
         // From source, autoload must be told it may load the .ts route files.
         FASTIFY_AUTOLOAD_TYPESCRIPT: '1',
         ...TEST_EMAIL_HASH_ENV,
+        ...TEST_IDENTIFIER_KEY_ENV,
       },
       maxBuffer: 64 * 1024 * 1024,
     },

@@ -55,7 +55,8 @@ export function judge({ expected, log, deliveries, inFlightAtFaults, cut }: Evid
     [...perSlot.values()].reduce((n, c) => n + Math.max(0, c - 1), 0);
   const lost = [...expected].filter((id) => !TERMINAL.has(bySendId.get(id)?.status ?? '')).length;
   const unexpectedRows = log.filter((r) => !expected.has(r.sendId)).length;
-  const sendIdOf = (messageId: string | undefined) => /^<([^@]+)@/.exec(messageId ?? '')?.[1] ?? '';
+  // `<sendId.keyId.mac@domain>` (ADR 012), or `<sendId@domain>` from before.
+  const sendIdOf = (messageId: string | undefined) => /^<([0-9a-f-]{36})[.@]/.exec(messageId ?? '')?.[1] ?? '';
   const delivered = new Set(deliveries.map((m) => sendIdOf(m.messageId)));
   const sentUndelivered = log.filter((r) => r.status === 'sent' && !delivered.has(r.sendId)).length;
   const deliveredUnsent = [...delivered].filter(

@@ -58,6 +58,11 @@ export class Stack {
     EMAIL_HASH_KEY: randomBytes(32).toString('hex'),
     EMAIL_HASH_KEY_ID: `run-${randomUUID().slice(0, 8)}`,
   };
+  /** The run's own identifier key (the sender's Message-IDs, ENVIDs and unsubscribe tokens, ADR 012). */
+  readonly identifierKey = {
+    IDENTIFIER_KEY: randomBytes(32).toString('hex'),
+    IDENTIFIER_KEY_ID: `run-${randomUUID().slice(0, 8)}`,
+  };
   /** Whatever happens to the runner (a crash, Ctrl-C), its services do not outlive it. */
   private readonly exitGuard = () => this.killAll();
   /** The wire-format settings, once the run's subjects are registered (before the first start). */
@@ -135,11 +140,13 @@ export class Stack {
       API_TOKENS_PUBLISH: options.token,
       API_TOKENS_OPERATE: options.token,
       API_TOKENS_READ: options.token,
+      API_TOKENS_DSN: options.token,
       RATE_LIMIT_MAX: '100000000',
       LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
       NODE_ENV: 'development',
       // sender
       ...this.emailHashKey,
+      ...this.identifierKey,
       SMTP_PORT: String(options.smtpPort),
       // The suites' SMTP sinks offer no TLS.
       SMTP_REQUIRE_TLS: 'false',

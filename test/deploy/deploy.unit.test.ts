@@ -505,6 +505,40 @@ describe.skipIf(!hasKubectl)('the manifest checks, given crafted manifests', slo
     }
   });
 
+  it("the sender's identifier key and DSN hook token are mounted; without them its start is refused by name", () => {
+    const pristine = mainContainer(deployment(copyOf('production'), 'sender')).env ?? [];
+    expect(pristine.map((e) => e.name)).toEqual(expect.arrayContaining(['IDENTIFIER_KEY_FILE', 'API_TOKENS_DSN_FILE']));
+    const objects = copyOf('production');
+    const sender = mainContainer(deployment(objects, 'sender'));
+    // The identifier key dropped, and the DSN token file pointing outside every mount.
+    sender.env = (sender.env ?? [])
+      .filter((e) => e.name !== 'IDENTIFIER_KEY_FILE')
+      .map((e) => (e.name === 'API_TOKENS_DSN_FILE' ? { ...e, value: '/run/dsn-token' } : e));
+    expect(startupProblems(objects, outOfBand)).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/outreach-sender\/sender: sender: API tokens: API_TOKENS_DSN_FILE: cannot read/),
+      ]),
+    );
+    sender.env = sender.env.map((e) =>
+      e.name === 'API_TOKENS_DSN_FILE' ? { ...e, value: '/etc/outreach/api-tokens/dsn' } : e,
+    );
+    expect(startupProblems(objects, outOfBand)).toEqual([
+      expect.stringMatching(/outreach-sender\/sender: sender: identifier key: .*IDENTIFIER_KEY_FILE is required/),
+    ]);
+    // A rotation as docs/operations.md (section 11a) has it: the three settings merged into the config.
+    const rotating = copyOf('production');
+    Object.assign(configMap(rotating, 'outreach-sender-config'), {
+      IDENTIFIER_PREVIOUS_KEY_FILE: '/etc/outreach/identifier-key/previous-key',
+      IDENTIFIER_PREVIOUS_KEY_ID: '2026-01',
+      IDENTIFIER_PREVIOUS_KEY_UNTIL: new Date(Date.now() + 30 * 86_400_000).toISOString(),
+    });
+    expect(allProblems(rotating)).toEqual([]);
+    configMap(rotating, 'outreach-sender-config').IDENTIFIER_PREVIOUS_KEY_UNTIL = 'next month';
+    expect(startupProblems(rotating, outOfBand)).toEqual([
+      expect.stringMatching(/identifier key: .*IDENTIFIER_PREVIOUS_KEY_UNTIL must be an ISO 8601 instant/),
+    ]);
+  });
+
   it('a *_FILE path no volume mounts, a key the volume does not project, an emptyDir, an unreadable mode', () => {
     const objects = copyOf('production');
     const sender = deployment(objects, 'sender');

@@ -26,6 +26,8 @@
 import { BlockList, isIP } from 'node:net';
 import { BaseConfigSchema, KafkaSecurityConfigSchema, loadConfig } from '@outreach/shared';
 import {
+  loadEmailHashKey,
+  scopedTokensFrom,
   isKafkaRole,
   kafkaAcls,
   kafkaSecurityFromEnv,
@@ -40,7 +42,11 @@ import type { TObject } from '@sinclair/typebox';
 import { ConfigSchema as experimentConfig } from '../../services/experiment/src/config.js';
 import { ConfigSchema as livenessConfig } from '../../services/liveness/src/config.js';
 import { ConfigSchema as plannerConfig } from '../../services/planner/src/config.js';
-import { checkConfig as checkSenderConfig, ConfigSchema as senderConfig } from '../../services/sender/src/config.js';
+import {
+  checkConfig as checkSenderConfig,
+  ConfigSchema as senderConfig,
+  identifierKeyring,
+} from '../../services/sender/src/config.js';
 import type { Config as SenderConfig } from '../../services/sender/src/config.js';
 import {
   bindingsOfRules,
@@ -540,7 +546,8 @@ function fakeContent(objects: readonly K8sObject[], file: MountedFile): string {
   if (/\.(crt|pem)$/.test(file.key)) return pair().cert;
   if (/\.key$/.test(file.key)) return pair().key;
   if (file.key === 'username') return owner;
-  return `the ${file.key} of ${file.name}`;
+  // One printable word: it may be a bearer token, a key or a password.
+  return `the-${file.key}-of-${file.name}`;
 }
 
 const configVerdicts = new Map<string, string>();
@@ -562,6 +569,27 @@ function serviceConfigProblem(service: Service, env: Record<string, string>, mig
   }
   configVerdicts.set(key, verdict);
   return verdict;
+}
+
+/**
+ * The secrets a service reads at start, through the code that reads them, from the mounts: its API
+ * tokens (every scope's file), and the emailHash and identifier keys where it holds them.
+ */
+function secretProblems(service: Service, env: Record<string, string>, readFile: (path: string) => string): string[] {
+  const config = loadConfig(services[service] as TObject, env);
+  const checks: Array<[string, () => unknown]> = [['API tokens', () => scopedTokensFrom(config, readFile)]];
+  if (service === 'sender' || service === 'planner')
+    checks.push(['emailHash key', () => loadEmailHashKey(config as SenderConfig, readFile)]);
+  if (service === 'sender')
+    checks.push(['identifier key', () => identifierKeyring(config as SenderConfig, Date.now(), readFile)]);
+  return checks.flatMap(([what, check]) => {
+    try {
+      check();
+      return [];
+    } catch (error) {
+      return [`${service}: ${what}: ${(error as Error).message}`];
+    }
+  });
 }
 
 /**
@@ -597,6 +625,8 @@ export function startupProblems(
       for (const service of command.services) {
         const problem = serviceConfigProblem(service, env, command.migrateOnly);
         if (problem) problems.push(`${where}: ${service}: ${problem}`);
+        else if (!command.migrateOnly)
+          problems.push(...secretProblems(service, env, readFile).map((p) => `${where}: ${p}`));
       }
       // Public topics are written in the Confluent wire format unless a deployment opts out (ADR 011):
       // a service without the registry's URL refuses to start.

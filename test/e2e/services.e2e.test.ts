@@ -7,6 +7,7 @@ import {
   freePort,
   startProcess,
   TEST_EMAIL_HASH_ENV,
+  TEST_IDENTIFIER_KEY_ENV,
   waitFor,
   wireFormatEnv,
   wireFormatFromEnv,
@@ -52,6 +53,7 @@ describe.each(services)('%s process', (service) => {
       // Each run gets its own group, so a previous run's members never delay the join.
       CONSUMER_GROUP: `e2e-${service}-${Date.now()}`,
       ...TEST_EMAIL_HASH_ENV,
+      ...TEST_IDENTIFIER_KEY_ENV,
       ...wireFormat,
       // In production (the default NODE_ENV) the sender starts only with an identity of its own.
       ...(service === 'sender' ? SENDER_IDENTITY : {}),
@@ -104,6 +106,7 @@ describe('public topics in the Confluent wire format, the default (ADR 011)', ()
         DATABASE_URL: inject('databaseUrl'),
         HTTP_PORT: String(await freePort()),
         ...TEST_EMAIL_HASH_ENV,
+        ...TEST_IDENTIFIER_KEY_ENV,
         ...(service === 'sender' ? SENDER_IDENTITY : {}),
       });
       running.push(proc);
@@ -123,6 +126,7 @@ describe('sender process in production', () => {
       DATABASE_URL: inject('databaseUrl'),
       HTTP_PORT: String(await freePort()),
       ...TEST_EMAIL_HASH_ENV,
+      ...TEST_IDENTIFIER_KEY_ENV,
       ...wireFormat,
       ...SENDER_IDENTITY,
       MAIL_FROM: 'Outreach <outreach@example.com>',

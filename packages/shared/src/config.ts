@@ -171,6 +171,9 @@ export const BaseConfigSchema = Type.Object({
   API_TOKENS_OPERATE_FILE: Type.String({ default: '' }),
   API_TOKENS_READ: Type.String({ default: '' }),
   API_TOKENS_READ_FILE: Type.String({ default: '' }),
+  /** The sender's bounce-mailbox hook (POST /v1/feedback/dsn) only; other services have no such route. */
+  API_TOKENS_DSN: Type.String({ default: '' }),
+  API_TOKENS_DSN_FILE: Type.String({ default: '' }),
   /**
    * How often secret files that may be rotated while a service runs are read again: the
    * API_TOKENS_*_FILE files, and the planner's EXPERIMENT_TOKEN_FILE (security/reload.ts).

@@ -25,12 +25,30 @@ export const MIN_EMAIL_HASH_KEY_BYTES = 32;
 
 export function loadEmailHashKey(config: EmailHashKeyConfig, readFile: ReadFile = readTextFile): EmailHashKey {
   const { EMAIL_HASH_KEY_FILE: file, EMAIL_HASH_KEY: inline, EMAIL_HASH_KEY_ID: id } = config;
-  if (file !== '' && inline !== '')
-    throw new ConfigError('invalid configuration: set EMAIL_HASH_KEY_FILE or EMAIL_HASH_KEY, not both');
-  if (file === '' && inline === '')
+  const material = readKeyMaterial({ name: 'EMAIL_HASH_KEY', file, inline }, readFile);
+  if (material === undefined)
     throw new ConfigError(
       'invalid configuration: EMAIL_HASH_KEY_FILE is required (a file holding the emailHash HMAC key; EMAIL_HASH_KEY for development)',
     );
+  if (id === '')
+    throw new ConfigError('invalid configuration: EMAIL_HASH_KEY_ID is required with an emailHash key (e.g. 2026-01)');
+  return { id, secret: createSecretKey(material) };
+}
+
+/**
+ * The bytes of an HMAC key written as text in the file `<name>_FILE` (a mounted Secret) or, for
+ * development, inline in `<name>`; undefined when neither is set (the caller says whether that is
+ * allowed). Both set, an unreadable or binary file, invisible characters, or fewer than
+ * MIN_EMAIL_HASH_KEY_BYTES bytes stop the start with a ConfigError naming the variable, never the key.
+ */
+export function readKeyMaterial(
+  source: { readonly name: string; readonly file: string; readonly inline: string },
+  readFile: ReadFile = readTextFile,
+): Buffer | undefined {
+  const { name, file, inline } = source;
+  if (file !== '' && inline !== '')
+    throw new ConfigError(`invalid configuration: set ${name}_FILE or ${name}, not both`);
+  if (file === '' && inline === '') return undefined;
   // The key is the text of the file (its UTF-8 bytes), as it always was: every emailHash published
   // depends on exactly these bytes. So the text must be text: a binary file (`head -c 32
   // /dev/urandom`) would have its invalid bytes turned into U+FFFD, and two different keys could
@@ -42,13 +60,13 @@ export function loadEmailHashKey(config: EmailHashKeyConfig, readFile: ReadFile 
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code ?? 'unreadable';
       throw new ConfigError(
-        `invalid configuration: EMAIL_HASH_KEY_FILE cannot be read (${code}${code === 'not UTF-8 text' ? ': write the key as text, e.g. openssl rand -hex 32' : ''})`,
+        `invalid configuration: ${name}_FILE cannot be read (${code}${code === 'not UTF-8 text' ? ': write the key as text, e.g. openssl rand -hex 32' : ''})`,
       );
     }
   } else {
     text = inline;
   }
-  const variable = file !== '' ? 'EMAIL_HASH_KEY_FILE' : 'EMAIL_HASH_KEY';
+  const variable = file !== '' ? `${name}_FILE` : name;
   const trimmed = text.replace(/^[ \t\r\n]+|[ \t\r\n]+$/g, '');
   const problem =
     trimmed !== '' && trimmed.trim() !== trimmed
@@ -62,7 +80,5 @@ export function loadEmailHashKey(config: EmailHashKeyConfig, readFile: ReadFile 
     throw new ConfigError(
       `invalid configuration: the key in ${variable} must be at least ${MIN_EMAIL_HASH_KEY_BYTES} bytes (e.g. openssl rand -hex 32)`,
     );
-  if (id === '')
-    throw new ConfigError('invalid configuration: EMAIL_HASH_KEY_ID is required with an emailHash key (e.g. 2026-01)');
-  return { id, secret: createSecretKey(material) };
+  return material;
 }

@@ -15,7 +15,7 @@ export * from './kafka/acls.js';
 export { applyKafkaAcls, deleteKafkaAcls } from './kafka/acls-admin.js';
 export { checkKafkaAccess, explainKafkaError } from './kafka/access.js';
 export { StartupError } from './service/startup-error.js';
-export { readPemFile, readSecretFile, reloadingSecret } from './security/secrets.js';
+export { readPemFile, readSecretFile, reloadingSecret, type ReadFile } from './security/secrets.js';
 export { type Reloading } from './security/reload.js';
 export { boundedText, readBoundedBody, readBoundedJson } from './bounded-body.js';
 export { createPool, waitForPostgres, quoteIdent, redactUrl } from './pg/pool.js';
@@ -28,6 +28,7 @@ export {
   authenticate,
   clientRateLimit,
   credentialRateLimit,
+  scopedTokensFrom,
   scopes,
   type CredentialRateLimit,
   type RegisteredRoute,
@@ -53,7 +54,7 @@ export {
 } from './registry/register.js';
 export { bindSchemaRegistry, unbindSchemaRegistry } from './registry/binding.js';
 export { loadSchemaSet, generateTypeScript, checkCompatibility, type SchemaSet } from './contracts/schema-tools.js';
-export { EmailHashKeyConfigSchema, loadEmailHashKey } from './email-hash-key.js';
+export { EmailHashKeyConfigSchema, loadEmailHashKey, readKeyMaterial } from './email-hash-key.js';
 export {
   topics,
   topicName,

@@ -16,17 +16,19 @@ import type { FastifyInstance } from 'fastify';
 import type { RegisteredRoute, Scope } from '@outreach/shared';
 import { MAX_BODY_BYTES } from '@outreach/shared';
 
-/** One token per scope and one holding all three, for a service under attack (ROUTE_TEST_ENV). */
+/** One token per scope and one holding them all, for a service under attack (ROUTE_TEST_ENV). */
 export const ROUTE_TEST_TOKENS = {
   publish: 'route-test-publish',
   operate: 'route-test-operate',
   read: 'route-test-read',
+  dsn: 'route-test-dsn',
 } as const satisfies Record<Scope, string>;
 export const ROUTE_TEST_ALL_SCOPES = 'route-test-all-scopes';
 export const ROUTE_TEST_ENV: Readonly<Record<string, string>> = {
   API_TOKENS_PUBLISH: `${ROUTE_TEST_TOKENS.publish},${ROUTE_TEST_ALL_SCOPES}`,
   API_TOKENS_OPERATE: `${ROUTE_TEST_TOKENS.operate},${ROUTE_TEST_ALL_SCOPES}`,
   API_TOKENS_READ: `${ROUTE_TEST_TOKENS.read},${ROUTE_TEST_ALL_SCOPES}`,
+  API_TOKENS_DSN: `${ROUTE_TEST_TOKENS.dsn},${ROUTE_TEST_ALL_SCOPES}`,
   // The fuzzer is one very busy client; the limit has its own test.
   RATE_LIMIT_MAX: '100000000',
 };

@@ -70,6 +70,7 @@ export {
   serviceTestEnv,
   testEmailHashKey,
   TEST_EMAIL_HASH_ENV,
+  TEST_IDENTIFIER_KEY_ENV,
   type ServiceTestEnv,
   type TestInfra,
 } from './service-env.js';

@@ -38,6 +38,16 @@ export function testEmailHashKey(): EmailHashKey {
   return loadEmailHashKey({ ...TEST_EMAIL_HASH_ENV, EMAIL_HASH_KEY_FILE: '' });
 }
 
+/**
+ * The sender's identifier key every test service gets (the MAC in its Message-IDs, ENVIDs and
+ * unsubscribe tokens; ADR 012): fixed, so a test can make the identifiers it expects. Production
+ * reads IDENTIFIER_KEY_FILE.
+ */
+export const TEST_IDENTIFIER_KEY_ENV = {
+  IDENTIFIER_KEY: 'test-only-identifier-key-not-a-secret-0123456789abcdef',
+  IDENTIFIER_KEY_ID: 'test-1',
+} as const;
+
 export interface ServiceUnderTest<P extends TProperties> {
   readonly name: string;
   /**
@@ -131,10 +141,12 @@ export async function serviceTestEnv<P extends TProperties>(
     TOPIC_PREFIX: prefix,
     CONSUMER_GROUP: uniqueName(`${service.name}_group`),
     ...TEST_EMAIL_HASH_ENV,
+    ...TEST_IDENTIFIER_KEY_ENV,
     // One token holding every scope, for the behaviour tests; the route tests set scoped ones.
     API_TOKENS_PUBLISH: 'test-token',
     API_TOKENS_OPERATE: 'test-token',
     API_TOKENS_READ: 'test-token',
+    API_TOKENS_DSN: 'test-token',
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
     // Production refuses placeholder identities (the sender's From, Message-ID domain...).
     NODE_ENV: 'development',

@@ -31,6 +31,8 @@ export interface DeliveredMessage {
   readonly secure: boolean;
   /** The user the session authenticated as, if it did. */
   readonly user: string | undefined;
+  /** The ENVID of MAIL FROM (RFC 3461), when the sink offered DSN and the client gave one. */
+  readonly envelopeId: string | undefined;
 }
 
 /** How a transaction goes wrong, by the protocol moment it goes wrong at. */
@@ -67,6 +69,8 @@ export interface SmtpSinkOptions {
   readonly tls?: { readonly key: string; readonly cert: string; readonly implicit?: boolean };
   /** Offer AUTH (PLAIN, LOGIN) for this one user; without it the sink offers no AUTH. */
   readonly auth?: { readonly user: string; readonly password: string };
+  /** Offer the DSN extension (RFC 3461), so a client may give an ENVID; off by default. */
+  readonly dsn?: boolean;
 }
 
 export interface MailpitApiOptions {
@@ -135,6 +139,7 @@ export class SmtpSink {
       // show that our client never tries (authAttempts records whether each came encrypted).
       allowInsecureAuth: true,
       authMethods: ['PLAIN', 'LOGIN'],
+      hideDSN: !this.options.dsn,
       ...(this.options.tls
         ? { key: this.options.tls.key, cert: this.options.tls.cert, secure: this.options.tls.implicit ?? false }
         : {}),
@@ -209,6 +214,7 @@ export class SmtpSink {
               receivedAt: Date.now(),
               secure: session.secure,
               user: typeof session.user === 'string' ? session.user : undefined,
+              envelopeId: envelopeIdOf(session.envelope),
             });
             if (plan?.at === 'dot' && plan.act === 'drop') {
               this.play(plan);
@@ -360,6 +366,12 @@ export class SmtpSink {
     await new Promise<void>((resolve) => server.close(() => resolve()));
     this.server = undefined;
   }
+}
+
+/** The ENVID smtp-server keeps on the envelope when it offered DSN (its type does not declare it). */
+function envelopeIdOf(envelope: object): string | undefined {
+  const envid = (envelope as { dsn?: { envid?: unknown } }).dsn?.envid;
+  return typeof envid === 'string' ? envid : undefined;
 }
 
 /** Mailpit stores a Message-ID without its angle brackets. */

@@ -1,15 +1,40 @@
 import type { KeyObject } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
-import { ConfigError, EmailHashKeyConfigSchema, MAX_BODY_BYTES, type BaseConfig } from '@outreach/shared';
+import {
+  ConfigError,
+  EmailHashKeyConfigSchema,
+  MAX_BODY_BYTES,
+  readKeyMaterial,
+  type BaseConfig,
+  type ReadFile,
+} from '@outreach/shared';
 import { Type, type Static } from '@sinclair/typebox';
 import addressparser from 'nodemailer/lib/addressparser';
 import { isSnsTopicArn, sendGridPublicKey } from './domain/feedback/index.js';
+import { IDENTIFIER_KEY_ID, type IdentifierKeyring } from './domain/identifiers.js';
 
 /** The sender's settings, on top of BaseConfigSchema (KAFKA_BROKERS, DATABASE_URL, HTTP_PORT, ...). */
 export const ConfigSchema = Type.Object({
   /** The emailHash HMAC key (EMAIL_HASH_KEY_FILE, or EMAIL_HASH_KEY in development) and its EMAIL_HASH_KEY_ID. */
   ...EmailHashKeyConfigSchema.properties,
+  /**
+   * The identifier key (ADR 012): the MAC in every Message-ID, ENVID and unsubscribe token, so a
+   * bounce or an unsubscribe names a send only when we made its identifier. A file holding the key
+   * as text (`openssl rand -hex 32`), or the key inline for development; exactly one. Required.
+   */
+  IDENTIFIER_KEY_FILE: Type.String({ default: '' }),
+  IDENTIFIER_KEY: Type.String({ default: '' }),
+  /** Names the key inside every identifier (lower-case letters, digits, dashes; at most 16); a new key gets a new id. */
+  IDENTIFIER_KEY_ID: Type.String({ default: '', pattern: `^(${IDENTIFIER_KEY_ID.source.slice(1, -1)})?$` }),
+  /**
+   * During a rotation: the key before, still verified (never used to sign) until
+   * IDENTIFIER_PREVIOUS_KEY_UNTIL (an ISO 8601 instant with its zone). All three or none.
+   */
+  IDENTIFIER_PREVIOUS_KEY_FILE: Type.String({ default: '' }),
+  IDENTIFIER_PREVIOUS_KEY: Type.String({ default: '' }),
+  IDENTIFIER_PREVIOUS_KEY_ID: Type.String({ default: '', pattern: `^(${IDENTIFIER_KEY_ID.source.slice(1, -1)})?$` }),
+  IDENTIFIER_PREVIOUS_KEY_UNTIL: Type.String({ default: '' }),
   DATABASE_SCHEMA: Type.String({ default: 'sender', pattern: '^[a-z_][a-z0-9_]*$' }),
   CONSUMER_GROUP: Type.String({ default: 'sender' }),
   MAIL_PROVIDER: Type.Union([Type.Literal('smtp'), Type.Literal('null'), Type.Literal('mailgun')], { default: 'smtp' }),
@@ -81,6 +106,12 @@ export const ConfigSchema = Type.Object({
   SENDGRID_WEBHOOK_PUBLIC_KEY: Type.String({ default: '' }),
   /** A file holding that key (a mounted secret); instead of SENDGRID_WEBHOOK_PUBLIC_KEY. */
   SENDGRID_WEBHOOK_PUBLIC_KEY_FILE: Type.String({ default: '' }),
+  /**
+   * How old an SNS message (its signed Timestamp) may be and still be taken: SNS retries an HTTPS
+   * delivery for at most an hour, so anything older is a replay. At most 7 days, well inside the
+   * 90 days feedback_events rows (the replay protection past this window) are kept.
+   */
+  SNS_MAX_MESSAGE_AGE_MS: Type.Integer({ minimum: 60_000, maximum: 7 * 86_400_000, default: 2 * 3_600_000 }),
   /** The largest feedback request body read (SNS, SendGrid batches, a DSN); at most the service body limit. */
   FEEDBACK_MAX_BODY_BYTES: Type.Integer({ minimum: 1024, maximum: MAX_BODY_BYTES, default: MAX_BODY_BYTES }),
   /** Events handed to the pipeline at once (one claim statement). */
@@ -248,6 +279,87 @@ export function checkConfig(config: Config): void {
       `PROVIDER_TIMEOUT_MS (${config.PROVIDER_TIMEOUT_MS}) must be at most half of LEASE_MS (${config.LEASE_MS}), so a lease never expires while its provider call can still succeed`,
     );
   }
+}
+
+const ISO_INSTANT = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(Z|([+-])(\d{2}):(\d{2}))$/;
+
+/**
+ * An ISO 8601 instant with its zone as epoch ms, or NaN. Each field is checked against its range:
+ * `Date.parse` rolls 2026-02-30 over into March rather than refusing it.
+ */
+export function isoInstant(text: string): number {
+  const m = ISO_INSTANT.exec(text);
+  if (!m) return Number.NaN;
+  const [year, month, day, hour, minute, second = 0] = m.slice(1, 7).map((v) => (v === undefined ? 0 : Number(v)));
+  const offset = m[7] === 'Z' ? 0 : (m[8] === '-' ? -1 : 1) * (Number(m[9]) * 60 + Number(m[10]));
+  const local = Date.UTC(year as number, (month as number) - 1, day, hour, minute, second);
+  const back = new Date(local);
+  const fits =
+    back.getUTCFullYear() === year &&
+    back.getUTCMonth() === (month as number) - 1 &&
+    back.getUTCDate() === day &&
+    back.getUTCHours() === hour &&
+    back.getUTCMinutes() === minute &&
+    back.getUTCSeconds() === second &&
+    Math.abs(offset) <= 14 * 60;
+  return fits ? local - offset * 60_000 : Number.NaN;
+}
+/** A rotation window longer than this is no window: the previous key would be kept for good. */
+export const MAX_IDENTIFIER_WINDOW_MS = 400 * 86_400_000;
+
+/**
+ * The identifier keys (ADR 012), read once at start: the current key (required: exit 78 without
+ * it, naming IDENTIFIER_KEY_FILE) and, during a rotation, the previous one with the end of its
+ * window. Errors name the variable, never the key.
+ */
+export function identifierKeyring(config: Config, now: number, readFile?: ReadFile): IdentifierKeyring {
+  const current = readKeyMaterial(
+    { name: 'IDENTIFIER_KEY', file: config.IDENTIFIER_KEY_FILE, inline: config.IDENTIFIER_KEY },
+    readFile,
+  );
+  if (current === undefined)
+    throw new ConfigError(
+      'invalid configuration: IDENTIFIER_KEY_FILE is required (a file holding the key that signs Message-IDs and unsubscribe links; IDENTIFIER_KEY for development)',
+    );
+  if (config.IDENTIFIER_KEY_ID === '')
+    throw new ConfigError('invalid configuration: IDENTIFIER_KEY_ID is required with an identifier key (e.g. 2026-01)');
+  const previous = readKeyMaterial(
+    {
+      name: 'IDENTIFIER_PREVIOUS_KEY',
+      file: config.IDENTIFIER_PREVIOUS_KEY_FILE,
+      inline: config.IDENTIFIER_PREVIOUS_KEY,
+    },
+    readFile,
+  );
+  const { IDENTIFIER_PREVIOUS_KEY_ID: previousId, IDENTIFIER_PREVIOUS_KEY_UNTIL: untilText } = config;
+  if (previous === undefined) {
+    if (previousId !== '' || untilText !== '')
+      throw new ConfigError(
+        'invalid configuration: IDENTIFIER_PREVIOUS_KEY_ID and IDENTIFIER_PREVIOUS_KEY_UNTIL need IDENTIFIER_PREVIOUS_KEY_FILE',
+      );
+    return { current: { id: config.IDENTIFIER_KEY_ID, material: current } };
+  }
+  if (previousId === '' || untilText === '')
+    throw new ConfigError(
+      'invalid configuration: IDENTIFIER_PREVIOUS_KEY_FILE needs IDENTIFIER_PREVIOUS_KEY_ID and IDENTIFIER_PREVIOUS_KEY_UNTIL (when its window ends, an ISO 8601 instant)',
+    );
+  if (previousId === config.IDENTIFIER_KEY_ID)
+    throw new ConfigError('invalid configuration: IDENTIFIER_PREVIOUS_KEY_ID must differ from IDENTIFIER_KEY_ID');
+  if (previous.equals(current))
+    throw new ConfigError('invalid configuration: IDENTIFIER_PREVIOUS_KEY is the same key as IDENTIFIER_KEY');
+  const until = isoInstant(untilText);
+  if (!Number.isFinite(until))
+    throw new ConfigError(
+      'invalid configuration: IDENTIFIER_PREVIOUS_KEY_UNTIL must be an ISO 8601 instant with its zone (2026-03-01T00:00:00Z)',
+    );
+  if (until - now > MAX_IDENTIFIER_WINDOW_MS)
+    throw new ConfigError(
+      `invalid configuration: IDENTIFIER_PREVIOUS_KEY_UNTIL is more than ${MAX_IDENTIFIER_WINDOW_MS / 86_400_000} days away: a rotation window, not a second key`,
+    );
+  return {
+    current: { id: config.IDENTIFIER_KEY_ID, material: current },
+    previous: { id: previousId, material: previous, until },
+  };
 }
 
 /** SES_SNS_TOPIC_ARNS as a list; empty when SES intake is off. A value that is no SNS topic ARN stops the start. */

@@ -11,6 +11,8 @@ export const CONFIG_BASE = {
   DATABASE_URL: 'postgres://u@h/db',
   EMAIL_HASH_KEY: 'k'.repeat(40),
   EMAIL_HASH_KEY_ID: 't',
+  IDENTIFIER_KEY: 'i'.repeat(40),
+  IDENTIFIER_KEY_ID: 'i1',
   NODE_ENV: 'development',
 };
 

@@ -64,3 +64,12 @@ describe('SENDGRID_WEBHOOK_PUBLIC_KEY[_FILE]', () => {
     }
   });
 });
+
+describe('SNS_MAX_MESSAGE_AGE_MS', () => {
+  it('defaults to two hours (SNS retries for one at most), and is refused past 7 days or under a minute', () => {
+    expect(configOf({}).SNS_MAX_MESSAGE_AGE_MS).toBe(7_200_000);
+    expect(configOf({ SNS_MAX_MESSAGE_AGE_MS: String(7 * 86_400_000) }).SNS_MAX_MESSAGE_AGE_MS).toBe(604_800_000);
+    for (const value of [String(7 * 86_400_000 + 1), '59999', '-1', '1e99', 'two hours'])
+      expect(() => configOf({ SNS_MAX_MESSAGE_AGE_MS: value }), value).toThrow(/SNS_MAX_MESSAGE_AGE_MS/);
+  });
+});

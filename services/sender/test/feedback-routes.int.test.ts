@@ -2,6 +2,9 @@
  * Unsubscribes, bounces and complaints taken in (#18), through the sender's own routes, against the
  * real broker, database and SMTP sink: the one-click link in a delivered email, SES notifications
  * signed as SNS signs them, the SendGrid Signed Event Webhook, and DSNs from the bounce mailbox.
+ * The identifiers our mail carries (Message-ID, ENVID, unsubscribe token) are signed (ADR 012): a
+ * report or a link naming someone else's send by its computable sendId, without our MAC, changes
+ * nothing and is counted; the DSN hook has a scope of its own, apart from `operate`.
  *
  * SNS's signing certificate is served by a local HTTP server standing in for
  * sns.us-east-1.amazonaws.com: the app is built while `fetch` sends that origin to the local server
@@ -31,11 +34,23 @@ import {
 import type { FastifyInstance, InjectOptions } from 'fastify';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { SNS_MAX_BODY_BYTES, SNS_MAX_MESSAGE_BYTES } from '../src/domain/feedback/index.js';
+import { SendIdentifiers } from '../src/domain/identifiers.js';
 import { unsubscribeKey, unsubscribeToken } from '../src/domain/unsubscribe-token.js';
-import { API_TOKEN, deliveriesByRecipient, senderTestEnv, sendRequested, type SenderTestEnv } from './harness.js';
+import {
+  API_TOKEN,
+  deliveriesByRecipient,
+  messageIdOf,
+  senderTestEnv,
+  sendRequested,
+  testIdentifiers,
+  type SenderTestEnv,
+} from './harness.js';
 
 const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
 const operate = { authorization: `Bearer ${API_TOKEN}` };
+/** Tokens holding one scope each: an operator's, and the bounce-mailbox hook's. */
+const operatorOnly = { authorization: 'Bearer operator-only-token' };
+const hookOnly = { authorization: 'Bearer dsn-hook-token' };
 const SNS_ORIGIN = 'https://sns.us-east-1.amazonaws.com/';
 const sns = selfSignedCertificate({ commonName: 'sns.amazonaws.com' });
 const sendGrid = generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
@@ -134,7 +149,11 @@ beforeAll(async () => {
   const { port } = snsServer.address() as AddressInfo;
 
   t = await senderTestEnv(infra, {
+    // The sink offers DSN, so every message's envelope carries its ENVID.
+    sink: { dsn: true },
     env: {
+      API_TOKENS_OPERATE: `${API_TOKEN},operator-only-token`,
+      API_TOKENS_DSN: `${API_TOKEN},dsn-hook-token`,
       UNSUBSCRIBE_URL: 'https://mail.sender.test/v1/unsubscribe/',
       SES_SNS_TOPIC_ARNS: TEST_SNS_TOPIC_ARN,
       SENDGRID_WEBHOOK_PUBLIC_KEY: sendGrid.publicKey.export({ type: 'spki', format: 'der' }).toString('base64'),
@@ -143,7 +162,18 @@ beforeAll(async () => {
   snsPort = port;
   app = await startWithSns();
 
-  const addresses = ['ada@example.com', 'bob@example.com', 'carol@example.com', 'dave@example.com', 'fay@example.com'];
+  const addresses = [
+    'ada@example.com',
+    'bob@example.com',
+    'carol@example.com',
+    'dave@example.com',
+    'fay@example.com',
+    'eve@example.com',
+    'gil@example.com',
+    'lee@example.com',
+    'mia@example.com',
+    'ned@example.com',
+  ];
   const requests = addresses.map((email) =>
     sendRequested({ campaignId: 'camp-a', candidateId: email.split('@')[0] as string, email }),
   );
@@ -178,11 +208,11 @@ describe('one-click unsubscribe (RFC 8058)', () => {
     const message = t.sink.messages.find((m) => m.to.includes('ada@example.com'));
     const header = listUnsubscribe('ada@example.com');
     expect(header).toMatch(
-      /^<https:\/\/mail\.sender\.test\/v1\/unsubscribe\/v1\.[0-9a-f-]{36}\.test-1\.[A-Za-z0-9_-]{43}>, <mailto:/,
+      /^<https:\/\/mail\.sender\.test\/v1\/unsubscribe\/v2\.[0-9a-f-]{36}\.test-1\.[0-9a-f]{32}>, <mailto:/,
     );
     // The token, not the guessable sendId alone.
     expect(pathOf('ada@example.com')).toBe(
-      `/v1/unsubscribe/${unsubscribeToken(unsubscribeKey(hashKey), sent.get('ada@example.com') as string)}`,
+      `/v1/unsubscribe/${testIdentifiers.unsubscribeToken(sent.get('ada@example.com') as string)}`,
     );
     expect(message?.headers.get('list-unsubscribe-post')).toBe('List-Unsubscribe=One-Click');
   });
@@ -266,27 +296,35 @@ describe('one-click unsubscribe (RFC 8058)', () => {
   });
 
   it('refuses forged, bare, swapped, re-encoded, dotted, retired-key and huge tokens with a 4xx that says nothing of the send', async () => {
-    const token = unsubscribeToken(unsubscribeKey(hashKey), sent.get('bob@example.com') as string);
+    const token = testIdentifiers.unsubscribeToken(sent.get('bob@example.com') as string);
     const [version, sendId, keyId, mac] = [
       token.slice(0, 2),
       sent.get('bob@example.com') as string,
-      hashKey.id,
+      testIdentifiers.currentKeyId,
       token.split('.').at(-1) as string,
     ];
     const otherSend = sent.get('carol@example.com') as string;
-    const flipped = `${mac.slice(0, 10)}${mac[10] === 'A' ? 'B' : 'A'}${mac.slice(11)}`;
-    const retired = unsubscribeKey({ id: 'test-0', secret: hashKey.secret });
+    const flipped = `${mac.slice(0, 10)}${mac[10] === 'a' ? 'b' : 'a'}${mac.slice(11)}`;
+    const retired = new SendIdentifiers({ current: { id: 'test-0', material: Buffer.alloc(32, 1) } });
+    const otherSecret = new SendIdentifiers({ current: { id: keyId, material: Buffer.alloc(32, 2) } });
     const cases: Array<[string, string, number]> = [
       ['forged MAC', `${version}.${sendId}.${keyId}.${flipped}`, 404],
       ['bare sendId', sendId, 400],
       ['token of one send, sendId of another', `${version}.${otherSend}.${keyId}.${mac}`, 404],
-      ['a valid MAC for no send', unsubscribeToken(unsubscribeKey(hashKey), randomUUID()), 404],
-      ['a retired key', unsubscribeToken(retired, sendId), 404],
+      ['a valid MAC for no send', testIdentifiers.unsubscribeToken(randomUUID()), 404],
+      ['a retired key', retired.unsubscribeToken(sendId), 404],
+      ['another secret under the same key id', otherSecret.unsubscribeToken(sendId), 404],
+      [
+        'a v1 token under a retired emailHash key',
+        unsubscribeToken(unsubscribeKey({ ...hashKey, id: 'test-0' }), sendId),
+        404,
+      ],
+      ['upper case', token.toUpperCase(), 400],
       ['double percent-encoded', token.replaceAll('.', '%252E'), 400],
       ['an encoded NUL', `${encodeURIComponent(token)}%00`, 400],
       ['an encoded slash', `${version}%2F${sendId}.${keyId}.${mac}`, 400],
       ['dot segments inside', `${version}.${sendId}..${mac}`, 400],
-      ['huge', 'v1.'.padEnd(3_000, 'A'), 400],
+      ['huge', 'v2.'.padEnd(3_000, 'a'), 400],
       ['longer than any path parameter', 'A'.repeat(5_000), 414],
     ];
     const notFoundBodies = new Set<string>();
@@ -315,6 +353,18 @@ describe('one-click unsubscribe (RFC 8058)', () => {
     expect(html.body).not.toMatch(/bob/);
     expect(await suppression('bob@example.com')).toBeUndefined();
     expect(await suppression('carol@example.com')).toBeUndefined();
+  });
+
+  it('a v1 link in mail sent before signed identifiers (ADR 012) still unsubscribes, while its emailHash key is current', async () => {
+    const legacy = unsubscribeToken(unsubscribeKey(hashKey), sent.get('lee@example.com') as string);
+    const answer = await app.inject({
+      method: 'POST',
+      url: `/v1/unsubscribe/${legacy}`,
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      payload: 'List-Unsubscribe=One-Click',
+    });
+    expect(answer.statusCode, answer.body).toBe(200);
+    expect(await suppression('lee@example.com')).toMatchObject({ reason: 'unsubscribe', source: 'unsubscribe' });
   });
 
   it("a percent-encoding of the token's own characters is the same URL (RFC 3986), and GET still changes nothing", async () => {
@@ -349,7 +399,7 @@ describe('SES through SNS', () => {
 
   it('a signed hard bounce of our send suppresses the address and publishes AddressSuppressed; its retry does nothing again', async () => {
     const sendId = sent.get('bob@example.com') as string;
-    const notification = bounce('Bob@Example.com', `<${sendId}@outreach.local>`);
+    const notification = bounce('Bob@Example.com', messageIdOf(sendId));
     const answer = await post(notification);
     expect(answer.statusCode, answer.body).toBe(200);
     expect(answer.json()).toMatchObject({ received: 1, new: 1, suppressed: 1 });
@@ -369,6 +419,20 @@ describe('SES through SNS', () => {
     expect(events.filter((e) => e.emailHash === bob)).toEqual([
       expect.objectContaining({ reason: 'hard_bounce', source: 'ses', campaignId: 'camp-a', sendId }),
     ]);
+  });
+
+  it('a signed bounce whose Message-ID is ours but unsigned (mail from before ADR 012, or made up) suppresses its recipient, tied to no send, and is counted', async () => {
+    const answer = await post(bounce('jan@example.com', `<${sent.get('eve@example.com') as string}@outreach.local>`));
+    expect(answer.statusCode, answer.body).toBe(200);
+    expect(answer.json()).toMatchObject({ new: 1, suppressed: 1, unverified: 1 });
+    // The signature vouches for the recipient; the Message-ID, unverified, names nothing.
+    expect(await suppression('jan@example.com')).toEqual({
+      reason: 'bounce',
+      source: 'ses',
+      send_id: null,
+      campaign_id: null,
+    });
+    expect(await suppression('eve@example.com')).toBeUndefined();
   });
 
   it('a complaint without our Message-ID suppresses its recipient, tied to no send', async () => {
@@ -399,6 +463,20 @@ describe('SES through SNS', () => {
     expect(offList.statusCode).toBe(403);
     expect(offList.json().message).toMatch(/allow-list/);
     expect((await post('{"Type":')).statusCode).toBe(400);
+    // A genuine notification signed in 2019, replayed: refused (SNS drops a 4xx), nothing fetched for it.
+    const fetchesBefore = certificateFetches.length;
+    const replay = await post(
+      signedSnsMessage(
+        {
+          Timestamp: '2019-03-01T10:00:00.000Z',
+          Message: sesNotification({ type: 'Bounce', recipients: ['ivy@example.com'] }),
+        },
+        sns.privateKey,
+      ),
+    );
+    expect(replay.statusCode).toBe(403);
+    expect(replay.json().message).toMatch(/older than 7200 s: a replay/);
+    expect(certificateFetches.length).toBe(fetchesBefore);
     expect(await suppression('ivy@example.com')).toBeUndefined();
     expect(await suppression('joe@example.com')).toBeUndefined();
   });
@@ -417,7 +495,7 @@ describe('SendGrid Signed Event Webhook', () => {
       event: 'bounce',
       type: 'bounce',
       status: '5.1.1',
-      'smtp-id': `<${sendId}@outreach.local>`,
+      'smtp-id': messageIdOf(sendId),
       sg_event_id: 'sg-carol-1',
     });
     const timestamp = String(Math.floor(Date.now() / 1000));
@@ -456,7 +534,7 @@ describe('SendGrid Signed Event Webhook', () => {
       event: 'bounce',
       type: 'blocked',
       status: '4.2.2',
-      'smtp-id': `<${sendId}@outreach.local>`,
+      'smtp-id': messageIdOf(sendId),
       sg_event_id: id,
     });
     expect((await post(events(soft('sg-fay-1'), soft('sg-fay-2')))).json()).toMatchObject({ softBounced: 1 });
@@ -472,31 +550,70 @@ describe('SendGrid Signed Event Webhook', () => {
 });
 
 describe('DSNs from the bounce mailbox', () => {
-  const post = (raw: string, headers: Record<string, string> = operate) =>
+  const post = (raw: string, headers: Record<string, string> = hookOnly) =>
     app.inject({
       method: 'POST',
       url: '/v1/feedback/dsn',
       headers: { 'content-type': 'message/rfc822', ...headers },
       payload: raw,
     });
-
-  it('needs the operate scope', async () => {
-    const dsn = deliveryStatusNotification({
-      recipients: [{ address: 'dave@example.com', action: 'failed', status: '5.1.1' }],
-    });
-    expect((await post(dsn, {})).statusCode).toBe(401);
-  });
-
-  it('a DSN naming our send to that recipient suppresses it', async () => {
-    const sendId = sent.get('dave@example.com') as string;
-    const dsn = deliveryStatusNotification({
-      recipients: [{ address: 'dave@example.com', action: 'failed', status: '5.1.1' }],
-      originalMessageId: `<${sendId}@outreach.local>`,
+  const bounceOf = (address: string, ids: { messageId?: string; envelopeId?: string }) =>
+    deliveryStatusNotification({
+      recipients: [{ address, action: 'failed', status: '5.1.1' }],
+      ...(ids.messageId === undefined ? { returned: 'none' as const } : { originalMessageId: ids.messageId }),
+      ...(ids.envelopeId === undefined ? {} : { originalEnvelopeId: ids.envelopeId }),
       reportMessageId: `<dsn-${randomUUID()}@mx.receiver.test>`,
     });
-    const answer = await post(dsn);
+  /** The counter of unverified identifiers, as /metrics shows it. */
+  const unverifiedCount = async (reason: string) => {
+    const text = (await app.inject({ url: '/metrics' })).body;
+    const line = text
+      .split('\n')
+      .find(
+        (l) =>
+          l.startsWith('outreach_sender_feedback_unverified_ids_total{') &&
+          l.includes(`reason="${reason}"`) &&
+          l.includes('source="dsn"'),
+      );
+    return Number(line?.split(' ').at(-1) ?? 0);
+  };
+
+  it('needs the dsn scope: the operate token alone is refused, and the hook token can do nothing an operator does', async () => {
+    const dsn = bounceOf('nobody@example.com', {});
+    expect((await post(dsn, {})).statusCode).toBe(401);
+    const asOperator = await post(dsn, operatorOnly);
+    expect(asOperator.statusCode).toBe(403);
+    expect(asOperator.json().message).toMatch(/scope dsn/);
+    expect((await post(dsn, hookOnly)).statusCode).toBe(200);
+    const operatorThings = [
+      { method: 'PUT', url: '/v1/sending', payload: { paused: true, reason: 'hook token' } },
+      { method: 'POST', url: '/v1/campaigns/camp-a/pause', payload: {} },
+      { method: 'DELETE', url: '/v1/suppressions/dave%40example.com' },
+      { method: 'PUT', url: '/v1/suppressions/zed%40example.com', payload: { reason: 'manual' } },
+      {
+        method: 'POST',
+        url: `/v1/sends/${sent.get('ada@example.com') as string}/resolve`,
+        payload: { resolution: 'retry' },
+      },
+      { method: 'GET', url: '/v1/sending' },
+    ] as const;
+    for (const request of operatorThings) {
+      const answer = await app.inject({ ...request, headers: hookOnly });
+      expect(answer.statusCode, `${request.method} ${request.url}`).toBe(403);
+    }
+    expect((await app.inject({ url: '/v1/sending', headers: operate })).json()).toMatchObject({ paused: false });
+    expect(await suppression('zed@example.com')).toBeUndefined();
+  });
+
+  it('a DSN naming our send to that recipient by its signed Message-ID suppresses it', async () => {
+    const sendId = sent.get('dave@example.com') as string;
+    const delivered = t.sink.messages.find((m) => m.to.includes('dave@example.com'));
+    // What went out: the signed Message-ID, and the same identifier as the envelope's ENVID.
+    expect(delivered?.messageId).toBe(messageIdOf(sendId));
+    expect(delivered?.envelopeId).toBe(testIdentifiers.sendIdentifier(sendId));
+    const answer = await post(bounceOf('dave@example.com', { messageId: delivered?.messageId as string }));
     expect(answer.statusCode, answer.body).toBe(200);
-    expect(answer.json()).toMatchObject({ suppressed: 1 });
+    expect(answer.json()).toMatchObject({ suppressed: 1, unverified: 0 });
     expect(await suppression('dave@example.com')).toEqual({
       reason: 'bounce',
       source: 'dsn',
@@ -505,20 +622,118 @@ describe('DSNs from the bounce mailbox', () => {
     });
   });
 
-  it('a DSN for an address we never sent to, even quoting our Message-ID, suppresses nothing', async () => {
-    const dsn = (messageId: string) =>
-      deliveryStatusNotification({
-        recipients: [{ address: 'kim@example.com', action: 'failed', status: '5.1.1' }],
-        originalMessageId: messageId,
-        reportMessageId: `<dsn-${randomUUID()}@mx.receiver.test>`,
-      });
-    for (const messageId of [`<${sent.get('dave@example.com') as string}@outreach.local>`, '<nope@elsewhere.test>']) {
-      const answer = await post(dsn(messageId));
+  it('a DSN that returns nothing of the message names our send by the ENVID the envelope carried', async () => {
+    const sendId = sent.get('gil@example.com') as string;
+    const envelopeId = t.sink.messages.find((m) => m.to.includes('gil@example.com'))?.envelopeId as string;
+    expect(envelopeId).toMatch(new RegExp(`^${sendId}\\.test-1\\.[0-9a-f]{32}$`));
+    // Some MTAs write it back in upper case.
+    const answer = await post(bounceOf('gil@example.com', { envelopeId: envelopeId.toUpperCase() }));
+    expect(answer.json()).toMatchObject({ suppressed: 1, unverified: 0 });
+    expect(await suppression('gil@example.com')).toMatchObject({ source: 'dsn', send_id: sendId });
+  });
+
+  it("a forged DSN for someone else's send (its sendId computed, no or a wrong MAC) changes nothing and is counted", async () => {
+    const victim = sent.get('eve@example.com') as string;
+    const daveIdentifier = testIdentifiers.sendIdentifier(sent.get('dave@example.com') as string) as string;
+    const [, , daveMac] = daveIdentifier.split('.');
+    const stranger = new SendIdentifiers({ current: { id: 'test-1', material: Buffer.alloc(32, 7) } });
+    const forgeries: Array<[string, { messageId?: string; envelopeId?: string }, string]> = [
+      ['the bare sendId (how every Message-ID looked before)', { messageId: `<${victim}@outreach.local>` }, 'legacy'],
+      ['a MAC of zeros', { messageId: `<${victim}.test-1.${'0'.repeat(32)}@outreach.local>` }, 'bad_mac'],
+      ["another send's MAC", { messageId: `<${victim}.test-1.${daveMac as string}@outreach.local>` }, 'bad_mac'],
+      [
+        'a MAC under another secret',
+        { messageId: stranger.messageId(victim, 'outreach.local', 'test-1') as string },
+        'bad_mac',
+      ],
+      ['a key id never held', { messageId: `<${victim}.test-9.${daveMac as string}@OUTREACH.local>` }, 'unknown_key'],
+      ['a forged ENVID alone', { envelopeId: `${victim}.test-1.${daveMac as string}` }, 'bad_mac'],
+      ['a bare-sendId ENVID alone', { envelopeId: victim }, 'legacy'],
+    ];
+    const before = new Map<string, number>();
+    for (const reason of ['legacy', 'bad_mac', 'unknown_key']) before.set(reason, await unverifiedCount(reason));
+    for (const [label, ids] of forgeries) {
+      const answer = await post(bounceOf('eve@example.com', ids));
+      expect(answer.statusCode, label).toBe(200);
+      expect(answer.json(), label).toMatchObject({ received: 1, new: 1, suppressed: 0, unverified: 1, ignored: 1 });
+    }
+    expect(await suppression('eve@example.com')).toBeUndefined();
+    const counted = (reason: string) => forgeries.filter(([, , r]) => r === reason).length;
+    for (const reason of ['legacy', 'bad_mac', 'unknown_key'])
+      expect(await unverifiedCount(reason), reason).toBe((before.get(reason) ?? 0) + counted(reason));
+    const audit = await t.query<{ decision: string; send_id: string | null }>(
+      "SELECT decision, send_id::text FROM feedback_events WHERE source = 'dsn' AND email_hash = $1",
+      [emailHash('eve@example.com', hashKey)],
+    );
+    expect(audit).toHaveLength(forgeries.length);
+    expect(audit.every((row) => row.decision === 'ignore' && row.send_id === null)).toBe(true);
+    // Eve is still mailed: her next step goes out.
+    const next = sendRequested({
+      campaignId: 'camp-a',
+      candidateId: 'eve',
+      email: 'eve@example.com',
+      step: 'follow-up',
+    });
+    await t.publishRequests([next]);
+    await waitFor(() => deliveriesByRecipient(t.sink).get('eve@example.com') === 2, {
+      timeoutMs: 30_000,
+      description: "eve's follow-up delivered",
+    });
+  });
+
+  it('a DSN for an address we never sent to, even quoting our signed Message-ID, suppresses nothing', async () => {
+    for (const messageId of [messageIdOf(sent.get('dave@example.com') as string), '<nope@elsewhere.test>']) {
+      const answer = await post(bounceOf('kim@example.com', { messageId }));
       expect(answer.statusCode).toBe(200);
-      expect(answer.json()).toMatchObject({ suppressed: 0, ignored: 1 });
+      expect(answer.json()).toMatchObject({ suppressed: 0, ignored: 1, unverified: 0 });
     }
     expect(await suppression('kim@example.com')).toBeUndefined();
     expect((await post('Subject: hello\r\n\r\nnot a report\r\n')).statusCode).toBe(422);
+  });
+});
+
+describe('after an identifier key rotation (ADR 012)', () => {
+  const rotated = (until: Date) => ({
+    IDENTIFIER_KEY: 'test-only-rotated-identifier-key-not-a-secret-0123456789',
+    IDENTIFIER_KEY_ID: 'test-2',
+    IDENTIFIER_PREVIOUS_KEY: 'test-only-identifier-key-not-a-secret-0123456789abcdef',
+    IDENTIFIER_PREVIOUS_KEY_ID: 'test-1',
+    IDENTIFIER_PREVIOUS_KEY_UNTIL: until.toISOString(),
+  });
+  const dsnFor = (address: string) =>
+    deliveryStatusNotification({
+      recipients: [{ address, action: 'failed', status: '5.1.1' }],
+      originalMessageId: messageIdOf(sent.get(address) as string),
+      reportMessageId: `<dsn-${randomUUID()}@mx.receiver.test>`,
+    });
+  const postTo = (target: FastifyInstance, raw: string) =>
+    target.inject({
+      method: 'POST',
+      url: '/v1/feedback/dsn',
+      headers: { 'content-type': 'message/rfc822', ...hookOnly },
+      payload: raw,
+    });
+
+  it('mail sent under the previous key is still honoured within its window: a DSN suppresses, an unsubscribe link works', async () => {
+    const next = await t.startApp(rotated(new Date(Date.now() + 86_400_000)));
+    const answer = await postTo(next, dsnFor('mia@example.com'));
+    expect(answer.json()).toMatchObject({ suppressed: 1, unverified: 0 });
+    expect(await suppression('mia@example.com')).toMatchObject({ source: 'dsn', send_id: sent.get('mia@example.com') });
+    const link = `/v1/unsubscribe/${testIdentifiers.unsubscribeToken(sent.get('ned@example.com') as string)}`;
+    expect((await next.inject({ url: link })).statusCode).toBe(200);
+    // Out of the consumer group: mail the later tests send is signed under the harness's key.
+    await next.close();
+  });
+
+  it('past the window the previous key verifies nothing: the DSN names no send and is counted, the link is refused', async () => {
+    const next = await t.startApp(rotated(new Date(Date.now() - 1_000)));
+    const answer = await postTo(next, dsnFor('ned@example.com'));
+    expect(answer.json()).toMatchObject({ suppressed: 0, unverified: 1, ignored: 1 });
+    expect(await suppression('ned@example.com')).toBeUndefined();
+    const link = `/v1/unsubscribe/${testIdentifiers.unsubscribeToken(sent.get('ned@example.com') as string)}`;
+    expect((await next.inject({ method: 'POST', url: link })).statusCode).toBe(404);
+    expect(await suppression('ned@example.com')).toBeUndefined();
+    await next.close();
   });
 });
 
@@ -711,7 +926,7 @@ describe('attacks on the public routes', () => {
     const hook = await attacked.inject({
       method: 'POST',
       url: '/v1/feedback/dsn',
-      headers: { 'content-type': 'message/rfc822', ...operate },
+      headers: { 'content-type': 'message/rfc822', ...hookOnly },
       payload: dsn('pat@example.com'),
     });
     expect(hook.statusCode, hook.body).toBe(200);

@@ -165,9 +165,9 @@ describe('SnsCertificateCache', () => {
   it('stops reading a body past the byte limit, declared or streamed', async () => {
     const cache = new SnsCertificateCache({ fetch: viaLocal, maxBytes: 16 * 1024 });
     mode = 'oversize';
-    await expectUnavailable(cache.get(certUrl()), /body over 16384 bytes/);
+    await expectUnavailable(cache.get(certUrl('streamed')), /body over 16384 bytes/);
     mode = 'declared-oversize';
-    await expectUnavailable(cache.get(certUrl()), /Content-Length over 16384 bytes/);
+    await expectUnavailable(cache.get(certUrl('declared')), /Content-Length over 16384 bytes/);
   });
 
   it('gives up on a server that stalls mid-body within the deadline', async () => {
@@ -178,18 +178,72 @@ describe('SnsCertificateCache', () => {
     expect(performance.now() - started).toBeLessThan(3_000);
   });
 
-  it('follows no redirect, caches no failure, and refuses a body that is no certificate', async () => {
-    const cache = new SnsCertificateCache({ fetch: viaLocal });
+  it('follows no redirect, and refuses a body that is no certificate', async () => {
+    let clock = 0;
+    // Each failure is remembered for a second: the clock moves past it before the next mode.
+    const cache = new SnsCertificateCache({ fetch: viaLocal, failureTtlMs: 1_000, clock: () => clock });
     mode = 'redirect';
     await expectUnavailable(cache.get(certUrl()), /request failed/);
     expect(seen).toEqual(['/SimpleNotificationService-0123456789abcdef0123456789abcdef.pem']);
+    clock += 1_000;
     mode = 'not-found';
     await expectUnavailable(cache.get(certUrl()), /HTTP 404/);
+    clock += 1_000;
     mode = 'garbage';
     await expectUnavailable(cache.get(certUrl()), /not a PEM certificate/);
+    clock += 1_000;
     mode = 'ok';
     expect(await cache.get(certUrl())).toBe(sns.certificatePem.trim());
     expect(seen).toHaveLength(4);
+  });
+
+  it('remembers a failed fetch for a short while: repeats cost no request until it passes', async () => {
+    let clock = 0;
+    const cache = new SnsCertificateCache({ fetch: viaLocal, failureTtlMs: 30_000, clock: () => clock });
+    mode = 'not-found';
+    await expectUnavailable(cache.get(certUrl()), /HTTP 404/);
+    for (let i = 0; i < 50; i++)
+      await expectUnavailable(cache.get(certUrl()), /HTTP 404 \(not fetched again for \d+ s\)/);
+    expect(seen).toHaveLength(1);
+    // The certificate answers again; within the window the failure still stands, past it one fetch.
+    mode = 'ok';
+    clock = 29_999;
+    await expectUnavailable(cache.get(certUrl()), /not fetched again for 1 s/);
+    clock = 30_000;
+    expect(await cache.get(certUrl())).toBe(sns.certificatePem.trim());
+    expect(seen).toHaveLength(2);
+    expect(cache.failedSize).toBe(0);
+  });
+
+  it('remembers at most maxFailures failed URLs, forgetting the oldest', async () => {
+    const cache = new SnsCertificateCache({ fetch: viaLocal, maxFailures: 2 });
+    mode = 'not-found';
+    for (const name of ['a', 'b', 'c']) await expectUnavailable(cache.get(certUrl(name)), /HTTP 404/);
+    expect(cache.failedSize).toBe(2);
+    await expectUnavailable(cache.get(certUrl('c')), /not fetched again/);
+    await expectUnavailable(cache.get(certUrl('a')), /^SNS signing certificate fetch: HTTP 404$/);
+    expect(seen).toHaveLength(4);
+  });
+
+  it('fetches at most maxConcurrentFetches URLs at once: the rest fail at once, fetching nothing', async () => {
+    mode = 'slow';
+    const cache = new SnsCertificateCache({ fetch: viaLocal, maxConcurrentFetches: 2 });
+    const asks = ['a', 'b', 'c', 'd', 'e'].map((name) =>
+      cache.get(certUrl(name)).then(
+        () => 'ok',
+        (error: unknown) => (error as AppError).message,
+      ),
+    );
+    // Asks for a URL already in flight share its fetch: no extra request, no refusal.
+    const shared = cache.get(certUrl('a'));
+    const answers = await Promise.all(asks);
+    expect(await shared).toBe(sns.certificatePem.trim());
+    expect(answers.slice(0, 2)).toEqual(['ok', 'ok']);
+    expect(answers.slice(2)).toEqual(Array(3).fill('SNS signing certificate fetch: 2 fetches in flight already'));
+    expect(seen).toHaveLength(2);
+    // Refused for being busy is not a failure of the URL: asked again, it is fetched.
+    expect(await cache.get(certUrl('c'))).toBe(sns.certificatePem.trim());
+    expect(seen).toHaveLength(3);
   });
 });
 
@@ -224,6 +278,39 @@ describe('SnsFeedbackIntake', () => {
     });
     await receiver.receive(Buffer.from(body()), now);
     expect(contacted).toEqual([TEST_SNS_CERT_URL]);
+  });
+
+  it('refuses a replay (a signed Timestamp outside the window, 2019 or just past it) without fetching anything', async () => {
+    const window = { maxAgeMs: 60 * 60_000, maxFutureMs: 5 * 60_000 };
+    const receiver = new SnsFeedbackIntake({
+      topicArns: [TEST_SNS_TOPIC_ARN],
+      certificates: new SnsCertificateCache({ fetch: viaLocal }),
+      fetch: viaLocal,
+      timeWindow: window,
+    });
+    const signedAt = (timestamp: string) =>
+      JSON.stringify(signedSnsMessage({ Message: bounce, Timestamp: timestamp }, sns.privateKey));
+    for (const timestamp of [
+      '2019-03-01T10:00:00.000Z',
+      new Date(now.getTime() - window.maxAgeMs - 1).toISOString(),
+      new Date(now.getTime() + window.maxFutureMs + 1_000).toISOString(),
+    ])
+      expect((await receiver.receive(signedAt(timestamp), now)).kind, timestamp).toBe('refused');
+    expect(await receiver.receive(signedAt('not a time'), now)).toMatchObject({ kind: 'invalid' });
+    expect(contacted).toEqual([]);
+    // Inside the window it is verified as before: one fetch, and its content read.
+    const fresh = await receiver.receive(
+      signedAt(new Date(now.getTime() - window.maxAgeMs + 1_000).toISOString()),
+      now,
+    );
+    expect(fresh).toMatchObject({ kind: 'feedback', events: [{ kind: 'hard_bounce' }] });
+    expect(contacted).toEqual([TEST_SNS_CERT_URL]);
+  });
+
+  it('a replay whose Timestamp was moved into the window fails its signature (the Timestamp is signed)', async () => {
+    const old = signedSnsMessage({ Message: bounce, Timestamp: '2019-03-01T10:00:00.000Z' }, sns.privateKey);
+    const moved = JSON.stringify({ ...old, Timestamp: '2026-01-15T10:00:00.000Z' });
+    expect(await intake().receive(moved, now)).toEqual({ kind: 'refused', reason: 'SNS signature does not verify' });
   });
 
   it('refuses a tampered message after checking its signature', async () => {

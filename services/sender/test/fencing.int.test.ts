@@ -12,7 +12,7 @@ import { SharedErrorWindow, SharedRateLimiter } from '../src/adapters/incident-c
 import { SendsRepository } from '../src/adapters/sends-repository.js';
 import { validateSendRequest, type ValidSend } from '../src/domain/request.js';
 import { alwaysRun, SendPipeline } from '../src/workflow/send-pipeline.js';
-import { senderTestEnv, sendRequested, type SenderTestEnv } from './harness.js';
+import { senderTestEnv, sendRequested, testIdentifiers, type SenderTestEnv } from './harness.js';
 
 let t: SenderTestEnv;
 afterEach(() => t?.cleanup());
@@ -28,7 +28,6 @@ it('a worker whose lease was taken over does not send', async () => {
     port: t.sink.port,
     secure: false,
     requireTLS: false,
-    messageIdDomain: 'test',
     timeoutMs: 400,
     finalReplyTimeoutMs: 1_000,
     maxConnections: 1,
@@ -48,6 +47,8 @@ it('a worker whose lease was taken over does not send', async () => {
     emailHashKey,
     metrics: registry,
     from: 'outreach@example.com',
+    identifiers: testIdentifiers,
+    messageIdDomain: 'test',
     unsubscribeMailto: 'unsubscribe@example.com',
     concurrency: 1,
     providerTimeoutMs: 400,

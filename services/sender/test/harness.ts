@@ -11,6 +11,7 @@ import {
   serviceTestEnv,
   SmtpSink,
   TEST_EMAIL_HASH_ENV,
+  TEST_IDENTIFIER_KEY_ENV,
   testEmailHashKey,
   type IsolatedSchema,
   type ServiceTestEnv,
@@ -19,8 +20,21 @@ import {
 } from '@outreach/testkit';
 import { buildApp, migrationsDir } from '../src/app.js';
 import { ConfigSchema } from '../src/config.js';
+import { SendIdentifiers } from '../src/domain/identifiers.js';
 
 export const API_TOKEN = 'test-token';
+
+/** The identifiers a sender under the harness's key makes (TEST_IDENTIFIER_KEY_ENV). */
+export const testIdentifiers = new SendIdentifiers({
+  current: {
+    id: TEST_IDENTIFIER_KEY_ENV.IDENTIFIER_KEY_ID,
+    material: Buffer.from(TEST_IDENTIFIER_KEY_ENV.IDENTIFIER_KEY),
+  },
+});
+
+/** The Message-ID such a sender gives send `sendId` (MESSAGE_ID_DOMAIN `domain`). */
+export const messageIdOf = (sendId: string, domain = 'outreach.local'): string =>
+  testIdentifiers.messageId(sendId, domain, testIdentifiers.currentKeyId) as string;
 
 export interface SenderTestEnv extends ServiceTestEnv {
   readonly sink: SmtpSink;

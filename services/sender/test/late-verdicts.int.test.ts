@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { waitFor } from '@outreach/testkit';
 import { describe, expect, inject, it } from 'vitest';
 import type {} from '../src/plugins/sender.js';
-import { senderTestEnv, sendRequested, type SenderTestEnv } from './harness.js';
+import { messageIdOf, senderTestEnv, sendRequested, type SenderTestEnv } from './harness.js';
 import { RawSmtp, type Script } from './raw-smtp.js';
 import { stoppedAfterEach } from './stopped-after-each.js';
 
@@ -113,7 +113,7 @@ describe('late SMTP verdicts through the sender', { timeout: 60_000 }, () => {
     });
     // Wait until the first connection's late reply has come and gone.
     await waitFor(() => lateWritten, { timeoutMs: 10_000, description: 'the late 250 written' });
-    const copies = peer.received.filter((m) => m.messageId?.startsWith(`<${request.sendId}@`)).length;
+    const copies = peer.received.filter((m) => m.messageId === messageIdOf(request.sendId)).length;
     expect(copies, 'copies of one send at the SMTP server').toBe(1);
   });
 });

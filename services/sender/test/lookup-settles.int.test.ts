@@ -11,7 +11,7 @@ import { freePort, waitFor, type HttpHostility, type SmtpHostility } from '@outr
 import type { FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import type {} from '../src/plugins/sender.js';
-import { deliveriesByRecipient, senderTestEnv, sendRequested, type SenderTestEnv } from './harness.js';
+import { deliveriesByRecipient, messageIdOf, senderTestEnv, sendRequested, type SenderTestEnv } from './harness.js';
 
 const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
 let t: SenderTestEnv | undefined;
@@ -92,6 +92,9 @@ interface Setup {
   readonly env?: Record<string, string>;
 }
 
+/** The Mailpit API URL of the last `start`. */
+let lastApi = '';
+
 /** A sender (in process) against a hostile sink that also serves Mailpit's API, and one request. */
 async function start(setup: Setup) {
   const env = await senderTestEnv(infra, { sink: { hostile: setup.hostile }, env: { ...TIMING, ...setup.env } });
@@ -105,6 +108,7 @@ async function start(setup: Setup) {
           MAILPIT_API_URL: setup.lookup === 'down' ? `http://127.0.0.1:${await freePort()}` : api,
         };
   const app = await env.startApp(lookupEnv);
+  lastApi = api;
   const request = sendRequested({
     campaignId: `lookup-${randomUUID().slice(0, 8)}`,
     candidateId: 'cand-1',
@@ -128,7 +132,7 @@ describe('ambiguous sends settled by the delivery lookup', { timeout: 90_000 }, 
   it('cut after the final dot, the message at the server: found, recorded sent, no second copy', async () => {
     const { env, app, sendId } = await start({ hostile: first({ at: 'dot', act: 'drop' }), lookup: 'mailpit' });
     const row = await until(env, sendId, 'sent');
-    expect(row).toMatchObject({ attempts: 1, providerMessageId: `<${sendId}@outreach.local>` });
+    expect(row).toMatchObject({ attempts: 1, providerMessageId: messageIdOf(sendId) });
     expect(env.sink.misbehaved).toHaveLength(1);
     // It was ambiguous first (the SMTP verdict), then the lookup found it.
     expect(await decisions(app, 'ambiguous', 'sent')).toBe(1);
@@ -206,6 +210,60 @@ describe('ambiguous sends settled by the delivery lookup', { timeout: 90_000 }, 
     expect(await rowOf(env, sendId)).toMatchObject({ status: 'ambiguous', attempts: 1 });
     expect(env.sink.mailpitRequests).toBe(0);
     expect(env.sink.deliveredTo('cand-1@example.com')).toHaveLength(1);
+  });
+});
+
+describe('after an identifier key rotation (ADR 012)', { timeout: 90_000 }, () => {
+  const OLD = { IDENTIFIER_KEY: 'test-only-identifier-key-not-a-secret-0123456789abcdef', IDENTIFIER_KEY_ID: 'test-1' };
+  const rotated = (until: Date) => ({
+    IDENTIFIER_KEY: 'test-only-rotated-identifier-key-not-a-secret-0123456789',
+    IDENTIFIER_KEY_ID: 'test-2',
+    IDENTIFIER_PREVIOUS_KEY: OLD.IDENTIFIER_KEY,
+    IDENTIFIER_PREVIOUS_KEY_ID: OLD.IDENTIFIER_KEY_ID,
+    IDENTIFIER_PREVIOUS_KEY_UNTIL: until.toISOString(),
+  });
+  const keyOf = async (env: SenderTestEnv, sendId: string) =>
+    (await env.query<{ key: string | null }>('SELECT message_key_id AS key FROM sends WHERE send_id = $1', [sendId]))[0]
+      ?.key;
+
+  it('the lookup searches the Message-ID that went out, under the key its attempt recorded: found, sent, one copy', async () => {
+    // Sent under test-1, the answer to the final dot lost, and no lookup: ambiguous.
+    const { env, sendId } = await start({ hostile: first({ at: 'dot', act: 'drop' }), lookup: 'none' });
+    await until(env, sendId, 'ambiguous');
+    expect(await keyOf(env, sendId)).toBe('test-1');
+    expect(env.sink.messages.map((m) => m.messageId)).toEqual([messageIdOf(sendId)]);
+    // A sender under test-2 (test-1 its previous key) with a lookup finds the message by that id.
+    const next = await env.startApp({
+      ...rotated(new Date(Date.now() + 86_400_000)),
+      PROVIDER_LOOKUP: 'mailpit',
+      MAILPIT_API_URL: lastApi,
+    });
+    const row = await until(env, sendId, 'sent');
+    expect(row).toMatchObject({ attempts: 1, providerMessageId: messageIdOf(sendId) });
+    await next.reconciler.sweep();
+    expect(env.sink.deliveredTo('cand-1@example.com')).toHaveLength(1);
+  });
+
+  it('a send attempted under a key retired since stays ambiguous: its Message-ID cannot be made, so nothing licenses a resend', async () => {
+    const { env, sendId } = await start({ hostile: first({ at: 'body', act: 'reset' }), lookup: 'none' });
+    await until(env, sendId, 'ambiguous');
+    // test-1 gone: a lookup of another id would say "not found" and mail the candidate again.
+    const next = await env.startApp({
+      IDENTIFIER_KEY: 'test-only-rotated-identifier-key-not-a-secret-0123456789',
+      IDENTIFIER_KEY_ID: 'test-2',
+      PROVIDER_LOOKUP: 'mailpit',
+      MAILPIT_API_URL: lastApi,
+    });
+    const started = await attemptStartedAt(env, sendId);
+    await waitFor(() => Date.now() > started.getTime() + DECIDABLE_AFTER_MS + 1_000, {
+      timeoutMs: 20_000,
+      description: 'past the time a not-found would have licensed a resend',
+    });
+    await next.reconciler.sweep();
+    await next.reconciler.sweep();
+    expect(await rowOf(env, sendId)).toMatchObject({ status: 'ambiguous', attempts: 1 });
+    expect(env.sink.messages).toHaveLength(0);
+    expect(env.sink.mailpitRequests).toBe(0);
   });
 });
 

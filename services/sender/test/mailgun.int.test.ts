@@ -46,7 +46,6 @@ async function setup(options: Setup = {}) {
   };
   const provider = new MailgunProvider({
     ...common,
-    messageIdDomain: 'outreach.local',
     lateWithinMs: options.lateWithinMs ?? 0,
   });
   const lookup = new MailgunLookup({ ...common, settleMs: 2_000 });
@@ -57,14 +56,16 @@ async function setup(options: Setup = {}) {
   return { server, provider, lookup };
 }
 
-const message = (to = 'ada@example.com') => ({
+const idOf = (key: string) => `${key}@outreach.local`;
+/** The message of send `key` (a fresh one by default), with the Message-ID the sender gives it. */
+const message = (to = 'ada@example.com', key: string = randomUUID()) => ({
   from: 'Outreach <outreach@example.com>',
   to,
   subject: 'Hello',
   text: 'We would like to talk.\n'.repeat(20),
   headers: { 'List-Unsubscribe': '<mailto:unsubscribe@example.com>' },
+  messageId: `<${idOf(key)}>`,
 });
-const idOf = (key: string) => `${key}@outreach.local`;
 
 function expectHonest(fake: FakeMailgun, key: string, result: SendResult): void {
   const copies = fake.messages.filter((m) => m.id === idOf(key)).length;
@@ -75,7 +76,7 @@ function expectHonest(fake: FakeMailgun, key: string, result: SendResult): void 
 
 async function sendOne(provider: MailgunProvider, fake: FakeMailgun, to?: string) {
   const key = randomUUID();
-  const result = await provider.send(message(to), key);
+  const result = await provider.send(message(to, key), key);
   expectHonest(fake, key, result);
   return { key, result };
 }

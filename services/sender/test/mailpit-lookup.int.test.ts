@@ -33,7 +33,6 @@ async function setup(
     port: sink.port,
     secure: false,
     requireTLS: false,
-    messageIdDomain: DOMAIN,
     timeoutMs: TIMEOUT,
     finalReplyTimeoutMs: 1_000,
     maxConnections: 2,
@@ -42,20 +41,22 @@ async function setup(
   return { sink, provider, lookup, baseUrl };
 }
 
-const message = (to = 'ada@example.com') => ({
+const idOf = (key: string) => `<${key}@${DOMAIN}>`;
+/** The message of send `key`, to `to`, with the Message-ID the sender gives it. */
+const message = (key: string, to = 'ada@example.com') => ({
   from: 'outreach@example.com',
   to,
   subject: 'hello',
   text: 'We would like to talk.',
   headers: {},
+  messageId: idOf(key),
 });
-const idOf = (key: string) => `<${key}@${DOMAIN}>`;
 
 describe('MailpitLookup against the SMTP test server', { timeout: 30_000 }, () => {
   it('finds a message the server holds, by its deterministic Message-ID, and not one it never got', async () => {
     const { sink, provider, lookup } = await setup();
     const key = randomUUID();
-    expect((await provider.send(message(), key)).kind).toBe('sent');
+    expect((await provider.send(message(key), key)).kind).toBe('sent');
     expect(sink.messages.map((m) => m.messageId)).toEqual([idOf(key)]);
 
     const found = await lookup.find({ messageId: idOf(key), recipient: 'Ada@Example.com' });
@@ -69,7 +70,7 @@ describe('MailpitLookup against the SMTP test server', { timeout: 30_000 }, () =
     const { sink, provider, lookup } = await setup();
     const key = randomUUID();
     // `x<key>` contains `<key>`: the search returns it, the lookup must not count it.
-    expect((await provider.send(message(), `x${key}`)).kind).toBe('sent');
+    expect((await provider.send(message(`x${key}`), `x${key}`)).kind).toBe('sent');
     expect(sink.messages).toHaveLength(1);
     expect(await lookup.find({ messageId: idOf(key) })).toEqual({ kind: 'not_found' });
   });
@@ -77,7 +78,8 @@ describe('MailpitLookup against the SMTP test server', { timeout: 30_000 }, () =
   it('an answer cut short by the page size, with none of the returned messages ours, is not a not-found', async () => {
     const { sink, provider, baseUrl } = await setup();
     const key = randomUUID();
-    for (const prefix of ['a', 'b']) expect((await provider.send(message(), `${prefix}${key}`)).kind).toBe('sent');
+    for (const prefix of ['a', 'b'])
+      expect((await provider.send(message(`${prefix}${key}`), `${prefix}${key}`)).kind).toBe('sent');
     expect(sink.messages).toHaveLength(2);
     const narrow = new MailpitLookup({ baseUrl, timeoutMs: TIMEOUT, limit: 1 });
     try {
@@ -93,7 +95,7 @@ describe('MailpitLookup against the SMTP test server', { timeout: 30_000 }, () =
   it('our id on a message to another recipient is unavailable, not found nor not found', async () => {
     const { provider, lookup } = await setup();
     const key = randomUUID();
-    expect((await provider.send(message('bob@example.com'), key)).kind).toBe('sent');
+    expect((await provider.send(message(key, 'bob@example.com'), key)).kind).toBe('sent');
     expect((await lookup.find({ messageId: idOf(key), recipient: 'ada@example.com' })).kind).toBe('unavailable');
   });
 
@@ -101,7 +103,7 @@ describe('MailpitLookup against the SMTP test server', { timeout: 30_000 }, () =
     const { sink, provider, lookup } = await setup({ smtp: (n) => (n === 1 ? { at: 'dot', act: 'drop' } : undefined) });
     const key = randomUUID();
     const started = new Date();
-    expect((await provider.send(message(), key)).kind).toBe('unknown');
+    expect((await provider.send(message(key), key)).kind).toBe('unknown');
     expect(sink.messages.map((m) => m.messageId)).toEqual([idOf(key)]);
 
     const result = await lookup.find({ messageId: idOf(key), recipient: 'ada@example.com' });
@@ -121,7 +123,7 @@ describe('MailpitLookup against the SMTP test server', { timeout: 30_000 }, () =
     });
     const key = randomUUID();
     const started = new Date();
-    expect((await provider.send(message(), key)).kind).toBe('unknown');
+    expect((await provider.send(message(key), key)).kind).toBe('unknown');
     expect(sink.messages).toHaveLength(0);
 
     const result = await lookup.find({ messageId: idOf(key) });
@@ -136,7 +138,7 @@ describe('MailpitLookup against the SMTP test server', { timeout: 30_000 }, () =
     expect(decideAfterLookup(result, at(TIMEOUT + lookup.settleMs - 1)).verdict).toBe('wait');
     expect(decideAfterLookup(result, at(TIMEOUT + lookup.settleMs)).verdict).toBe('retry');
     // The retry delivers exactly one copy, which the lookup then finds.
-    expect((await provider.send(message(), key)).kind).toBe('sent');
+    expect((await provider.send(message(key), key)).kind).toBe('sent');
     expect(sink.messages.map((m) => m.messageId)).toEqual([idOf(key)]);
     expect((await lookup.find({ messageId: idOf(key) })).kind).toBe('found');
   });
@@ -158,7 +160,7 @@ describe('MailpitLookup against a hostile Mailpit API', { timeout: 30_000 }, () 
     it(`${name}: unavailable within the timeout, never not_found`, async () => {
       const { provider, lookup } = await setup({ api: () => hostility });
       const key = randomUUID();
-      expect((await provider.send(message(), key)).kind).toBe('sent');
+      expect((await provider.send(message(key), key)).kind).toBe('sent');
       // Whether the server holds the message (first) or not (second), a failed lookup says neither.
       for (const messageId of [idOf(key), idOf(randomUUID())]) {
         const begun = Date.now();

@@ -22,7 +22,7 @@ const svc = routesUnderTest(
 );
 
 describe('sender routes', () => {
-  routeScopeTests(svc, 'writes need operate, every read needs read', {
+  routeScopeTests(svc, 'writes need operate, every read needs read, the DSN hook its own dsn', {
     'GET /v1/campaigns/:campaignId': 'read',
     'POST /v1/campaigns/:campaignId/pause': 'operate',
     'POST /v1/campaigns/:campaignId/resume': 'operate',
@@ -42,7 +42,7 @@ describe('sender routes', () => {
     // Provider webhooks, authenticated by their signatures; the bounce mailbox hook holds a token.
     'POST /v1/feedback/ses': 'public',
     'POST /v1/feedback/sendgrid': 'public',
-    'POST /v1/feedback/dsn': 'operate',
+    'POST /v1/feedback/dsn': 'dsn',
   });
 
   it("refuses the issue's own request: no token, `%76` for `v`, and the address stays unsuppressed", async () => {

@@ -7,7 +7,7 @@ import { createKafka, topicName } from '@outreach/shared';
 import { type SendRequested } from '@outreach/contracts';
 import { waitFor, type RunningProcess } from '@outreach/testkit';
 import { afterEach, describe, expect, inject, it } from 'vitest';
-import { deliveriesByRecipient, senderTestEnv, sendRequested, type SenderTestEnv } from './harness.js';
+import { deliveriesByRecipient, messageIdOf, senderTestEnv, sendRequested, type SenderTestEnv } from './harness.js';
 
 const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
 let t: SenderTestEnv;
@@ -49,7 +49,7 @@ function expectNoDuplicates(): void {
 async function sentMatchesSink(): Promise<void> {
   const sent = await t.query<{ sendId: string }>(`SELECT send_id AS "sendId" FROM sends WHERE status = 'sent'`);
   const delivered = new Set(t.sink.messages.map((m) => m.messageId));
-  for (const { sendId } of sent) expect(delivered.has(`<${sendId}@outreach.local>`), sendId).toBe(true);
+  for (const { sendId } of sent) expect(delivered.has(messageIdOf(sendId)), sendId).toBe(true);
 }
 
 describe('sender processes under faults', { timeout: 240_000 }, () => {

@@ -6,7 +6,14 @@ import { dlqTopicOf, topicName } from '@outreach/shared';
 import { eventCodec, type SendRecorded } from '@outreach/contracts';
 import { readTopic, waitFor } from '@outreach/testkit';
 import { afterEach, describe, expect, inject, it } from 'vitest';
-import { API_TOKEN, deliveriesByRecipient, senderTestEnv, sendRequested, type SenderTestEnv } from './harness.js';
+import {
+  API_TOKEN,
+  deliveriesByRecipient,
+  messageIdOf,
+  senderTestEnv,
+  sendRequested,
+  type SenderTestEnv,
+} from './harness.js';
 
 const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
 const auth = { authorization: `Bearer ${API_TOKEN}` };
@@ -59,7 +66,8 @@ describe('sender', () => {
     expect(events.map((e) => e.outcome).sort()).toEqual(['sent', 'skipped_duplicate']);
     expect(t.sink.messages).toHaveLength(1);
     const [message] = t.sink.messages;
-    expect(message?.messageId).toBe(`<${original.sendId}@outreach.local>`);
+    // Signed (ADR 012): the computable sendId alone names nothing.
+    expect(message?.messageId).toBe(messageIdOf(original.sendId));
     expect(message?.headers.get('list-unsubscribe')).toMatch(
       /^<mailto:unsubscribe@example.com\?subject=unsubscribe%20/,
     );

@@ -21,7 +21,6 @@ async function setup(script: Script, options: { maxConnections?: number } = {}) 
     port: peer.port,
     secure: false,
     requireTLS: false,
-    messageIdDomain: 'attack.test',
     timeoutMs: TIMEOUT,
     finalReplyTimeoutMs: 10_000,
     maxConnections: options.maxConnections ?? 4,
@@ -30,12 +29,14 @@ async function setup(script: Script, options: { maxConnections?: number } = {}) 
   return { peer, provider };
 }
 
-const message = (i = 0) => ({
+/** Message `i`, with the Message-ID the sender gives the send with idempotency key `key`. */
+const message = (i = 0, key: string = randomUUID()) => ({
   from: 'sender@attack.test',
   to: `cand-${i}@example.com`,
   subject: 'hello',
   text: 'We would like to talk.\n'.repeat(50),
   headers: {},
+  messageId: `<${key}@attack.test>`,
 });
 
 /** The promise, checked per send against what the peer holds. */
@@ -48,7 +49,7 @@ function expectHonest(server: RawSmtp, key: string, result: SendResult): void {
 
 async function sendOne(p: SmtpProvider, server: RawSmtp, i = 0): Promise<SendResult> {
   const key = randomUUID();
-  const result = await p.send(message(i), key);
+  const result = await p.send(message(i, key), key);
   expectHonest(server, key, result);
   return result;
 }
@@ -195,7 +196,7 @@ describe('SmtpProvider against a raw hostile SMTP peer', { timeout: 30_000 }, ()
   it('250 to the final dot after our timeout: unknown at once, then a late sent; one copy', async () => {
     const { peer, provider } = await setup({ dot: (c) => setTimeout(() => c.write('250 ok\r\n'), TIMEOUT + 700) });
     const key = randomUUID();
-    const result = await provider.send(message(), key);
+    const result = await provider.send(message(0, key), key);
     expect(result.kind).toBe('unknown');
     const late = result.kind === 'unknown' ? await result.late : undefined;
     expect(late?.kind).toBe('sent');
@@ -214,7 +215,7 @@ describe('SmtpProvider against a raw hostile SMTP peer', { timeout: 30_000 }, ()
     );
     for (let wave = 0; wave < 3; wave++) {
       const keys = Array.from({ length: 6 }, () => randomUUID());
-      const results = await Promise.all(keys.map((k, i) => provider.send(message(i), k)));
+      const results = await Promise.all(keys.map((k, i) => provider.send(message(i, k), k)));
       keys.forEach((k, i) => expectHonest(peer, k, results[i] as SendResult));
     }
     for (const [, n] of peer.copies()) expect(n).toBe(1);

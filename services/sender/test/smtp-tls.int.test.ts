@@ -87,18 +87,26 @@ async function start(
     port: server.port,
     secure: false,
     requireTLS: true,
-    messageIdDomain: 'tls.test',
     timeoutMs: 3000,
     finalReplyTimeoutMs: 10_000,
     maxConnections: 2,
     ...options,
   });
   keep(p, (provider) => provider.close());
-  const send = () =>
-    p.send(
-      { from: 'sender@tls.test', to: 'cand@example.com', subject: 'hi', text: 'hello', headers: {} },
-      randomUUID(),
+  const send = () => {
+    const key = randomUUID();
+    return p.send(
+      {
+        from: 'sender@tls.test',
+        to: 'cand@example.com',
+        subject: 'hi',
+        text: 'hello',
+        headers: {},
+        messageId: `<${key}@tls.test>`,
+      },
+      key,
     );
+  };
   return { sink: server, send };
 }
 

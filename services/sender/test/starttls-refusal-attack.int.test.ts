@@ -64,13 +64,19 @@ async function attempt(
     requireTLS: true,
     user: 'outreach',
     password: 'smtp-password-never-in-clear',
-    messageIdDomain: 'mail.acme-corp.com',
     maxConnections: 1,
     ...timeouts,
   });
   const started = Date.now();
   const result = await provider.send(
-    { from: 'a@mail.acme-corp.com', to: 'candidate@dest.io', subject: 's', text: 'body', headers: {} } as never,
+    {
+      from: 'a@mail.acme-corp.com',
+      to: 'candidate@dest.io',
+      subject: 's',
+      text: 'body',
+      headers: {},
+      messageId: '<send-attack-1@mail.acme-corp.com>',
+    },
     'send-attack-1',
   );
   const elapsedMs = Date.now() - started;

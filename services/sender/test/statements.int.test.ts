@@ -65,7 +65,7 @@ it('a chunk takes a fixed number of statements per phase, whatever it holds', as
   expect(checked.ready).toHaveLength(8);
   await db.pool.query(`INSERT INTO suppressions (email_norm, reason) VALUES ('a1@example.com', 'manual')`);
   const ready: Claim[] = checked.ready.map(({ sendId, token }) => ({ sendId, token }));
-  const fenced = await measure('fence', () => commands.fenceMany(ready));
+  const fenced = await measure('fence', () => commands.fenceMany(ready, 'test-1'));
   expect(fenced.map((f) => f.kind).sort()).toEqual([
     'exposure_conflict',
     'fenced',

@@ -271,6 +271,12 @@ export const METRICS = {
     help: 'Delivery feedback reports taken in, by source, kind and decision (duplicates not counted)',
     labels: ['source', 'kind', 'decision'],
   },
+  outreach_sender_feedback_unverified_ids_total: {
+    type: 'counter',
+    owner: 'sender',
+    help: 'Feedback reports whose Message-ID or ENVID looked like ours but whose MAC did not verify (forged, sent before signed identifiers, or under a retired key), by source and reason; they name no send',
+    labels: ['source', 'reason'],
+  },
   outreach_sender_suppressions_added_total: {
     type: 'counter',
     owner: 'sender',

@@ -13,7 +13,12 @@ import type { ScopedTokens } from './auth.js';
 import { buildHttpApp, trustProxyOf } from './http.js';
 
 const TOKENS = { publish: 'tok-publish-AAAA', operate: 'tok-operate-BBBB', read: 'tok-read-CCCC' } as const;
-const staticTokens: ScopedTokens = { publish: [TOKENS.publish], operate: [TOKENS.operate], read: [TOKENS.read] };
+const staticTokens: ScopedTokens = {
+  publish: [TOKENS.publish],
+  operate: [TOKENS.operate],
+  read: [TOKENS.read],
+  dsn: [],
+};
 
 let apps: FastifyInstance[] = [];
 afterEach(async () => {

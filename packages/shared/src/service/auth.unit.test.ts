@@ -17,12 +17,14 @@ describe('tokens', () => {
   it('reads each scope from its variable and its file (one per line, comments and blanks ignored)', () => {
     const files: Record<string, string> = {
       '/run/secrets/operate': '# rotated 2025-01\nnew-operate\n\n  old-operate  \r\n',
+      '/run/secrets/dsn': 'hook-token\n',
     };
     const tokens = scopedTokensFrom(
       config({
         API_TOKENS_PUBLISH: 'p1, p2,',
         API_TOKENS_OPERATE: 'inline-operate',
         API_TOKENS_OPERATE_FILE: '/run/secrets/operate',
+        API_TOKENS_DSN_FILE: '/run/secrets/dsn',
       }),
       (path) => files[path] ?? '',
     );
@@ -30,6 +32,7 @@ describe('tokens', () => {
       publish: ['p1', 'p2'],
       operate: ['inline-operate', 'new-operate', 'old-operate'],
       read: [],
+      dsn: ['hook-token'],
     });
   });
 
@@ -59,11 +62,14 @@ describe('TokenVerifier', () => {
     publish: ['agent-token'],
     operate: ['ops-token', 'shared'],
     read: ['ops-token', 'reader'],
+    dsn: ['hook-token'],
   });
 
   it('grants every scope a token is listed in, and nothing to a near miss', () => {
     expect([...(verifier.verify('ops-token')?.scopes ?? [])].sort()).toEqual(['operate', 'read']);
     expect([...(verifier.verify('agent-token')?.scopes ?? [])]).toEqual(['publish']);
+    // The bounce-mailbox hook's token holds its own scope and nothing an operator does.
+    expect([...(verifier.verify('hook-token')?.scopes ?? [])]).toEqual(['dsn']);
     for (const nearMiss of [
       '',
       'ops-toke',
@@ -82,11 +88,13 @@ describe('TokenVerifier', () => {
     expect(id).not.toContain('reader');
     expect(id).not.toBe(verifier.verify('shared')?.id);
     // Another process (another key) gives another id: nothing recomputable from the token alone.
-    expect(new TokenVerifier({ publish: [], operate: [], read: ['reader'] }).verify('reader')?.id).not.toBe(id);
+    expect(new TokenVerifier({ publish: [], operate: [], read: ['reader'], dsn: [] }).verify('reader')?.id).not.toBe(
+      id,
+    );
   });
 
   it('knows which scopes have no tokens at all', () => {
-    const partial = new TokenVerifier({ publish: [], operate: ['x'], read: [] });
+    const partial = new TokenVerifier({ publish: [], operate: ['x'], read: [], dsn: [] });
     expect([partial.isConfigured('publish'), partial.isConfigured('operate')]).toEqual([false, true]);
   });
 

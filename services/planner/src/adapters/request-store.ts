@@ -2,14 +2,15 @@
  * Loads and applies the request's decider (domain/plan.ts `requestDecider`) for the command seam
  * (`runCommands`): it reads and locks the steps the requests ask for (one statement for the batch),
  * and writes what was decided, set-based, in the caller's transaction: the plans (their events, steps,
- * sequences and planned sends), then the OutreachRejected of each refusal whose requestId can travel,
- * then the requests' records. No rule here: the domain decided; this stores it as it is.
+ * sequences and planned sends), then the OutreachRejected of each refusal whose requestId can travel
+ * and that the domain says is told (`refusalTold`, over the records read and locked here), then the
+ * requests' records. No rule here: the domain decided; this stores it as it is.
  */
 import type { AggregateStore, Decided } from '@outreach/shared';
 import type { PoolClient } from 'pg';
 import { requestKeyOf, type RequestCommand, type RequestEvent, type RequestState } from '../domain/plan.js';
 import { outreachRejected } from '../domain/rejection.js';
-import { foldDecisions, plannedSteps, type RequestDecision } from '../domain/request-status.js';
+import { foldDecisions, plannedSteps, refusalTold, type RequestDecision } from '../domain/request-status.js';
 import type { StepRef } from '../domain/step.js';
 import type { PlannerRepository } from './planner-repository.js';
 import type { RequestsRepository } from './requests-repository.js';
@@ -96,18 +97,36 @@ export async function applyRequestEvents(
       steps: plannedSteps(request),
     })),
   );
-  const told = events.flatMap((event) => {
-    if (event.type !== 'RequestRejected') return [];
-    const rejected = outreachRejected(event.refused, event.rejection, now);
-    return rejected ? [{ event: rejected, rejection: event.rejection }] : [];
+  // A refusal is told only where it moves the request's record: never over another event's plan or
+  // acceptance (a bad body reusing someone's requestId), nor over a plan made in this batch.
+  const refusals = events.flatMap((event) => (event.type === 'RequestRejected' ? [event] : []));
+  const stored = await requests.storedRecords(
+    client,
+    refusals.map(({ refused }) => refused.requestId),
+  );
+  const plannedIds = new Set(planned.map(({ request }) => request.requestId));
+  const told = refusals.flatMap(({ refused, rejection }) => {
+    const eventId = refused.eventId === '' ? null : refused.eventId;
+    if (!refusalTold(stored.get(refused.requestId), eventId, plannedIds.has(refused.requestId))) return [];
+    const rejected = outreachRejected(refused, rejection, now);
+    return rejected ? [{ event: rejected, rejection, eventId }] : [];
   });
   await repository.enqueue(
     client,
     told.map(({ event }) => event),
   );
   const decisions: RequestDecision[] = [
-    ...planned.map(({ request }) => ({ requestId: request.requestId, to: 'planned' as const })),
-    ...told.map(({ event, rejection }) => ({ requestId: event.requestId, to: 'rejected' as const, rejection })),
+    ...planned.map(({ request }) => ({
+      requestId: request.requestId,
+      eventId: request.requestEventId,
+      to: 'planned' as const,
+    })),
+    ...told.map(({ event, rejection, eventId }) => ({
+      requestId: event.requestId,
+      eventId,
+      to: 'rejected' as const,
+      rejection,
+    })),
   ];
   await requests.recordDecisions(client, foldDecisions(decisions));
 }

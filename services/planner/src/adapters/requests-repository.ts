@@ -10,24 +10,39 @@ import type { RejectionReason } from '../domain/rejection.js';
 import {
   RECORD_STATUSES,
   REQUEST_TRANSITIONS,
+  SAME_EVENT_ONLY,
   type Outcome,
   type PlannedStep,
   type RecordStatus,
   type RequestDecision,
   type RequestRecord,
   type SendOutcome,
+  type StoredRecord,
   type StoredSend,
 } from '../domain/request-status.js';
 
-/** `ON CONFLICT` for an upsert to `to`: from the statuses REQUEST_TRANSITIONS allows (never from input). */
+/**
+ * `ON CONFLICT` for an upsert to `to`: from the statuses REQUEST_TRANSITIONS allows, those in
+ * SAME_EVENT_ONLY only for the record's own event (or a record from before event ids); never from input.
+ */
 export function requestUpsertConflict(to: RecordStatus): string {
   const from = REQUEST_TRANSITIONS[to].filter((status): status is RecordStatus => status !== 'none');
   if (from.some((status) => !RECORD_STATUSES.includes(status))) throw new Error(`unknown statuses ${from.join(', ')}`);
-  return from.length === 0
-    ? 'ON CONFLICT (request_id) DO NOTHING'
-    : `ON CONFLICT (request_id) DO UPDATE SET status = excluded.status, reason = excluded.reason,
-         detail = excluded.detail, send_id = excluded.send_id, updated_at = now()
-       WHERE requests.status IN (${from.map((status) => `'${status}'`).join(', ')})`;
+  if (from.length === 0) return 'ON CONFLICT (request_id) DO NOTHING';
+  const list = (statuses: readonly RecordStatus[]) => statuses.map((status) => `'${status}'`).join(', ');
+  const sameEvent = from.filter((status) => SAME_EVENT_ONLY[to]?.includes(status));
+  const anyEvent = from.filter((status) => !sameEvent.includes(status));
+  const conditions = [
+    ...(anyEvent.length > 0 ? [`requests.status IN (${list(anyEvent)})`] : []),
+    ...(sameEvent.length > 0
+      ? [
+          `(requests.status IN (${list(sameEvent)}) AND (requests.event_id IS NULL OR requests.event_id = excluded.event_id))`,
+        ]
+      : []),
+  ];
+  return `ON CONFLICT (request_id) DO UPDATE SET status = excluded.status, reason = excluded.reason,
+         detail = excluded.detail, send_id = excluded.send_id, event_id = excluded.event_id, updated_at = now()
+       WHERE ${conditions.join(' OR ')}`;
 }
 
 export interface PlannedSends {
@@ -41,12 +56,26 @@ export interface PlannedSends {
 export class RequestsRepository {
   constructor(private readonly pool: Pool) {}
 
-  /** The HTTP ingress took the request (202): recorded unless the consumer decided it already. */
-  async accepted(requestId: string): Promise<void> {
+  /**
+   * The HTTP ingress took the request (202) as event `eventId`: recorded unless the consumer decided
+   * it already.
+   */
+  async accepted(requestId: string, eventId: string): Promise<void> {
     await this.pool.query(
-      `INSERT INTO requests (request_id, status) VALUES ($1, 'accepted') ${requestUpsertConflict('accepted')}`,
-      [requestId],
+      `INSERT INTO requests (request_id, status, event_id) VALUES ($1, 'accepted', $2) ${requestUpsertConflict('accepted')}`,
+      [requestId, eventId],
     );
+  }
+
+  /** The stored records of these requests, locked until the caller's transaction ends. */
+  async storedRecords(client: Queryable, requestIds: readonly string[]): Promise<Map<string, StoredRecord>> {
+    if (requestIds.length === 0) return new Map();
+    const { rows } = await client.query<StoredRecord & { requestId: string }>(
+      `SELECT request_id AS "requestId", status, event_id AS "eventId" FROM requests
+       WHERE request_id = ANY($1::text[]) ORDER BY request_id FOR UPDATE`,
+      [[...new Set(requestIds)]],
+    );
+    return new Map(rows.map(({ requestId, ...record }) => [requestId, record]));
   }
 
   /**
@@ -59,9 +88,10 @@ export class RequestsRepository {
       if (mine.length === 0) continue;
       const rejection = (d: RequestDecision) => (d.to === 'rejected' ? d.rejection : null);
       await client.query(
-        `INSERT INTO requests (request_id, status, reason, detail, send_id)
-         SELECT r.request_id, $2, r.reason, r.detail, r.send_id
-         FROM unnest($1::text[], $3::text[], $4::text[], $5::uuid[]) AS r(request_id, reason, detail, send_id)
+        `INSERT INTO requests (request_id, status, reason, detail, send_id, event_id)
+         SELECT r.request_id, $2, r.reason, r.detail, r.send_id, r.event_id
+         FROM unnest($1::text[], $3::text[], $4::text[], $5::uuid[], $6::text[])
+           AS r(request_id, reason, detail, send_id, event_id)
          ${requestUpsertConflict(to)}`,
         [
           mine.map((d) => d.requestId),
@@ -69,6 +99,7 @@ export class RequestsRepository {
           mine.map((d) => rejection(d)?.reason ?? null),
           mine.map((d) => rejection(d)?.detail ?? null),
           mine.map((d) => rejection(d)?.sendId ?? null),
+          mine.map((d) => d.eventId),
         ],
       );
     }

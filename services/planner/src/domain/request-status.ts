@@ -3,9 +3,12 @@
  * sources, each folded by a rule here:
  *
  * - the request's record, which the planner keeps as it decides (`REQUEST_TRANSITIONS`): accepted
- *   by the HTTP ingress, then planned or rejected when the consumer reads it. A plan is final: a
- *   later refusal of the same requestId (a message that reuses it) is published, but does not undo
- *   the plan. A rejection is not: the same requestId sent again, fixed, may still be planned;
+ *   by the HTTP ingress, then planned or rejected when the consumer reads it. A plan is final. A
+ *   rejection is not: the same requestId sent again, fixed, may still be planned. An accepted
+ *   request is rejected only for its own event (the consumer refusing what the HTTP ingress took:
+ *   `SAME_EVENT_ONLY`). A refusal that cannot move the record (`refusalTold`: the requestId is
+ *   another event's, accepted or planned) is not told: any publish token could otherwise put an
+ *   OutreachRejected on another publisher's request by reusing its id in a bad body;
  * - each send's outcome, projected from `SendRecorded` (the sender's events; the planner never reads
  *   the sender's tables). `supersedes` keeps the latest by the sender's database time, so a
  *   duplicated or replayed event, or one that arrives late, never moves a send back; a send that
@@ -36,14 +39,53 @@ export const REQUEST_TRANSITIONS: Readonly<Record<RecordStatus, readonly (Record
   rejected: ['none', 'accepted', 'rejected'],
 };
 
-export function recordMoves(from: RecordStatus | 'none', to: RecordStatus): boolean {
-  return REQUEST_TRANSITIONS[to].includes(from);
+/**
+ * For each status a record can move to, the statuses it may come from only for the event that is
+ * stored with the record: the consumer may reject the request the HTTP ingress accepted (its own
+ * event, say an experiment that turned out unknown), not another event that reuses its requestId.
+ */
+export const SAME_EVENT_ONLY: Readonly<Partial<Record<RecordStatus, readonly RecordStatus[]>>> = {
+  rejected: ['accepted'],
+};
+
+/** `sameEvent`: the decision is about the event stored with the record (or the record has none). */
+export function recordMoves(from: RecordStatus | 'none', to: RecordStatus, sameEvent = true): boolean {
+  if (!REQUEST_TRANSITIONS[to].includes(from)) return false;
+  return sameEvent || !(from !== 'none' && SAME_EVENT_ONLY[to]?.includes(from));
 }
 
-/** One decision about a request: planned (its sends), or rejected (why). */
+/** A request's record as stored: its status and the event it was decided on (null before #31). */
+export interface StoredRecord {
+  readonly status: RecordStatus;
+  readonly eventId: string | null;
+}
+
+/**
+ * Whether the refusal of request event `eventId` (null: refused over HTTP, before any event) is told
+ * to the requestId's publisher (an OutreachRejected, the record): only where it moves the record.
+ * Not over a plan, whether stored or made in the same batch; not over an acceptance of another
+ * event. Such a refusal is still answered (HTTP 4xx) or dead-lettered (Kafka), never published: the
+ * topic is keyed by requestId, and its readers take a rejection there as their own request's.
+ */
+export function refusalTold(
+  stored: StoredRecord | undefined,
+  eventId: string | null,
+  plannedInBatch: boolean,
+): boolean {
+  if (plannedInBatch) return false;
+  const sameEvent = stored?.eventId === null || (eventId !== null && stored?.eventId === eventId);
+  return recordMoves(stored?.status ?? 'none', 'rejected', sameEvent);
+}
+
+/** One decision about a request event: planned (its sends), or rejected (why). `eventId` null: over HTTP. */
 export type RequestDecision =
-  | { readonly requestId: string; readonly to: 'planned' }
-  | { readonly requestId: string; readonly to: 'rejected'; readonly rejection: RequestRejection };
+  | { readonly requestId: string; readonly eventId: string | null; readonly to: 'planned' }
+  | {
+      readonly requestId: string;
+      readonly eventId: string | null;
+      readonly to: 'rejected';
+      readonly rejection: RequestRejection;
+    };
 
 /**
  * The decisions of one batch, one per request id, as applying them in order to a request without a

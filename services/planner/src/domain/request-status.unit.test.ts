@@ -11,7 +11,9 @@ import {
   latestOutcomes,
   plannedSteps,
   recordMoves,
+  refusalTold,
   REQUEST_TRANSITIONS,
+  SAME_EVENT_ONLY,
   requestView,
   sendView,
   supersedes,
@@ -51,6 +53,43 @@ describe('the request record', () => {
     expect(recordMoves('rejected', 'planned')).toBe(true);
   });
 
+  it('rejects an accepted request only for its own event: another event reusing its requestId moves nothing', () => {
+    expect(SAME_EVENT_ONLY).toEqual({ rejected: ['accepted'] });
+    expect(recordMoves('accepted', 'rejected', true)).toBe(true);
+    expect(recordMoves('accepted', 'rejected', false)).toBe(false);
+    // Elsewhere the event does not matter: a publisher's fixed retry, or its own refusal again.
+    expect(recordMoves('rejected', 'rejected', false)).toBe(true);
+    expect(recordMoves('none', 'rejected', false)).toBe(true);
+    expect(recordMoves('rejected', 'planned', false)).toBe(true);
+  });
+
+  it.each([
+    ['no record', undefined, 'e2', false, true],
+    ['no record, over HTTP (no event)', undefined, null, false, true],
+    ['a record rejected before (a retry of a bad request)', { status: 'rejected', eventId: 'e1' }, 'e2', false, true],
+    [
+      'accepted over HTTP as this very event, refused by the consumer',
+      { status: 'accepted', eventId: 'e1' },
+      'e1',
+      false,
+      true,
+    ],
+    [
+      'accepted as another event (a bad body reusing its id)',
+      { status: 'accepted', eventId: 'e1' },
+      'e2',
+      false,
+      false,
+    ],
+    ['accepted, and refused over HTTP (no event)', { status: 'accepted', eventId: 'e1' }, null, false, false],
+    ['accepted before event ids were kept', { status: 'accepted', eventId: null }, 'e2', false, true],
+    ['planned', { status: 'planned', eventId: 'e1' }, 'e1', false, false],
+    ['planned as another event', { status: 'planned', eventId: 'e1' }, 'e2', false, false],
+    ['planned in the same batch', undefined, 'e2', true, false],
+  ] as const)('a refusal is told with %s: %s', (_name, stored, eventId, plannedInBatch, told) => {
+    expect(refusalTold(stored, eventId, plannedInBatch)).toBe(told);
+  });
+
   it('folds a batch into what applying each decision in turn to the stored record gives, for every stored status', () => {
     const apply = (from: RecordStatus | 'none', decision: RequestDecision): RecordStatus | 'none' =>
       recordMoves(from, decision.to) ? decision.to : from;
@@ -65,9 +104,9 @@ describe('the request record', () => {
       return { status, last };
     };
     const choices: RequestDecision[] = [
-      { requestId: 'r', to: 'planned' },
-      { requestId: 'r', to: 'rejected', rejection: unknownExperiment },
-      { requestId: 'r', to: 'rejected', rejection: stepTaken('emitted', SEND) },
+      { requestId: 'r', eventId: 'e1', to: 'planned' },
+      { requestId: 'r', eventId: 'e1', to: 'rejected', rejection: unknownExperiment },
+      { requestId: 'r', eventId: 'e2', to: 'rejected', rejection: stepTaken('emitted', SEND) },
     ];
     const sequences: RequestDecision[][] = [[]];
     for (let length = 1; length <= 3; length++)

@@ -19,6 +19,7 @@ import { RequestsRepository } from '../adapters/requests-repository.js';
 import type { Config } from '../config.js';
 import { conversationHandler } from '../workflow/conversations.js';
 import { ingressHandler } from '../workflow/ingress.js';
+import type { OutreachRequestsDeps } from '../workflow/outreach-requests.js';
 import { Rerequests } from '../workflow/rerequests.js';
 import { emitDue } from '../workflow/scheduler.js';
 import { sendOutcomesProjector } from '../workflow/send-outcomes.js';
@@ -34,6 +35,8 @@ declare module 'fastify' {
     readonly rerequests: Rerequests;
     /** Each request's record, planned sends and their outcomes (GET /v1/outreach-requests/:requestId). */
     readonly requests: RequestsRepository;
+    /** What the one decision about requests works with, whichever ingress calls it (workflow/outreach-requests.ts). */
+    readonly outreachRequests: OutreachRequestsDeps;
   }
 }
 
@@ -74,6 +77,15 @@ export default fp(
     app.decorate('requests', requests);
     const rerequests = new Rerequests(app.metrics, log('rerequests'));
     app.decorate('rerequests', rerequests);
+    const outreachRequests: OutreachRequestsDeps = {
+      pool: app.pg,
+      repository,
+      requests,
+      experiments,
+      hashKey: emailHashKey,
+      rerequests,
+    };
+    app.decorate('outreachRequests', outreachRequests);
 
     registerConsumer(app, {
       partitionsConsumedConcurrently: config.CONSUMER_PARTITION_CONCURRENCY,
@@ -83,15 +95,7 @@ export default fp(
       // An unavailable experiment service is waited out, backing off up to 30 s between attempts,
       // until the retry cap (CONSUMER_RETRY_MAX_ATTEMPTS / _MS) sends the requests to the DLQ.
       retry: { initialMs: 250, maxMs: 30_000, ...retryCap(config) },
-      handler: ingressHandler({
-        pool: app.pg,
-        repository,
-        requests,
-        experiments,
-        logger: log('ingress'),
-        hashKey: emailHashKey,
-        rerequests,
-      }),
+      handler: ingressHandler({ ...outreachRequests, logger: log('ingress') }),
     });
     // Sends' outcomes are projected first (what publishers poll), then the conversations follow them.
     // Both are idempotent, so a chunk retried after either fails does each once in effect.

@@ -143,7 +143,7 @@ export async function takeOutreachRequests(
       if (verdict.kind !== 'accepted') continue;
       await ingress.publish(events[index] as OutreachRequested);
       // After the publish: a request the consumer decided meanwhile keeps its decision.
-      await deps.requests.accepted(verdict.request.requestId);
+      await deps.requests.accepted(verdict.request.requestId, verdict.request.requestEventId);
     }
     return verdicts;
   }

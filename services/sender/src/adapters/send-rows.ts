@@ -25,6 +25,12 @@ export interface SendRow extends RecordedSend {
   readonly attempts: number;
   readonly reason: string | null;
   readonly providerMessageId: string | null;
+  /**
+   * The identifier key the last attempt's Message-ID and ENVID were signed with (ADR 012); null for
+   * a send never attempted, or attempted before identifiers were signed (its Message-ID was the bare
+   * `<sendId@domain>`).
+   */
+  readonly messageKeyId: string | null;
   readonly claimedAt: Date;
   readonly sentAt: Date | null;
   readonly updatedAt: Date;
@@ -41,7 +47,7 @@ export function sendColumns(p = ''): string {
   ${p}experiment_id AS "experimentId", ${p}variant, ${p}subject, ${p}body, ${p}request_id AS "requestId",
   ${p}correlation_id AS "correlationId", ${p}request_event_id::text AS "causationId",
   ${p}conversation_id AS "conversationId", ${p}source, ${p}status, ${p}attempts, ${p}reason,
-  ${p}provider_message_id AS "providerMessageId", ${p}claimed_at AS "claimedAt", ${p}sent_at AS "sentAt",
+  ${p}provider_message_id AS "providerMessageId", ${p}message_key_id AS "messageKeyId", ${p}claimed_at AS "claimedAt", ${p}sent_at AS "sentAt",
   ${p}updated_at AS "updatedAt", ${p}lease_expires_at AS "leaseExpiresAt"`;
 }
 export const SEND_COLUMNS = sendColumns();

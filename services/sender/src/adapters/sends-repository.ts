@@ -428,18 +428,19 @@ export class SendsRepository {
   /**
    * The decider's Fenced, applied set-based where the gate lets it through (gateOf is null, as
    * gate-sql.ts generates it from GATE): `claimed` → `sending` under each claim's token, one more
-   * attempt, a lease. Returns the fenced rows; the rest are the workflow's to decide on their facts.
+   * attempt, a lease, and the identifier key the attempt's Message-ID is signed with. Returns the
+   * fenced rows; the rest are the workflow's to decide on their facts.
    */
-  async fenceClear(client: Queryable, claims: readonly Claim[]): Promise<SendRow[]> {
+  async fenceClear(client: Queryable, claims: readonly Claim[], messageKeyId: string): Promise<SendRow[]> {
     if (claims.length === 0) return [];
     const { rows } = await client.query<SendRow>(
       `UPDATE sends SET status = ${FENCE.to}, attempts = attempts + 1, updated_at = now(), attempt_started_at = now(),
-              lease_expires_at = now() + make_interval(secs => $3::float8 / 1000)
+              lease_expires_at = now() + make_interval(secs => $3::float8 / 1000), message_key_id = $4
        FROM unnest($1::uuid[], $2::uuid[]) AS f(send_id, token)
        WHERE sends.send_id = f.send_id AND sends.claim_token = f.token AND sends.status IN (${FENCE.from})
          AND ${FENCE_GATE_CLEAR}
        RETURNING ${sendColumns('sends.')}`,
-      [claims.map((c) => c.sendId), claims.map((c) => c.token), this.leaseMs],
+      [claims.map((c) => c.sendId), claims.map((c) => c.token), this.leaseMs, messageKeyId],
     );
     return rows;
   }

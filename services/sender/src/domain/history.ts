@@ -11,8 +11,11 @@
  *   (pre-platform history), and all its steps are accepted.
  * - Other bad lines (no address, no date) are skipped and reported, as before: they cannot be
  *   imported, and refusing the rest for them would leave the good history out too.
- * - A row whose Message-ID is ours (`<sendId@MESSAGE_ID_DOMAIN>`) is that live send's delivery: it
- *   is matched by the id, never counted as a second delivery, and settles the send if it is ambiguous.
+ * - A row whose Message-ID is ours (`<sendId.keyId.mac@MESSAGE_ID_DOMAIN>`, or the bare
+ *   `<sendId@MESSAGE_ID_DOMAIN>` of mail sent before ADR 012) is that live send's delivery: it is
+ *   matched by the id, never counted as a second delivery, and settles the send if it is ambiguous.
+ *   The id is read by its shape, its MAC not checked: the file is the operator's export of what the
+ *   provider sent for us, not something an outsider wrote (the backfill holds no identifier key).
  * - The import's id derives from the file's bytes: the same file again finds its import.
  * Problems name fields, never values (the file holds addresses).
  */
@@ -66,16 +69,17 @@ const pick = (record: Readonly<Record<string, string>>, ...names: string[]): str
   return undefined;
 };
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+// The sendId, alone (before ADR 012) or followed by `.keyId.mac`.
+const OURS =
+  /^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})(?:\.[a-z0-9][a-z0-9-]{0,15}\.[0-9a-f]{32})?$/;
 
-/** The sendId in one of our Message-IDs (`<sendId@domain>`, brackets optional), else null. */
+/** The sendId in one of our Message-IDs (brackets optional, either form), else null. */
 export function sendIdOfMessageId(messageId: string | undefined, domain: string): string | null {
   if (!messageId) return null;
   const bare = messageId.trim().replace(/^<(.*)>$/, '$1');
   const at = bare.lastIndexOf('@');
   if (at < 0 || bare.slice(at + 1).toLowerCase() !== domain.toLowerCase()) return null;
-  const id = bare.slice(0, at).toLowerCase();
-  return UUID.test(id) ? id : null;
+  return OURS.exec(bare.slice(0, at).toLowerCase())?.[1] ?? null;
 }
 
 /** One CSV record (header names lower-cased), at file line `line`. */

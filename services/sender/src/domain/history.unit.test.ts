@@ -19,6 +19,12 @@ describe('sendIdOfMessageId', () => {
   it('reads the send id of our own Message-IDs only, with or without brackets', () => {
     expect(sendIdOfMessageId(`<${SEND}@outreach.local>`, 'outreach.local')).toBe(SEND);
     expect(sendIdOfMessageId(`${SEND.toUpperCase()}@Outreach.Local`, 'outreach.local')).toBe(SEND);
+    // The signed form (ADR 012), read by its shape: the file is the provider's export, not an outsider's.
+    const signed = `${SEND}.k-2026.${'0123456789abcdef'.repeat(2)}`;
+    expect(sendIdOfMessageId(`<${signed}@outreach.local>`, 'outreach.local')).toBe(SEND);
+    expect(sendIdOfMessageId(`<${signed.toUpperCase()}@OUTREACH.local>`, 'outreach.local')).toBe(SEND);
+    expect(sendIdOfMessageId(`<${signed}x@outreach.local>`, 'outreach.local')).toBeNull();
+    expect(sendIdOfMessageId(`<${SEND}.k.0123@outreach.local>`, 'outreach.local')).toBeNull();
     expect(sendIdOfMessageId(`<${SEND}@other.example>`, 'outreach.local')).toBeNull();
     expect(sendIdOfMessageId('<not-a-uuid@outreach.local>', 'outreach.local')).toBeNull();
     expect(sendIdOfMessageId('<p1@provider>', 'outreach.local')).toBeNull();

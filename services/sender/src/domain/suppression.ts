@@ -7,8 +7,8 @@
  *   soft_bounce  a send we can name: one failure toward its campaign's auto-pause (once per message);
  *                otherwise only recorded
  *   delivered, other   recorded
- * A DSN is mail anyone can write: it does nothing unless its Message-ID names one of our sends to
- * that same recipient. SES and SendGrid are signed, so a report we cannot tie to a send still
+ * A DSN is mail anyone can write: it does nothing unless its Message-ID (or ENVID) names one of our
+ * sends to that same recipient, which it does only when its MAC verifies (domain/identifiers.ts). SES and SendGrid are signed, so a report we cannot tie to a send still
  * suppresses its (canonical) recipient.
  *
  * Suppressions are global per canonical address, as the send checks read them: no campaign or list
@@ -58,20 +58,6 @@ export type FeedbackDecision =
   | { readonly kind: 'ignore'; readonly send: null };
 
 export type FeedbackDecisionKind = FeedbackDecision['kind'];
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
-
-/**
- * The sendId in one of our Message-IDs: the SMTP provider writes `<sendId@MESSAGE_ID_DOMAIN>`, and
- * normalizeMessageId gives `sendId@domain` with the domain lower-cased. Another domain is not ours.
- */
-export function sendIdOfMessageId(messageId: string | undefined, messageIdDomain: string): string | undefined {
-  if (messageId === undefined) return undefined;
-  const at = messageId.lastIndexOf('@');
-  if (at <= 0 || messageId.slice(at + 1) !== messageIdDomain.toLowerCase()) return undefined;
-  const sendId = messageId.slice(0, at).toLowerCase();
-  return UUID.test(sendId) ? sendId : undefined;
-}
 
 /** What one report does, given the send its Message-ID names (whatever its recipient), if any. */
 export function decideFeedback(feedback: DeliveryFeedback, named: SendMatch | undefined): FeedbackDecision {

@@ -6,7 +6,6 @@ import {
   EVENT_REASON,
   feedbackEventId,
   SUPPRESSION_REASONS,
-  sendIdOfMessageId,
   type SendMatch,
 } from './suppression.js';
 
@@ -19,25 +18,6 @@ const report = (
   source: FeedbackSource = 'ses',
   extra: Partial<DeliveryFeedback> = {},
 ): DeliveryFeedback => ({ kind, source, recipient: 'ada@example.com', at, ...extra });
-
-describe('sendIdOfMessageId: our Message-IDs are <sendId@MESSAGE_ID_DOMAIN>', () => {
-  it.each([
-    [`${sendId}@outreach.example`, sendId],
-    [`${sendId.toUpperCase()}@outreach.example`, sendId],
-  ])('reads %s', (messageId, expected) => {
-    expect(sendIdOfMessageId(messageId, 'Outreach.Example')).toBe(expected);
-  });
-
-  it.each([
-    ['another domain', `${sendId}@elsewhere.example`],
-    ['a subdomain of ours', `${sendId}@mail.outreach.example`],
-    ['not a uuid', 'abc@outreach.example'],
-    ['no domain', sendId],
-    ['absent', undefined],
-  ])('names no send for %s', (_name, messageId) => {
-    expect(sendIdOfMessageId(messageId, 'outreach.example')).toBeUndefined();
-  });
-});
 
 describe('decideFeedback: given a report and the send its Message-ID names', () => {
   it('a hard bounce or a complaint suppresses, tied to our send to that recipient', () => {

@@ -1,11 +1,12 @@
 /**
- * The token in every email's one-click unsubscribe URL (RFC 8058). The sendId alone is derived from
- * known inputs (campaign, candidate, step), so a URL holding only it would let anyone unsubscribe
- * anyone; the token adds an HMAC that only the platform can make.
+ * The `v1.` one-click unsubscribe tokens (RFC 8058) of mail sent before ADR 012: checked, never made
+ * any more (new mail carries `v2.` tokens under the identifier key, domain/identifiers.ts). The
+ * sendId alone is derived from known inputs (campaign, candidate, step), so a URL holding only it
+ * would let anyone unsubscribe anyone; the token adds an HMAC that only the platform can make.
  *
- * The MAC key is derived (HKDF) from the emailHash key with its own label, so the platform holds one
- * secret and a leak of a token says nothing about emailHash. A token names the key id it was made
- * with; tokens from a retired key are refused (the page then points to the mailto, which still works).
+ * The MAC key is derived (HKDF) from the emailHash key with its own label. A token names the key id
+ * it was made with; tokens from a retired emailHash key are refused (the page then points to the
+ * mailto, which still works). `unsubscribeToken` makes one for tests of that acceptance.
  */
 import { createHmac, hkdfSync, timingSafeEqual, type KeyObject } from 'node:crypto';
 

@@ -7,7 +7,7 @@ import { SnsFeedbackIntake } from '../adapters/feedback/sns-intake.js';
 import { FeedbackRepository } from '../adapters/feedback-repository.js';
 import { SharedErrorWindow } from '../adapters/incident-controls.js';
 import { sendGridWebhookKey, sesTopicArns, type Config } from '../config.js';
-import { DEFAULT_SNS_LIMITS, SNS_MAX_BODY_BYTES } from '../domain/feedback/index.js';
+import { DEFAULT_SNS_LIMITS, DEFAULT_SNS_TIME_WINDOW, SNS_MAX_BODY_BYTES } from '../domain/feedback/index.js';
 import { unsubscribeKey } from '../domain/unsubscribe-token.js';
 import { FeedbackIntake } from '../workflow/feedback-intake.js';
 import { Unsubscribes } from '../workflow/unsubscribe.js';
@@ -59,6 +59,7 @@ export default fp(
       sends: app.sendQueries,
       errorWindow: new SharedErrorWindow(app.pg, config.AUTO_PAUSE_WINDOW_MS),
       messageIdDomain: config.MESSAGE_ID_DOMAIN,
+      identifiers: app.identifiers,
       logger,
       metrics: app.metrics,
     });
@@ -70,6 +71,7 @@ export default fp(
             topicArns,
             certificates: new SnsCertificateCache(),
             snsLimits: { ...DEFAULT_SNS_LIMITS, maxBytes: maxSnsBodyBytes },
+            timeWindow: { ...DEFAULT_SNS_TIME_WINDOW, maxAgeMs: config.SNS_MAX_MESSAGE_AGE_MS },
           });
     app.decorate('feedback', {
       intake,
@@ -78,7 +80,14 @@ export default fp(
       maxBodyBytes: config.FEEDBACK_MAX_BODY_BYTES,
       maxSnsBodyBytes,
     });
-    app.decorate('unsubscribes', new Unsubscribes(unsubscribeKey(app.emailHashKey), app.sendQueries, app.suppressions));
+    app.decorate(
+      'unsubscribes',
+      new Unsubscribes(
+        { identifiers: app.identifiers, legacy: unsubscribeKey(app.emailHashKey) },
+        app.sendQueries,
+        app.suppressions,
+      ),
+    );
     app.decorate('unsubscribeMailto', config.UNSUBSCRIBE_MAILTO);
 
     // Each purpose its own buckets, so a flood of one kind (link scanners' GETs, garbage posted at

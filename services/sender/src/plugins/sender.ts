@@ -24,7 +24,8 @@ import { ReportsRepository } from '../adapters/reports-repository.js';
 import { SendQueries } from '../adapters/send-queries.js';
 import { SendsRepository } from '../adapters/sends-repository.js';
 import { SuppressionsRepository } from '../adapters/suppressions-repository.js';
-import { handoverWithinMs, lookupSettleMs, type Config } from '../config.js';
+import { handoverWithinMs, identifierKeyring, lookupSettleMs, type Config } from '../config.js';
+import { SendIdentifiers } from '../domain/identifiers.js';
 import { rateLimitsOf } from '../domain/rate-limit.js';
 import { Reconciler, type LookupSettings } from '../workflow/reconciler.js';
 import { SendCommands } from '../workflow/send-commands.js';
@@ -47,6 +48,8 @@ declare module 'fastify' {
     readonly reconciler: Reconciler;
     /** The key emailHash is made with (read once, at start). */
     readonly emailHashKey: EmailHashKey;
+    /** Signs and checks the identifiers our mail carries (ADR 012; read once, at start). */
+    readonly identifiers: SendIdentifiers;
   }
 }
 
@@ -66,9 +69,14 @@ function mailgunApi(config: Config) {
  * its answers by. PROVIDER_LOOKUP=none keeps a provider's own lookup by idempotency key (the null
  * provider's), whose "cannot tell" is `ambiguous` at once as before; SMTP has none.
  */
-export function createLookup(config: Config, provider: MailProvider): LookupSettings | undefined {
+export function createLookup(
+  config: Config,
+  provider: MailProvider,
+  identifiers: SendIdentifiers,
+): LookupSettings | undefined {
   const timing = {
     messageIdDomain: config.MESSAGE_ID_DOMAIN,
+    identifiers,
     handoverWithinMs: handoverWithinMs(config),
     recheckMs: config.LOOKUP_RECHECK_MS,
     giveUpAfterMs: config.LOOKUP_GIVE_UP_MS,
@@ -99,7 +107,8 @@ export function createLookup(config: Config, provider: MailProvider): LookupSett
         }),
       };
     case 'none': {
-      const own = lookupOfProvider(provider, (bare) => bare.slice(0, bare.lastIndexOf('@')));
+      // The provider's key is the sendId: the Message-ID's local part up to its first dot.
+      const own = lookupOfProvider(provider, (bare) => (bare.split('@')[0] ?? '').split('.')[0] ?? '');
       return own && { ...timing, lookup: own, giveUpAfterMs: 0 };
     }
     default: {
@@ -116,7 +125,6 @@ export function createProvider(config: Config): MailProvider {
     return new MailgunProvider({
       ...mailgunApi(config),
       timeoutMs: config.PROVIDER_TIMEOUT_MS,
-      messageIdDomain: config.MESSAGE_ID_DOMAIN,
       lateWithinMs: config.MAILGUN_LATE_REPLY_MS,
     });
   const password = config.SMTP_PASSWORD_FILE
@@ -130,7 +138,6 @@ export function createProvider(config: Config): MailProvider {
     ...(config.SMTP_TLS_CA_FILE ? { ca: readPemFile('SMTP_TLS_CA_FILE', config.SMTP_TLS_CA_FILE) } : {}),
     ...(config.SMTP_TLS_SERVERNAME ? { servername: config.SMTP_TLS_SERVERNAME } : {}),
     ...(config.SMTP_USER ? { user: config.SMTP_USER, password } : {}),
-    messageIdDomain: config.MESSAGE_ID_DOMAIN,
     timeoutMs: config.PROVIDER_TIMEOUT_MS,
     finalReplyTimeoutMs: config.SMTP_FINAL_REPLY_TIMEOUT_MS,
     maxConnections: config.SEND_CONCURRENCY,
@@ -142,6 +149,18 @@ export default fp(
   async (app: FastifyInstance, { config }: { config: Config }) => {
     // A missing or weak key stops the start (ConfigError, exit 78): there is no unkeyed fallback.
     const emailHashKey = loadEmailHashKey(config);
+    const keyring = identifierKeyring(config, Date.now());
+    const identifiers = new SendIdentifiers(keyring);
+    if (keyring.previous) {
+      const window = {
+        identifierKeyId: keyring.current.id,
+        previousKeyId: keyring.previous.id,
+        previousUntil: new Date(keyring.previous.until).toISOString(),
+      };
+      if (keyring.previous.until <= Date.now())
+        app.log.warn(window, 'the previous identifier key is past its window and verifies nothing: remove it');
+      else app.log.info(window, 'identifiers under the previous key are verified until its window ends');
+    }
     const suppressions = new SuppressionsRepository(
       app.pg,
       topicName('suppressions', config.TOPIC_PREFIX),
@@ -180,6 +199,8 @@ export default fp(
       emailHashKey,
       metrics: app.metrics,
       from: config.MAIL_FROM,
+      identifiers,
+      messageIdDomain: config.MESSAGE_ID_DOMAIN,
       unsubscribeMailto: config.UNSUBSCRIBE_MAILTO,
       ...(config.UNSUBSCRIBE_URL ? { unsubscribeUrl: config.UNSUBSCRIBE_URL } : {}),
       concurrency: config.SEND_CONCURRENCY,
@@ -193,7 +214,7 @@ export default fp(
         windowMs: config.AUTO_PAUSE_WINDOW_MS,
       },
     });
-    const lookup = createLookup(config, provider);
+    const lookup = createLookup(config, provider, identifiers);
     const reconciler = new Reconciler(repository, pipeline, logger, app.metrics, {
       intervalMs: config.RECONCILE_INTERVAL_MS,
       policy: { maxAttempts: config.MAX_ATTEMPTS, retryBackoffMs: config.RETRY_BACKOFF_MS, leaseMs: config.LEASE_MS },
@@ -209,6 +230,7 @@ export default fp(
     app.decorate('reconciler', reconciler);
     watchPeriodicTask(app, reconciler.loop);
     app.decorate('emailHashKey', emailHashKey);
+    app.decorate('identifiers', identifiers);
     registerSenderGauges(app.metrics, reports, killSwitch);
 
     registerConsumer(app, {

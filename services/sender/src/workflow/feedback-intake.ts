@@ -1,6 +1,7 @@
 /**
  * Delivery feedback, from parsed reports to effects: name the send each report is about (our
- * Message-ID `<sendId@MESSAGE_ID_DOMAIN>`), let the domain decide (domain/suppression.ts), apply it
+ * Message-ID `<send identifier@MESSAGE_ID_DOMAIN>`, else the ENVID a DSN echoes, each naming a send
+ * only when its MAC verifies, ADR 012), let the domain decide (domain/suppression.ts), apply it
  * in one transaction (suppressions and their events, the dedupe and audit rows), then count each
  * send's first soft bounce as a failure in the campaign's shared auto-pause window.
  *
@@ -8,13 +9,19 @@
  * soft bounces cross the threshold is paused at its next send; one that sends nothing more needs no
  * pause. Counting happens after the commit: if it fails, the provider's retry finds the report seen
  * and the count is lost, which only delays a pause (logged); counting first could count twice.
+ *
+ * An identifier at our domain whose MAC does not verify (made up for someone else's sendId, a bare
+ * `<sendId@domain>` of mail sent before ADR 012, a retired key) is evidence for nothing: the report
+ * names no send, which for an unauthenticated DSN means it changes nothing, and it is counted
+ * (`outreach_sender_feedback_unverified_ids_total`, and `unverified` in the answer).
  */
 import { counter, type Counter, type Logger, type Registry } from '@outreach/shared';
 import type { FeedbackApplied, FeedbackEntry, FeedbackRepository } from '../adapters/feedback-repository.js';
 import type { ProviderAttempt } from '../adapters/incident-controls.js';
 import type { SendQueries } from '../adapters/send-queries.js';
 import type { DeliveryFeedback } from '../domain/feedback/index.js';
-import { decideFeedback, feedbackEventId, sendIdOfMessageId } from '../domain/suppression.js';
+import type { IdentifierRefusal, MessageIdCheck, SendIdentifiers } from '../domain/identifiers.js';
+import { decideFeedback, feedbackEventId } from '../domain/suppression.js';
 
 export interface FeedbackIntakeOptions {
   readonly repository: Pick<FeedbackRepository, 'apply'>;
@@ -23,27 +30,55 @@ export interface FeedbackIntakeOptions {
   readonly errorWindow: { record(attempts: readonly ProviderAttempt[]): Promise<unknown> };
   /** MESSAGE_ID_DOMAIN: the domain of the Message-IDs the SMTP provider writes. */
   readonly messageIdDomain: string;
+  /** Checks the MAC in a Message-ID or ENVID. */
+  readonly identifiers: SendIdentifiers;
+  readonly clock?: () => number;
   readonly logger: Logger;
   readonly metrics: Registry;
+}
+
+/** What a report's identifiers name: a send whose MAC verified, and why any other of ours did not. */
+interface Naming {
+  readonly sendId?: string;
+  readonly unverified?: IdentifierRefusal;
+}
+
+export interface FeedbackTaken extends FeedbackApplied {
+  /** New reports carrying an identifier of ours whose MAC did not verify (they named no send). */
+  readonly unverified: number;
 }
 
 export class FeedbackIntake {
   private readonly reports: Counter;
   private readonly suppressions: Counter;
+  private readonly unverified: Counter;
 
   constructor(private readonly options: FeedbackIntakeOptions) {
     const registry = options.metrics;
     this.reports = counter(registry, 'outreach_sender_feedback_reports_total');
     this.suppressions = counter(registry, 'outreach_sender_suppressions_added_total');
+    this.unverified = counter(registry, 'outreach_sender_feedback_unverified_ids_total');
   }
 
-  async take(events: readonly DeliveryFeedback[], correlationId: string): Promise<FeedbackApplied> {
-    const { messageIdDomain } = this.options;
-    const named = await this.options.sends.named(
-      events.flatMap((e) => sendIdOfMessageId(e.messageId, messageIdDomain) ?? []),
-    );
-    const entries: FeedbackEntry[] = events.map((feedback) => {
-      const sendId = sendIdOfMessageId(feedback.messageId, messageIdDomain);
+  /** The send a report names: by its Message-ID, else its ENVID, each only when its MAC verifies. */
+  private nameOf(feedback: DeliveryFeedback, now: number): Naming {
+    const { identifiers, messageIdDomain } = this.options;
+    const checks: MessageIdCheck[] = [
+      identifiers.checkMessageId(feedback.messageId, messageIdDomain, now),
+      identifiers.checkEnvelopeId(feedback.envelopeId, now),
+    ];
+    const valid = checks.find((check) => check.kind === 'valid');
+    if (valid) return { sendId: valid.sendId };
+    const refused = checks.find((check) => check.kind === 'invalid');
+    return refused ? { unverified: refused.reason } : {};
+  }
+
+  async take(events: readonly DeliveryFeedback[], correlationId: string): Promise<FeedbackTaken> {
+    const now = (this.options.clock ?? Date.now)();
+    const names = events.map((feedback) => this.nameOf(feedback, now));
+    const named = await this.options.sends.named(names.flatMap((name) => name.sendId ?? []));
+    const entries: FeedbackEntry[] = events.map((feedback, i) => {
+      const { sendId } = names[i] as Naming;
       return {
         feedback,
         eventId: feedbackEventId(feedback),
@@ -51,10 +86,21 @@ export class FeedbackIntake {
       };
     });
     const applied = await this.options.repository.apply(entries, correlationId);
+    let unverified = 0;
     for (const i of applied.fresh) {
       const entry = entries[i] as FeedbackEntry;
       this.reports.inc({ source: entry.feedback.source, kind: entry.feedback.kind, decision: entry.decision.kind });
+      const refusal = (names[i] as Naming).unverified;
+      if (refusal !== undefined) {
+        unverified++;
+        this.unverified.inc({ source: entry.feedback.source, reason: refusal });
+      }
     }
+    if (unverified > 0)
+      this.options.logger.warn(
+        { unverified, source: events[0]?.source, correlationId },
+        'feedback named a send with an identifier whose MAC did not verify: it named no send',
+      );
     const source = events[0]?.source;
     if (source !== undefined && applied.suppressed > 0) this.suppressions.inc({ source }, applied.suppressed);
     if (applied.softBounced.length > 0) {
@@ -69,7 +115,7 @@ export class FeedbackIntake {
         );
       }
     }
-    return applied;
+    return { ...applied, unverified };
   }
 
   /** For the unsubscribe route, which suppresses without a feedback report. */

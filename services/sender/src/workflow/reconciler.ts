@@ -20,13 +20,16 @@ import { counter, PeriodicTask, type Counter, type Logger, type Registry } from 
 import pLimit from 'p-limit';
 import { decideAfterLookup, type DeliveryLookup } from '../adapters/providers/lookup.js';
 import type { InFlightSend, SendsRepository } from '../adapters/sends-repository.js';
+import type { SendIdentifiers } from '../domain/identifiers.js';
 import { decide, type LeaseLookup, type OutcomePolicy } from '../domain/send.js';
 import { alwaysRun, type SendPipeline } from './send-pipeline.js';
 
 export interface LookupSettings {
   readonly lookup: DeliveryLookup;
-  /** The domain of the deterministic Message-ID `<sendId@domain>` every provider adapter sets. */
+  /** The domain of the deterministic Message-ID every provider adapter sets. */
   readonly messageIdDomain: string;
+  /** Makes a send's Message-ID again, under the key its attempt recorded (ADR 012). */
+  readonly identifiers: SendIdentifiers;
   /**
    * The longest an attempt could still hand the message over after it started: the provider call's
    * timeout, and for SMTP the wait for the reply to the final dot (a server may store it until then).
@@ -166,7 +169,10 @@ export class Reconciler {
   private async ask(send: InFlightSend): Promise<LeaseLookup> {
     const settings = this.options.lookup;
     if (!settings) return { kind: 'unknown' };
-    const messageId = `<${send.sendId}@${settings.messageIdDomain}>`;
+    const messageId = settings.identifiers.messageId(send.sendId, settings.messageIdDomain, send.row.messageKeyId);
+    // Its attempt signed with a key retired since: the Message-ID that went out cannot be made again,
+    // and searching another would find nothing and license a second email.
+    if (messageId === undefined) return { kind: 'unknown', reason: 'the identifier key of its attempt is retired' };
     const result = await settings.lookup.find(
       { messageId, recipient: send.row.email, sentAfter: send.row.claimedAt },
       this.stopping.signal,

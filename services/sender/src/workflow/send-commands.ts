@@ -70,13 +70,16 @@ export class SendCommands {
    * `fenced`; `suppressed` if its address was suppressed meanwhile; `held` if its campaign or
    * sending is paused; `exposure_conflict` (failed) if its candidate was already sent another
    * variant of the experiment (the backstop: the exposure is registered in the same transaction);
-   * and `lost` if it was taken over.
+   * and `lost` if it was taken over. Each fenced send records `messageKeyId`, the identifier key its
+   * attempt's Message-ID is signed with.
    */
-  async fenceMany(claims: readonly Claim[]): Promise<FenceResult[]> {
+  async fenceMany(claims: readonly Claim[], messageKeyId: string): Promise<FenceResult[]> {
     if (claims.length === 0) return [];
     return this.repository.transaction(async (client) => {
       // The decider's Fenced, applied where every fact it needs is clear (gateOf is null).
-      const rows = new Map((await this.repository.fenceClear(client, claims)).map((row) => [row.sendId, row]));
+      const rows = new Map(
+        (await this.repository.fenceClear(client, claims, messageKeyId)).map((row) => [row.sendId, row]),
+      );
       const unfenced = claims.filter((c) => !rows.has(c.sendId));
       const stopped = new Map<string, 'held' | 'suppressed'>();
       // The rest, still held under their tokens, are decided on their facts: suppressed or held.

@@ -27,7 +27,7 @@ import { autoPauseReason, type ErrorRatePolicy } from '../domain/error-rate.js';
 import { recipientDomain } from '../domain/rate-limit.js';
 import { validateSendRequest, type ValidSend } from '../domain/request.js';
 import { outcomeOf, verdictWaitMs, type OutcomePolicy, type ResultEvent } from '../domain/send.js';
-import { unsubscribeKey, unsubscribeToken } from '../domain/unsubscribe-token.js';
+import type { SendIdentifiers } from '../domain/identifiers.js';
 import { SendCommands } from './send-commands.js';
 
 export interface SendPipelineOptions {
@@ -44,6 +44,10 @@ export interface SendPipelineOptions {
   readonly emailHashKey: EmailHashKey;
   readonly metrics: Registry;
   readonly from: string;
+  /** Signs the Message-ID, the ENVID and the unsubscribe token of every message (ADR 012). */
+  readonly identifiers: SendIdentifiers;
+  /** MESSAGE_ID_DOMAIN: the right-hand side of every Message-ID. */
+  readonly messageIdDomain: string;
   readonly unsubscribeMailto: string;
   readonly unsubscribeUrl?: string;
   readonly concurrency: number;
@@ -108,7 +112,9 @@ export class SendPipeline {
       });
     });
     this.commands = new SendCommands(options.repository);
-    this.fences = new GroupCommit((claims) => this.commands.fenceMany(claims));
+    // Each attempt records the key its identifiers are signed with, so a later lookup or retry
+    // computes the same Message-ID after a rotation (ADR 012).
+    this.fences = new GroupCommit((claims) => this.commands.fenceMany(claims, options.identifiers.currentKeyId));
     this.records = new GroupCommit((entries) => options.repository.recordMany(entries));
     this.limit = pLimit(options.concurrency);
   }
@@ -237,13 +243,19 @@ export class SendPipeline {
   }
 
   private compose(row: SendRow): MailMessage {
+    const { identifiers, messageIdDomain } = this.options;
     const mailto = `<mailto:${this.options.unsubscribeMailto}?subject=${encodeURIComponent(`unsubscribe ${row.sendId}`)}>`;
-    // The one-click URL carries an HMAC-signed token, not the sendId alone: sendIds are derived from
-    // known inputs, so a bare one would let anyone unsubscribe anyone (routes/v1/unsubscribe.ts).
+    // The one-click URL, the Message-ID and the ENVID carry a MAC, not the sendId alone: sendIds are
+    // derived from known inputs, so a bare one would let anyone unsubscribe anyone, or bounce them
+    // (domain/identifiers.ts). This process's fence recorded its current key on the row: the key a
+    // later lookup or retry makes this Message-ID again with.
+    const envelopeId = identifiers.sendIdentifier(row.sendId) as string;
     const url = this.options.unsubscribeUrl
-      ? `<${this.options.unsubscribeUrl.replace(/\/$/, '')}/${unsubscribeToken(unsubscribeKey(this.options.emailHashKey), row.sendId)}>`
+      ? `<${this.options.unsubscribeUrl.replace(/\/$/, '')}/${identifiers.unsubscribeToken(row.sendId)}>`
       : undefined;
     return {
+      messageId: `<${envelopeId}@${messageIdDomain}>`,
+      envelopeId,
       from: this.options.from,
       to: row.email,
       subject: row.subject,

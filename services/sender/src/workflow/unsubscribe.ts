@@ -1,16 +1,20 @@
 /**
  * One-click unsubscribe (RFC 8058): the token in the List-Unsubscribe URL names a send and carries an
- * HMAC only the platform can make (domain/unsubscribe-token.ts). The send's canonical address goes on
+ * HMAC only the platform can make: `v2.` tokens under the identifier key (domain/identifiers.ts, ADR
+ * 012), and the `v1.` tokens of mail sent before it, under a key derived from the emailHash key
+ * (domain/unsubscribe-token.ts), still honoured while that key is the same. The send's canonical address goes on
  * the suppression list (reason `unsubscribe`, source `unsubscribe`), with an AddressSuppressed event in
  * the same transaction; a second POST finds the address suppressed and changes nothing.
  *
- * A token that is forged, made with a retired key, or names no send gets one answer, `not_found`,
+ * A token that is forged, made with a retired key (or a previous one past its window), or names no
+ * send gets one answer, `not_found`,
  * whatever the cause: the answer says nothing about whether a send exists. Only a token that is not
  * even shaped like one is `malformed`.
  */
 import type { SendQueries } from '../adapters/send-queries.js';
 import type { SuppressionsRepository } from '../adapters/suppressions-repository.js';
 import type { SendMatch } from '../domain/suppression.js';
+import type { SendIdentifiers } from '../domain/identifiers.js';
 import { checkUnsubscribeToken, type UnsubscribeKey } from '../domain/unsubscribe-token.js';
 
 export type UnsubscribeLookup =
@@ -30,9 +34,10 @@ export type UnsubscribeResult =
 
 export class Unsubscribes {
   constructor(
-    private readonly key: UnsubscribeKey,
+    private readonly keys: { readonly identifiers: SendIdentifiers; readonly legacy: UnsubscribeKey },
     private readonly sends: Pick<SendQueries, 'named'>,
     private readonly suppressions: Pick<SuppressionsRepository, 'suppress'>,
+    private readonly clock: () => number = Date.now,
   ) {}
 
   /**
@@ -40,7 +45,9 @@ export class Unsubscribes {
    * everything else in buckets of their own. `lookup` and `unsubscribe` check again.
    */
   verify(token: string): UnsubscribeVerdict {
-    const check = checkUnsubscribeToken(this.key, token);
+    const check = token.startsWith('v1.')
+      ? checkUnsubscribeToken(this.keys.legacy, token)
+      : this.keys.identifiers.checkUnsubscribeToken(token, this.clock());
     if (check.kind === 'invalid') return check.reason === 'malformed' ? { kind: 'malformed' } : { kind: 'not_found' };
     return { kind: 'genuine', sendId: check.sendId };
   }

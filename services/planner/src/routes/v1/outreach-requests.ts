@@ -181,14 +181,7 @@ const ConversationParams = Type.Object({ conversationId: Type.String({ minLength
  * `read` scope like every read; 400 for an id no request can have, 404 for one the planner does not know.
  */
 export default async function outreachRequestRoutes(app: FastifyInstance): Promise<void> {
-  const deps = {
-    pool: app.pg,
-    repository: app.planner,
-    requests: app.requests,
-    experiments: app.experimentClient,
-    hashKey: app.emailHashKey,
-    rerequests: app.rerequests,
-  };
+  const deps = app.outreachRequests;
   const topic = topicName('outreachRequested', app.plannerConfig.TOPIC_PREFIX);
   const ingress: Ingress = {
     via: 'http',

@@ -5,10 +5,16 @@
  * change and one fetch serves every message signed with it.
  *
  * Bounded every way a hostile or broken peer could stretch it: one request per URL at a time
- * (concurrent asks share it), no redirects (a redirect could leave the checked host), a deadline
- * over the whole exchange body included, a byte limit read as the body streams (a declared
+ * (concurrent asks share it), at most `maxConcurrentFetches` URLs fetched at once (another ask
+ * fails at once, fetching nothing), no redirects (a redirect could leave the checked host), a
+ * deadline over the whole exchange body included, a byte limit read as the body streams (a declared
  * Content-Length is not trusted), at most `maxEntries` certificates cached, each for `ttlMs`.
- * A failure is an AppError UNAVAILABLE (503: SNS retries later), never cached.
+ *
+ * A failure is an AppError UNAVAILABLE (503: SNS retries later), and is remembered for
+ * `failureTtlMs` (at most `maxFailures` URLs, the least recently failed forgotten first): a caller
+ * who knows an allowed topic and repeats a certificate URL that does not answer costs one outbound
+ * request per URL and failure window, not one per request. The window is short, so a certificate
+ * that comes back is fetched again within it; SNS's retries come later than that anyway.
  */
 import { X509Certificate } from 'node:crypto';
 import { AppError, readBoundedBody } from '@outreach/shared';
@@ -26,6 +32,12 @@ export interface SnsCertificateCacheOptions {
   readonly maxBytes?: number;
   readonly ttlMs?: number;
   readonly maxEntries?: number;
+  /** How long a failed fetch is answered from memory. */
+  readonly failureTtlMs?: number;
+  /** Failed URLs remembered at most. */
+  readonly maxFailures?: number;
+  /** Distinct URLs fetched at once. */
+  readonly maxConcurrentFetches?: number;
   readonly clock?: () => number;
 }
 
@@ -35,16 +47,31 @@ export const SNS_CERTIFICATE_DEFAULTS = {
   maxBytes: 64 * 1024,
   ttlMs: 24 * 60 * 60 * 1000,
   maxEntries: 32,
+  failureTtlMs: 30_000,
+  maxFailures: 256,
+  maxConcurrentFetches: 4,
 } as const;
+
+/** Forgets the least recently used entries of `map` (its insertion order) past `max`. */
+function bound(map: Map<string, unknown>, max: number): void {
+  for (const oldest of map.keys()) {
+    if (map.size <= max) break;
+    map.delete(oldest);
+  }
+}
 
 export class SnsCertificateCache implements SnsCertificateSource {
   private readonly entries = new Map<string, { readonly pem: string; readonly expires: number }>();
+  private readonly failures = new Map<string, { readonly message: string; readonly expires: number }>();
   private readonly inflight = new Map<string, Promise<string>>();
   private readonly fetchImpl: typeof globalThis.fetch;
   private readonly timeoutMs: number;
   private readonly maxBytes: number;
   private readonly ttlMs: number;
   private readonly maxEntries: number;
+  private readonly failureTtlMs: number;
+  private readonly maxFailures: number;
+  private readonly maxConcurrentFetches: number;
   private readonly clock: () => number;
 
   constructor(options: SnsCertificateCacheOptions = {}) {
@@ -53,12 +80,20 @@ export class SnsCertificateCache implements SnsCertificateSource {
     this.maxBytes = options.maxBytes ?? SNS_CERTIFICATE_DEFAULTS.maxBytes;
     this.ttlMs = options.ttlMs ?? SNS_CERTIFICATE_DEFAULTS.ttlMs;
     this.maxEntries = options.maxEntries ?? SNS_CERTIFICATE_DEFAULTS.maxEntries;
+    this.failureTtlMs = options.failureTtlMs ?? SNS_CERTIFICATE_DEFAULTS.failureTtlMs;
+    this.maxFailures = options.maxFailures ?? SNS_CERTIFICATE_DEFAULTS.maxFailures;
+    this.maxConcurrentFetches = options.maxConcurrentFetches ?? SNS_CERTIFICATE_DEFAULTS.maxConcurrentFetches;
     this.clock = options.clock ?? Date.now;
   }
 
   /** Certificates held now. */
   get size(): number {
     return this.entries.size;
+  }
+
+  /** Failed URLs remembered now. */
+  get failedSize(): number {
+    return this.failures.size;
   }
 
   get(url: string): Promise<string> {
@@ -73,16 +108,34 @@ export class SnsCertificateCache implements SnsCertificateSource {
     }
     const pending = this.inflight.get(checked);
     if (pending) return pending;
+    const failed = this.failures.get(checked);
+    if (failed && failed.expires > this.clock())
+      return Promise.reject(
+        new AppError(
+          'UNAVAILABLE',
+          `${failed.message} (not fetched again for ${Math.ceil((failed.expires - this.clock()) / 1000)} s)`,
+        ),
+      );
+    this.failures.delete(checked);
+    if (this.inflight.size >= this.maxConcurrentFetches)
+      return Promise.reject(
+        new AppError('UNAVAILABLE', `SNS signing certificate fetch: ${this.inflight.size} fetches in flight already`),
+      );
     const fetched = this.fetchCertificate(checked)
-      .then((pem) => {
-        this.entries.delete(checked);
-        this.entries.set(checked, { pem, expires: this.clock() + this.ttlMs });
-        for (const oldest of this.entries.keys()) {
-          if (this.entries.size <= this.maxEntries) break;
-          this.entries.delete(oldest);
-        }
-        return pem;
-      })
+      .then(
+        (pem) => {
+          this.entries.delete(checked);
+          this.entries.set(checked, { pem, expires: this.clock() + this.ttlMs });
+          bound(this.entries, this.maxEntries);
+          return pem;
+        },
+        (error: unknown) => {
+          const message = error instanceof Error ? error.message : 'SNS signing certificate fetch: failed';
+          this.failures.set(checked, { message, expires: this.clock() + this.failureTtlMs });
+          bound(this.failures, this.maxFailures);
+          throw error;
+        },
+      )
       .finally(() => this.inflight.delete(checked));
     this.inflight.set(checked, fetched);
     return fetched;

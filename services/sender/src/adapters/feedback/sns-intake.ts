@@ -2,6 +2,7 @@
  * SES feedback delivered by SNS to an HTTPS endpoint: one call per request, from raw body to
  * feedback. The order is the domain's (domain/feedback/sns.ts): parse the envelope, refuse a
  * topic not on the allow-list and a certificate URL off SNS's host (nothing fetched for either),
+ * refuse a message whose signed Timestamp is outside the window (a replay; nothing fetched either),
  * fetch the certificate (cached), verify the signature, and only then read the SES notification.
  *
  * A SubscriptionConfirmation for an allowed topic is confirmed by a GET of the URL the domain
@@ -9,7 +10,7 @@
  * `confirmSubscriptions` is false: then the URL is returned for an operator to open.
  *
  * Results: `invalid` (400: not an SNS message, or a verified one whose content is unreadable),
- * `refused` (403: topic, certificate URL or signature), and the rest 200. Fetch failures (the
+ * `refused` (403: topic, certificate URL, time window or signature), and the rest 200. Fetch failures (the
  * certificate, the confirmation) throw AppError UNAVAILABLE (503), which SNS retries.
  */
 import { AppError } from '@outreach/shared';
@@ -17,11 +18,14 @@ import type { DeliveryFeedback } from '../../domain/feedback/feedback.js';
 import { DEFAULT_SES_LIMITS, parseSesNotification, type SesLimits } from '../../domain/feedback/ses.js';
 import {
   checkSnsOrigin,
+  checkSnsTimestamp,
   DEFAULT_SNS_LIMITS,
+  DEFAULT_SNS_TIME_WINDOW,
   parseSnsEnvelope,
   snsConfirmationUrl,
   verifySnsSignature,
   type SnsLimits,
+  type SnsTimeWindow,
 } from '../../domain/feedback/sns.js';
 import type { SnsCertificateSource } from './sns-certificates.js';
 
@@ -36,6 +40,8 @@ export interface SnsFeedbackIntakeOptions {
   readonly confirmTimeoutMs?: number;
   readonly snsLimits?: SnsLimits;
   readonly sesLimits?: SesLimits;
+  /** How old (and how far ahead) a message's signed Timestamp may be. */
+  readonly timeWindow?: SnsTimeWindow;
 }
 
 export type SnsIntakeResult =
@@ -68,6 +74,8 @@ export class SnsFeedbackIntake {
     const { envelope } = parsed;
     const origin = checkSnsOrigin(envelope, this.topicArns);
     if (origin.kind === 'refused') return origin;
+    const time = checkSnsTimestamp(envelope, now, this.options.timeWindow ?? DEFAULT_SNS_TIME_WINDOW);
+    if (time.kind !== 'within') return time;
     const certificate = await this.options.certificates.get(origin.certificateUrl);
     const check = verifySnsSignature(envelope, certificate, now);
     if (check.kind === 'refused') return check;

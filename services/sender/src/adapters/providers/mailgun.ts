@@ -3,7 +3,7 @@
  *
  * Send: `POST /v3/{domain}/messages`, multipart/form-data, HTTP Basic `api:<key>`
  * (https://documentation.mailgun.com/docs/mailgun/api-reference/send/mailgun/messages). The
- * idempotency key becomes the deterministic Message-ID `<sendId@domain>` through `h:Message-Id`,
+ * message's deterministic Message-ID (`<send identifier@domain>`, ADR 012) goes through `h:Message-Id`,
  * which Mailgun keeps as the message's id (its FAQ on tracking replies; the send answers
  * `{ id: '<…>' }`), and `v:send-id` as a user variable shown on every event.
  *
@@ -46,8 +46,6 @@ export interface MailgunOptions {
 }
 
 export interface MailgunProviderOptions extends MailgunOptions {
-  /** Domain of the deterministic Message-ID `<sendId@domain>`. */
-  readonly messageIdDomain: string;
   /** How long past `timeoutMs` a request whose body left us keeps waiting for its status. */
   readonly lateWithinMs: number;
 }
@@ -94,11 +92,7 @@ const HEADER_NAME = /^[A-Za-z0-9][A-Za-z0-9-]{0,75}$/;
 const LINE_BREAK = /[\r\n]/;
 
 /** The form fields of one message, or why it cannot be expressed (nothing to retry). */
-export function messageFields(
-  message: MailMessage,
-  sendId: string,
-  messageId: string,
-): Array<readonly [string, string]> | string {
+export function messageFields(message: MailMessage, sendId: string): Array<readonly [string, string]> | string {
   for (const value of [message.from, message.to, message.subject]) {
     if (LINE_BREAK.test(value)) return 'a line break in from, to or subject';
   }
@@ -109,7 +103,7 @@ export function messageFields(
     ['to', message.to],
     ['subject', message.subject],
     ['text', message.text],
-    ['h:Message-Id', messageId],
+    ['h:Message-Id', message.messageId],
     ['v:send-id', sendId],
   ];
   for (const [name, value] of Object.entries(message.headers)) {
@@ -175,8 +169,8 @@ export class MailgunProvider implements MailProvider {
   }
 
   private async deliver(message: MailMessage, idempotencyKey: string): Promise<SendResult> {
-    const messageId = `<${idempotencyKey}@${this.options.messageIdDomain}>`;
-    const fields = messageFields(message, idempotencyKey, messageId);
+    const { messageId } = message;
+    const fields = messageFields(message, idempotencyKey);
     if (typeof fields === 'string') return { kind: 'rejected', reason: `message could not be composed: ${fields}` };
     const { body, contentType } = multipart(fields);
     const outcome = await httpCall({

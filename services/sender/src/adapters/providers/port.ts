@@ -8,6 +8,13 @@ export interface MailMessage {
   readonly text: string;
   /** Extra headers (List-Unsubscribe, ...). */
   readonly headers: Readonly<Record<string, string>>;
+  /**
+   * The Message-ID, `<send identifier@MESSAGE_ID_DOMAIN>` (domain/identifiers.ts): deterministic per
+   * send and key, so receivers, provider logs and the delivery lookup recognize a repeat.
+   */
+  readonly messageId: string;
+  /** The RFC 3461 ENVID (the send identifier), for a provider that can set one; DSNs echo it back. */
+  readonly envelopeId?: string;
 }
 
 /**
@@ -36,7 +43,7 @@ export type SendResult =
 
 export interface MailProvider {
   readonly name: string;
-  /** `idempotencyKey` is the sendId; adapters pass it on however the provider allows. */
+  /** `idempotencyKey` is the sendId; adapters pass it on however the provider allows (with `message.messageId`). */
   send(message: MailMessage, idempotencyKey: string): Promise<SendResult>;
   /** Providers that can look a send up by its idempotency key resolve `sending` leases exactly. */
   lookup?(idempotencyKey: string): Promise<'sent' | 'not_sent' | 'unknown'>;

@@ -17,8 +17,10 @@
  * for up to `finalReplyTimeoutMs` (RFC 5321 §4.5.3.2.6 suggests 10 minutes), so a late 250 is
  * recorded as `sent` rather than lost.
  *
- * SMTP has no idempotency keys, so the key becomes a deterministic Message-ID `<sendId@domain>`:
- * receivers and provider logs can recognize a repeat, and operators can search for it.
+ * SMTP has no idempotency keys, so the message carries a deterministic Message-ID (the caller's,
+ * `<send identifier@domain>`, ADR 012): receivers and provider logs can recognize a repeat, and
+ * operators can search for it. Where the server offers DSN (RFC 3461), the envelope carries the
+ * send identifier as ENVID, which the server's delivery status notifications echo back.
  */
 import { Readable } from 'node:stream';
 import MailComposer from 'nodemailer/lib/mail-composer';
@@ -43,8 +45,6 @@ export interface SmtpProviderOptions {
   readonly servername?: string;
   readonly user?: string;
   readonly password?: string;
-  /** Domain of the deterministic Message-ID `<sendId@domain>`. */
-  readonly messageIdDomain: string;
   /** Upper bound of one call; kept below the claim lease by config validation. */
   readonly timeoutMs: number;
   /** How long a connection waits for the reply to the final dot in all, past `timeoutMs` too. */
@@ -56,6 +56,9 @@ export interface SmtpProviderOptions {
 }
 
 export type SmtpPhase = 'connect' | 'envelope' | 'body';
+
+/** The envelope; `dsn.envid` is sent only when the server offers DSN (nodemailer checks the EHLO). */
+type Envelope = SMTPConnection.Envelope;
 
 interface Session {
   readonly connection: SMTPConnection;
@@ -91,7 +94,7 @@ export class SmtpProvider implements MailProvider {
       'outreach.send_id': idempotencyKey,
     };
     return traced('smtp send', { kind: 'client', attributes }, async (span) => {
-      const call = this.deliver(message, idempotencyKey);
+      const call = this.deliver(message);
       this.calls.add(call);
       try {
         const result = await call;
@@ -117,8 +120,8 @@ export class SmtpProvider implements MailProvider {
     this.sessions.clear();
   }
 
-  private async deliver(message: MailMessage, idempotencyKey: string): Promise<SendResult> {
-    const messageId = `<${idempotencyKey}@${this.options.messageIdDomain}>`;
+  private async deliver(message: MailMessage): Promise<SendResult> {
+    const { messageId } = message;
     const mail = new MailComposer({
       from: message.from,
       to: message.to,
@@ -130,11 +133,11 @@ export class SmtpProvider implements MailProvider {
       disableUrlAccess: true,
     }).compile();
     let raw: Buffer;
-    let envelope: { from: string; to: string[] };
+    let envelope: Envelope;
     try {
       raw = await mail.build();
       const { from, to } = mail.getEnvelope();
-      envelope = { from: from || '', to };
+      envelope = { from: from || '', to, ...(message.envelopeId ? { dsn: { envid: message.envelopeId } } : {}) };
     } catch (error) {
       // Our own message cannot be built (an address nodemailer refuses): no server will take it.
       return { kind: 'rejected', reason: `message could not be composed: ${codeOf(error)}` };
@@ -213,7 +216,7 @@ export class SmtpProvider implements MailProvider {
   /** One delivery attempt on `reused` or a new connection; settles within `budgetMs`. */
   private attempt(
     reused: Session | undefined,
-    envelope: { from: string; to: string[] },
+    envelope: Envelope,
     raw: Buffer,
     messageId: string,
     budgetMs: number,

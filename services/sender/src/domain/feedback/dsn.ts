@@ -13,10 +13,12 @@
  *             class; Diagnostic-Code's text is never kept
  *   time      Last-Attempt-Date, else the report's Date, else `now`
  * The Message-ID is that of the returned message, else an `Original-Message-ID` field of the
- * report or header of the message. The event id is a hash of the report's own Message-ID.
+ * report or header of the message; the ENVID is the report's `Original-Envelope-Id` (RFC 3464
+ * §2.2.1), kept when it is a plain token. The event id is a hash of the report's own Message-ID.
  *
  * A DSN is mail anyone can send: nothing in it is authenticated. Act on one only when its
- * Message-ID names a message we sent to that same recipient.
+ * Message-ID or ENVID carries a MAC we made (domain/identifiers.ts) for a message we sent to that
+ * same recipient.
  */
 import { createHash } from 'node:crypto';
 import {
@@ -27,6 +29,7 @@ import {
   invalid,
   normalizeMessageId,
   recipientOf,
+  token,
   type DeliveryFeedback,
   type FeedbackKind,
   type FeedbackParse,
@@ -103,6 +106,7 @@ function parse(lines: string[], now: Date, limits: DsnLimits): FeedbackParse {
     normalizeMessageId(header(perMessage, 'original-message-id')) ??
     normalizeMessageId(header(message.headers, 'original-message-id')) ??
     normalizeMessageId(header(message.headers, 'x-original-message-id'));
+  const envelopeId = token(header(perMessage, 'original-envelope-id')?.trim(), 100);
   const ownId = normalizeMessageId(header(message.headers, 'message-id'));
   const eventId = ownId && `dsn-${createHash('sha256').update(ownId).digest('hex').slice(0, 32)}`;
   const reportDate = header(message.headers, 'date');
@@ -123,6 +127,7 @@ function parse(lines: string[], now: Date, limits: DsnLimits): FeedbackParse {
     events.push(
       feedback(kind, 'dsn', recipient, instant(header(group, 'last-attempt-date'), now, fallbackAt), {
         messageId,
+        envelopeId,
         eventId,
         diagnostic: status,
       }),

@@ -55,6 +55,18 @@ describe('RFC 3464 delivery status notifications', () => {
     expect(events(dsn().replace('Action: failed\r\n', 'Action: failed\n'))).toEqual(expected);
   });
 
+  it('takes the ENVID from Original-Envelope-Id (it names the send when nothing of the message came back), a token only', () => {
+    const envid = '0b6f1d2e-8a3c-5e4f-9a1b-2c3d4e5f6a7b.k1.0123456789abcdef0123456789abcdef';
+    const [withEnvid] = events(
+      deliveryStatusNotification({ recipients: [unknownUser], returned: 'none', originalEnvelopeId: envid }),
+    );
+    expect(withEnvid).toMatchObject({ kind: 'hard_bounce', envelopeId: envid });
+    expect(withEnvid?.messageId).toBeUndefined();
+    expect(events(dsn())[0]).not.toHaveProperty('envelopeId');
+    for (const odd of ['<a@b>', 'a b', 'x'.repeat(101), 'ada@example.com'])
+      expect(events(dsn({ originalEnvelopeId: odd }))[0], odd).not.toHaveProperty('envelopeId');
+  });
+
   it('takes the Message-ID from a returned message/rfc822, and from an Original-Message-ID field without one', () => {
     expect(events(dsn({ returned: 'message' }))[0]?.messageId).toBe('send-1@mail.test');
     const bare = dsn({ returned: 'none' });

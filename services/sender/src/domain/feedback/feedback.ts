@@ -29,6 +29,8 @@ export interface DeliveryFeedback {
   readonly at: Date;
   /** Our RFC 5322 Message-ID of the message this is about, through `normalizeMessageId`. */
   readonly messageId?: string;
+  /** The RFC 3461 ENVID of the message (a DSN's Original-Envelope-Id), through `token`. */
+  readonly envelopeId?: string;
   /** The provider's id of that message (SES `mail.messageId`, SendGrid's `sg_message_id` prefix). */
   readonly providerMessageId?: string;
   /**
@@ -87,6 +89,7 @@ export function parseJsonBody(
 /** The optional fields of a DeliveryFeedback, each dropped when absent (exactOptionalPropertyTypes). */
 export interface FeedbackDetails {
   readonly messageId?: string | undefined;
+  readonly envelopeId?: string | undefined;
   readonly providerMessageId?: string | undefined;
   readonly eventId?: string | undefined;
   readonly diagnostic?: string | undefined;
@@ -102,6 +105,7 @@ export function feedback(
 ): DeliveryFeedback {
   const event: { -readonly [K in keyof DeliveryFeedback]: DeliveryFeedback[K] } = { kind, source, recipient, at };
   if (details.messageId !== undefined) event.messageId = details.messageId;
+  if (details.envelopeId !== undefined) event.envelopeId = details.envelopeId;
   if (details.providerMessageId !== undefined) event.providerMessageId = details.providerMessageId;
   if (details.eventId !== undefined) event.eventId = details.eventId;
   if (details.diagnostic !== undefined) event.diagnostic = details.diagnostic;

@@ -11,7 +11,9 @@ export {
 } from './feedback.js';
 export {
   checkSnsOrigin,
+  checkSnsTimestamp,
   DEFAULT_SNS_LIMITS,
+  DEFAULT_SNS_TIME_WINDOW,
   isSnsTopicArn,
   parseSnsEnvelope,
   SNS_MAX_BODY_BYTES,
@@ -25,6 +27,7 @@ export {
   type SnsLimits,
   type SnsMessageType,
   type SnsOriginCheck,
+  type SnsTimeWindow,
 } from './sns.js';
 export { DEFAULT_SES_LIMITS, parseSesNotification, type SesContext, type SesLimits } from './ses.js';
 export {

@@ -17,6 +17,12 @@
  * 3. The signature: SignatureVersion 1 (SHA1withRSA) or 2 (SHA256withRSA) over the documented
  *    string to sign, by the certificate's RSA key, while the certificate is valid.
  *
+ * And the time (`checkSnsTimestamp`, before the certificate is fetched: it needs nothing fetched,
+ * and the signature then covers it): a message whose signed Timestamp is older than the window
+ * (SNS retries an HTTPS delivery for an hour at most) or ahead of our clock by more than a skew is
+ * a replay, refused. Without it a message captured once is good for as long as the rows that
+ * dedupe it are kept, and the runbook purges those after 90 days.
+ *
  * The string to sign is `Name\nvalue\n` for each field in this order, a field that is absent left
  * out (SNS developer guide, "Verifying the signatures of Amazon SNS messages"):
  *   Notification                                        Message, MessageId, Subject, Timestamp, TopicArn, Type
@@ -169,6 +175,37 @@ export function snsCertificateUrl(value: string): string | undefined {
     SNS_HOST.test(url.hostname) &&
     url.href === value;
   return clean ? url.href : undefined;
+}
+
+export interface SnsTimeWindow {
+  /** How old the signed Timestamp may be (SNS_MAX_MESSAGE_AGE_MS). */
+  readonly maxAgeMs: number;
+  /** How far ahead of our clock it may be (clocks differ). */
+  readonly maxFutureMs: number;
+}
+
+export const DEFAULT_SNS_TIME_WINDOW: SnsTimeWindow = { maxAgeMs: 2 * 3_600_000, maxFutureMs: 5 * 60_000 };
+
+// What SNS writes: 2012-04-25T21:49:25.719Z.
+const SNS_TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?Z$/;
+
+/**
+ * The message's signed Timestamp against `now`: `invalid` when it is no timestamp SNS writes, `refused`
+ * when it is outside the window (a replay, or a clock far off), else `within`.
+ */
+export function checkSnsTimestamp(
+  envelope: Pick<SnsEnvelope, 'timestamp'>,
+  now: Date,
+  window: SnsTimeWindow = DEFAULT_SNS_TIME_WINDOW,
+): { readonly kind: 'within' } | { readonly kind: 'invalid' | 'refused'; readonly reason: string } {
+  const at = SNS_TIMESTAMP.test(envelope.timestamp) ? Date.parse(envelope.timestamp) : Number.NaN;
+  if (!Number.isFinite(at)) return invalid('SNS Timestamp is not an ISO 8601 UTC time');
+  const age = now.getTime() - at;
+  if (age > window.maxAgeMs)
+    return refused(`SNS message older than ${Math.round(window.maxAgeMs / 1000)} s: a replay, refused`);
+  if (-age > window.maxFutureMs)
+    return refused(`SNS message from more than ${Math.round(window.maxFutureMs / 1000)} s in the future`);
+  return { kind: 'within' };
 }
 
 export type SnsOriginCheck =

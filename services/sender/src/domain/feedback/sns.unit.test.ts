@@ -10,6 +10,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
   checkSnsOrigin,
+  checkSnsTimestamp,
   DEFAULT_SNS_LIMITS,
   parseSnsEnvelope,
   SNS_MAX_BODY_BYTES,
@@ -227,6 +228,36 @@ describe('SNS origin: topic allow-list and certificate URL', () => {
   ])('refuses %s', (_name, url) => {
     expect(snsCertificateUrl(url)).toBeUndefined();
     expect(checkSnsOrigin(envelope(signed({ SigningCertURL: url })), allowed).kind).toBe('refused');
+  });
+});
+
+describe('SNS time window: a replay is refused before anything is fetched', () => {
+  const window = { maxAgeMs: 2 * 3_600_000, maxFutureMs: 5 * 60_000 };
+  const at = (timestamp: string) => checkSnsTimestamp({ timestamp }, now, window);
+
+  it.each([
+    ['a 2019 notification', '2019-06-01T10:00:00.000Z', 'refused'],
+    ['one a millisecond past the window', new Date(now.getTime() - window.maxAgeMs - 1).toISOString(), 'refused'],
+    ['one exactly at the window', new Date(now.getTime() - window.maxAgeMs).toISOString(), 'within'],
+    ['one a second old', '2026-01-15T10:00:04.000Z', 'within'],
+    ['one without milliseconds', '2026-01-15T10:00:04Z', 'within'],
+    ['one within the clock skew ahead', new Date(now.getTime() + window.maxFutureMs).toISOString(), 'within'],
+    ['one past the clock skew ahead', new Date(now.getTime() + window.maxFutureMs + 1).toISOString(), 'refused'],
+    ['a local time', '2026-01-15T10:00:04.000', 'invalid'],
+    ['an offset instead of Z', '2026-01-15T11:00:04.000+01:00', 'invalid'],
+    ['epoch seconds', '1768471204', 'invalid'],
+    ['an empty string', '', 'invalid'],
+    ['a date only', '2026-01-15', 'invalid'],
+    ['leading whitespace', ' 2026-01-15T10:00:04.000Z', 'invalid'],
+  ])('%s: %s', (_name, timestamp, kind) => {
+    expect(at(timestamp).kind).toBe(kind);
+  });
+
+  it('says why, naming the window and never the value', () => {
+    expect(at('2019-06-01T10:00:00.000Z')).toEqual({
+      kind: 'refused',
+      reason: 'SNS message older than 7200 s: a replay, refused',
+    });
   });
 });
 

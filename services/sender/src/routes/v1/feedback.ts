@@ -7,8 +7,11 @@
  *   POST /v1/feedback/sendgrid  The SendGrid Signed Event Webhook. `public`: the ECDSA signature over
  *                               timestamp + raw body authenticates. 404 without a verification key.
  *   POST /v1/feedback/dsn       One message from the bounce mailbox, as an inbound mail hook delivers
- *                               it (message/rfc822). `operate`: mail is unauthenticated, so only the
- *                               hook may post, and a DSN acts only on a send of ours to that recipient.
+ *                               it (message/rfc822). Scope `dsn`, the hook's own: its token lives in
+ *                               a mail system outside the platform, so it must not be one that also
+ *                               stops sending or lifts suppressions (`operate`). Mail is
+ *                               unauthenticated, so a DSN acts only on a send of ours to that
+ *                               recipient, named by a Message-ID or ENVID whose MAC verifies.
  *
  * Signatures are over the bytes as sent, so in this file's scope every body is kept as received
  * (never parsed as JSON first), up to FEEDBACK_MAX_BODY_BYTES (the SES route: what an SNS delivery
@@ -22,7 +25,7 @@
  */
 import { AppError } from '@outreach/shared';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { FeedbackApplied } from '../../adapters/feedback-repository.js';
+import type { FeedbackTaken } from '../../workflow/feedback-intake.js';
 import {
   DEFAULT_DSN_LIMITS,
   DEFAULT_SENDGRID_LIMITS,
@@ -55,13 +58,14 @@ const headerValue = (request: FastifyRequest, name: string): string | undefined 
   return typeof value === 'string' ? value : undefined;
 };
 
-function summary(received: number, ignoredEntries: number, applied: FeedbackApplied) {
+function summary(received: number, ignoredEntries: number, applied: FeedbackTaken) {
   return {
     received,
     new: applied.fresh.size,
     suppressed: applied.suppressed,
     softBounced: applied.softBounced.length,
     ignored: ignoredEntries + applied.ignored,
+    unverified: applied.unverified,
   };
 }
 
@@ -137,7 +141,7 @@ export default async function feedbackRoutes(app: FastifyInstance): Promise<void
     return summary(result.events.length, result.ignored, await take(result.events, request));
   });
 
-  app.post('/feedback/dsn', { config: { scope: 'operate' }, bodyLimit: maxBodyBytes }, async (request) => {
+  app.post('/feedback/dsn', { config: { scope: 'dsn' }, bodyLimit: maxBodyBytes }, async (request) => {
     const result = parseDeliveryStatusNotification(
       bytesOf(request),
       { now: new Date() },
