@@ -11,6 +11,8 @@ import type { FastifyInstance } from 'fastify';
 import type {} from '../src/plugins/sender.js';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { deliveriesByRecipient, senderTestEnv, sendRequested, type SenderTestEnv } from './harness.js';
+import { readTopic } from '@outreach/testkit';
+import { eventCodec, type SendRecorded } from '@outreach/contracts';
 
 const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
 let t: SenderTestEnv | undefined;
@@ -143,7 +145,8 @@ describe('the sender against a hostile SMTP server', { timeout: 90_000 }, () => 
     expect(env.sink.messages).toHaveLength(1);
     expect(env.sink.transactions).toBe(1);
     // Both verdicts were published as SendRecorded, in that order.
-    const recorded = await env.query<{ eventId: string }>(`SELECT event_id::text AS "eventId" FROM outbox ORDER BY id`);
+    const messages = await readTopic(env.kafka, env.topic('sendRecorded'), (m) => m.length >= 2);
+    const recorded = messages.map((m) => eventCodec.decode(m.value as Buffer) as SendRecorded);
     expect(recorded.map((r) => r.eventId)).toEqual([
       uuidV5('send-recorded', sendIds[0] as string, 'ambiguous', '1'),
       uuidV5('send-recorded', sendIds[0] as string, 'sent', '1'),

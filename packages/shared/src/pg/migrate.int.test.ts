@@ -36,6 +36,7 @@ describe('migrate', () => {
       '1764100000000_things',
       '1764700000000_outbox_parked',
       '1767200000000_outbox-trace-context',
+      '1767300000000_outbox-published',
     ]);
     expect(await migrate({ databaseUrl, schema, dir, outbox: true })).toEqual([]);
 
@@ -46,7 +47,13 @@ describe('migrate', () => {
       [schema],
     );
     await client.end();
-    expect(tables.rows.map((r) => r.table_name)).toEqual(['outbox', 'outbox_parked', 'pgmigrations', 'things']);
+    expect(tables.rows.map((r) => r.table_name)).toEqual([
+      'outbox',
+      'outbox_parked',
+      'outbox_published',
+      'pgmigrations',
+      'things',
+    ]);
   });
 
   it('lets replicas start together: concurrent runs wait for each other and apply once', async () => {
@@ -59,6 +66,7 @@ describe('migrate', () => {
       '1764100000000_things',
       '1764700000000_outbox_parked',
       '1767200000000_outbox-trace-context',
+      '1767300000000_outbox-published',
     ]);
   });
 });
