@@ -227,7 +227,8 @@ describe('behind a proxy (TRUST_PROXY)', () => {
     const { port } = await start({ rateLimit: limit, trustProxy: '1' });
     const statuses: number[] = [];
     const junk = (i: number) => (i % 2 === 0 ? `junk-${i}-${'x'.repeat(8_000)}` : `fe80::1%${i}${'z'.repeat(8_000)}`);
-    for (let i = 0; i < 6; i++) statuses.push((await raw(port, request('GET', '/v1/secret', guess(i, junk(i))))).status);
+    for (let i = 0; i < 6; i++)
+      statuses.push((await raw(port, request('GET', '/v1/secret', guess(i, junk(i))))).status);
     expect(statuses).toEqual([401, 401, 401, 429, 429, 429]);
   });
 
