@@ -28,6 +28,7 @@ import {
   deliveryStatusNotification,
   sesNotification,
   signedSnsMessage,
+  sendGridSignatureSpellings,
   signSendGridWebhook,
   TEST_SNS_TOPIC_ARN,
 } from './fixtures/feedback-fixtures.js';
@@ -903,6 +904,32 @@ describe('attacks on the public routes', () => {
     expect(replays).toEqual({ 200: LIMIT, 503: 10 });
     const next = await sesPost(complaint('nobody-else@example.com'));
     expect(next.statusCode, next.body).toBe(200);
+  });
+
+  it('a replayed SendGrid batch uses up one bucket however its signature is spelled (other s, padding, unused bits)', async () => {
+    const timestamp = String(Math.floor(Date.now() / 1000));
+    const body = JSON.stringify([
+      {
+        email: 'nobody-we-sent@example.com',
+        event: 'spamreport',
+        timestamp: Number(timestamp),
+        sg_event_id: 'sg-replay',
+      },
+    ]);
+    const spellings = sendGridSignatureSpellings(signSendGridWebhook(body, timestamp, sendGrid.privateKey));
+    // 9 to 40 spellings, depending on the DER lengths of (r, s) and (r, n - s); each verifies.
+    expect(spellings.length).toBeGreaterThanOrEqual(9);
+    const replays = await flood(spellings.length * LIMIT, (i) => ({
+      method: 'POST',
+      url: '/v1/feedback/sendgrid',
+      headers: {
+        'content-type': 'application/json',
+        'x-twilio-email-event-webhook-timestamp': timestamp,
+        'x-twilio-email-event-webhook-signature': spellings[i % spellings.length] as string,
+      },
+      payload: body,
+    }));
+    expect(replays).toEqual({ 200: LIMIT, 503: (spellings.length - 1) * LIMIT });
   });
 
   it("the DSN hook's token is never refused because anyone posts garbage at its route", async () => {
