@@ -143,7 +143,9 @@ async function suppressedEvents(count: number): Promise<AddressSuppressed[]> {
 beforeAll(async () => {
   snsServer = createServer((request, response) => {
     certificateFetches.push(request.url ?? '');
-    if (request.url?.endsWith('.pem')) response.writeHead(200).end(sns.certificatePem);
+    // A made-up certificate name: SNS answers 404, after a round trip across the internet.
+    if (request.url?.includes('-made-up-')) setTimeout(() => response.writeHead(404).end(), 200);
+    else if (request.url?.endsWith('.pem')) response.writeHead(200).end(sns.certificatePem);
     else response.writeHead(404).end();
   });
   await new Promise<void>((resolve) => snsServer.listen(0, '127.0.0.1', resolve));
@@ -904,6 +906,56 @@ describe('attacks on the public routes', () => {
     expect(replays).toEqual({ 200: LIMIT, 503: 10 });
     const next = await sesPost(complaint('nobody-else@example.com'));
     expect(next.statusCode, next.body).toBe(200);
+  });
+
+  it('made-up certificate URLs, each fetched once, cannot keep a signed message with a certificate not yet held from being taken in', async () => {
+    // Anyone who knows an allowed topic can name any .pem on SNS's host: each new name costs a
+    // fetch before any signature can be checked. A message signed with a certificate this replica
+    // does not hold yet (after a start, or when SNS changes its certificate) needs a fetch too.
+    let flooding = true;
+    let made = 0;
+    const attackerStatuses: Record<number, number> = {};
+    const attacker = async () => {
+      while (flooding) {
+        const forged = signedSnsMessage(
+          {
+            MessageId: randomUUID(),
+            Timestamp: new Date().toISOString(),
+            Message: sesNotification({ type: 'Complaint', recipients: ['kim@example.com'] }),
+            SigningCertURL: `${SNS_ORIGIN}SimpleNotificationService-made-up-${made++}.pem`,
+          },
+          sns.privateKey,
+        );
+        const answer = await sesPost(forged);
+        attackerStatuses[answer.statusCode] = (attackerStatuses[answer.statusCode] ?? 0) + 1;
+      }
+    };
+    const attackers = Array.from({ length: 16 }, attacker);
+    try {
+      await waitFor(() => made >= 32, { timeoutMs: 10_000, description: 'the flood under way' });
+      const rotated = signedSnsMessage(
+        {
+          MessageId: randomUUID(),
+          Timestamp: new Date().toISOString(),
+          Message: sesNotification({ type: 'Complaint', recipients: ['pat@example.com'] }),
+          SigningCertURL: `${SNS_ORIGIN}SimpleNotificationService-rotated.pem`,
+        },
+        sns.privateKey,
+      );
+      // SNS tries again a few times; give it three tries while the flood goes on.
+      const tries: number[] = [];
+      for (let i = 0; i < 3 && tries.at(-1) !== 200; i++) tries.push((await sesPost(rotated)).statusCode);
+      expect(
+        tries.at(-1),
+        `the signed message's tries: ${tries.join(', ')}; the flood: ${JSON.stringify(attackerStatuses)}`,
+      ).toBe(200);
+      expect(await suppression('pat@example.com')).toMatchObject({ reason: 'complaint', source: 'ses' });
+    } finally {
+      flooding = false;
+      await Promise.all(attackers);
+    }
+    // The flooder's own requests are refused, and limited once past its budget.
+    expect(attackerStatuses[200] ?? 0).toBe(0);
   });
 
   it('a replayed SendGrid batch uses up one bucket however its signature is spelled (other s, padding, unused bits)', async () => {
