@@ -28,6 +28,7 @@ import {
   deliveryStatusNotification,
   sesNotification,
   signedSnsMessage,
+  sendGridSignatureSpellings,
   signSendGridWebhook,
   TEST_SNS_TOPIC_ARN,
 } from './fixtures/feedback-fixtures.js';
@@ -142,7 +143,9 @@ async function suppressedEvents(count: number): Promise<AddressSuppressed[]> {
 beforeAll(async () => {
   snsServer = createServer((request, response) => {
     certificateFetches.push(request.url ?? '');
-    if (request.url?.endsWith('.pem')) response.writeHead(200).end(sns.certificatePem);
+    // A made-up certificate name: SNS answers 404, after a round trip across the internet.
+    if (request.url?.includes('-made-up-')) setTimeout(() => response.writeHead(404).end(), 200);
+    else if (request.url?.endsWith('.pem')) response.writeHead(200).end(sns.certificatePem);
     else response.writeHead(404).end();
   });
   await new Promise<void>((resolve) => snsServer.listen(0, '127.0.0.1', resolve));
@@ -903,6 +906,82 @@ describe('attacks on the public routes', () => {
     expect(replays).toEqual({ 200: LIMIT, 503: 10 });
     const next = await sesPost(complaint('nobody-else@example.com'));
     expect(next.statusCode, next.body).toBe(200);
+  });
+
+  it('made-up certificate URLs, each fetched once, cannot keep a signed message with a certificate not yet held from being taken in', async () => {
+    // Anyone who knows an allowed topic can name any .pem on SNS's host: each new name costs a
+    // fetch before any signature can be checked. A message signed with a certificate this replica
+    // does not hold yet (after a start, or when SNS changes its certificate) needs a fetch too.
+    let flooding = true;
+    let made = 0;
+    const attackerStatuses: Record<number, number> = {};
+    const attacker = async () => {
+      while (flooding) {
+        const forged = signedSnsMessage(
+          {
+            MessageId: randomUUID(),
+            Timestamp: new Date().toISOString(),
+            Message: sesNotification({ type: 'Complaint', recipients: ['kim@example.com'] }),
+            SigningCertURL: `${SNS_ORIGIN}SimpleNotificationService-made-up-${made++}.pem`,
+          },
+          sns.privateKey,
+        );
+        const answer = await sesPost(forged);
+        attackerStatuses[answer.statusCode] = (attackerStatuses[answer.statusCode] ?? 0) + 1;
+      }
+    };
+    const attackers = Array.from({ length: 16 }, attacker);
+    try {
+      await waitFor(() => made >= 32, { timeoutMs: 10_000, description: 'the flood under way' });
+      const rotated = signedSnsMessage(
+        {
+          MessageId: randomUUID(),
+          Timestamp: new Date().toISOString(),
+          Message: sesNotification({ type: 'Complaint', recipients: ['pat@example.com'] }),
+          SigningCertURL: `${SNS_ORIGIN}SimpleNotificationService-rotated.pem`,
+        },
+        sns.privateKey,
+      );
+      // SNS tries again a few times; give it three tries while the flood goes on.
+      const tries: number[] = [];
+      for (let i = 0; i < 3 && tries.at(-1) !== 200; i++) tries.push((await sesPost(rotated)).statusCode);
+      expect(
+        tries.at(-1),
+        `the signed message's tries: ${tries.join(', ')}; the flood: ${JSON.stringify(attackerStatuses)}`,
+      ).toBe(200);
+      expect(await suppression('pat@example.com')).toMatchObject({ reason: 'complaint', source: 'ses' });
+    } finally {
+      flooding = false;
+      await Promise.all(attackers);
+    }
+    // The flooder's own requests are refused, and limited once past its budget.
+    expect(attackerStatuses[200] ?? 0).toBe(0);
+  });
+
+  it('a replayed SendGrid batch uses up one bucket however its signature is spelled (other s, padding, unused bits)', async () => {
+    const timestamp = String(Math.floor(Date.now() / 1000));
+    const body = JSON.stringify([
+      {
+        email: 'nobody-we-sent@example.com',
+        event: 'spamreport',
+        timestamp: Number(timestamp),
+        sg_event_id: 'sg-replay',
+      },
+    ]);
+    const spellings = sendGridSignatureSpellings(signSendGridWebhook(body, timestamp, sendGrid.privateKey));
+    // 9 to 40 spellings, depending on the DER lengths of (r, s) and (r, n - s); each verifies.
+    expect(spellings.length).toBeGreaterThanOrEqual(9);
+    const replays = await flood(spellings.length * LIMIT, (i) => ({
+      method: 'POST',
+      url: '/v1/feedback/sendgrid',
+      headers: {
+        'content-type': 'application/json',
+        'x-twilio-email-event-webhook-timestamp': timestamp,
+        'x-twilio-email-event-webhook-signature': spellings[i % spellings.length] as string,
+      },
+      payload: body,
+    }));
+    expect(replays).toEqual({ 200: LIMIT, 503: (spellings.length - 1) * LIMIT });
   });
 
   it("the DSN hook's token is never refused because anyone posts garbage at its route", async () => {

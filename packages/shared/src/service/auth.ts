@@ -14,6 +14,7 @@
  * so a rotation adds the new token before it removes the old one.
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { isIP } from 'node:net';
 import rateLimit from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyReply, FastifyRequest, FastifySchema, onRequestAsyncHookHandler } from 'fastify';
 import fp from 'fastify-plugin';
@@ -203,6 +204,19 @@ export function authorize(access: RouteAccess | undefined, authentication: Authe
   }
 }
 
+/**
+ * The client address a per-address bucket is named by. Behind a proxy trusted by hop count
+ * (TRUST_PROXY=1), `request.ip` is whatever the nearest untrusted hop wrote into X-Forwarded-For,
+ * and a caller that reaches the pod directly writes it itself: unique 8 KB strings were a bucket
+ * each (20,000 of them held 166 MB in one limiter). A value that is no IP address is no address of
+ * anyone: all of them share one bucket, and no bucket keeps a caller's bytes.
+ */
+function clientBucket(request: FastifyRequest): string {
+  const address = request.ip;
+  // 45 characters: the longest spelling of an IPv6 address; `isIP` also takes a zone of any length.
+  return isIP(address) === 0 || address.length > 45 ? 'not-an-address' : address.toLowerCase();
+}
+
 export interface AccessControlOptions {
   /** The tokens, or how to read them again: files named by `*_FILE` change when a Secret is rotated. */
   readonly tokens: ScopedTokens | (() => ScopedTokens);
@@ -275,7 +289,7 @@ export const accessControl = fp(
       keyGenerator: (request: FastifyRequest) =>
         request.authentication.kind === 'principal'
           ? `token:${request.authentication.principal.id}`
-          : `ip:${request.ip}`,
+          : `ip:${clientBucket(request)}`,
       errorResponseBuilder: (_request, context) =>
         new AppError(
           'RATE_LIMITED',
@@ -353,7 +367,7 @@ export function credentialRateLimit(
       keyGenerator: bucket,
     });
   const verifiedLimiter = limiter((request) => `${options.purpose}:verified:${credentials.get(request) ?? ''}`);
-  const refusedLimiter = limiter((request) => `${options.purpose}:refused:${request.ip}`);
+  const refusedLimiter = limiter((request) => `${options.purpose}:refused:${clientBucket(request)}`);
   const windowSeconds = Math.round(options.windowMs / 1000);
   const count = async (
     check: ReturnType<typeof limiter>,
@@ -405,7 +419,7 @@ export function clientRateLimit(
     max: options.max,
     timeWindow: options.windowMs,
     allowList: () => false,
-    keyGenerator: (request: FastifyRequest) => `${options.name}:${request.ip}`,
+    keyGenerator: (request: FastifyRequest) => `${options.name}:${clientBucket(request)}`,
   });
   return async (request, reply) => {
     const verdict = await limiter(request);

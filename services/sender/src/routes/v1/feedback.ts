@@ -23,6 +23,7 @@
  * SNS and SendGrid) when a dependency says later or one message is delivered too often; 200 with
  * counts, never an address.
  */
+import { createHash } from 'node:crypto';
 import { AppError } from '@outreach/shared';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { FeedbackTaken } from '../../workflow/feedback-intake.js';
@@ -130,9 +131,21 @@ export default async function feedbackRoutes(app: FastifyInstance): Promise<void
       },
       { publicKey, now: new Date(), limits: { ...DEFAULT_SENDGRID_LIMITS, maxBytes: maxBodyBytes } },
     );
-    // A verified request's signature is the signed batch's own name: its retries share a bucket.
+    // A verified batch is named by what was signed (timestamp and body), never by the signature as
+    // spelled: an ECDSA signature verifies as (r, n - s) too, and base64 without its padding or with
+    // the last character's unused bits set decodes the same, so one signed batch had 9 to 40 names,
+    // each a fresh bucket for its replays.
     if (result.kind === 'refused' || result.kind === 'invalid') await limit.unverified(request, reply);
-    else await limit.verified(request, reply, signature ?? '');
+    else
+      await limit.verified(
+        request,
+        reply,
+        createHash('sha256')
+          .update(headerValue(request, SENDGRID_TIMESTAMP_HEADER) ?? '')
+          .update('\n')
+          .update(bytesOf(request))
+          .digest('base64url'),
+      );
     if (result.kind === 'refused') {
       request.log.warn({ reason: result.reason }, 'SendGrid feedback refused');
       throw new AppError('FORBIDDEN', result.reason);
