@@ -937,7 +937,7 @@ describe('attacks on the public routes', () => {
         {
           MessageId: randomUUID(),
           Timestamp: new Date().toISOString(),
-          Message: sesNotification({ type: 'Complaint', recipients: ['pat@example.com'] }),
+          Message: sesNotification({ type: 'Complaint', recipients: ['rotated-cert@example.com'] }),
           SigningCertURL: `${SNS_ORIGIN}SimpleNotificationService-rotated.pem`,
         },
         sns.privateKey,
@@ -949,7 +949,7 @@ describe('attacks on the public routes', () => {
         tries.at(-1),
         `the signed message's tries: ${tries.join(', ')}; the flood: ${JSON.stringify(attackerStatuses)}`,
       ).toBe(200);
-      expect(await suppression('pat@example.com')).toMatchObject({ reason: 'complaint', source: 'ses' });
+      expect(await suppression('rotated-cert@example.com')).toMatchObject({ reason: 'complaint', source: 'ses' });
     } finally {
       flooding = false;
       await Promise.all(attackers);

@@ -10,6 +10,14 @@
  * deadline over the whole exchange body included, a byte limit read as the body streams (a declared
  * Content-Length is not trusted), at most `maxEntries` certificates cached, each for `ttlMs`.
  *
+ * Made-up URLs (anyone who knows an allowed topic can name any .pem on SNS's host, each a fetch
+ * before any signature can be checked) must not keep SNS's own certificate out. So: a certificate
+ * fetched from SNS's host is kept until newer ones push it out (its name is a digest: it never
+ * changes), which keeps a warm replica immune; and one more fetch slot is kept for a URL asked for
+ * before, while the others were busy, and not failed: SNS retries a message with the same URL, while each made-up name that
+ * was fetched and failed is answered from the failure memory. A cold replica under such a flood
+ * takes SNS's message on a retry (issue #31, attacks.md "SNS certificate URLs").
+ *
  * A failure is an AppError UNAVAILABLE (503: SNS retries later), and is remembered for
  * `failureTtlMs` (at most `maxFailures` URLs, the least recently failed forgotten first): a caller
  * who knows an allowed topic and repeats a certificate URL that does not answer costs one outbound
@@ -36,7 +44,7 @@ export interface SnsCertificateCacheOptions {
   readonly failureTtlMs?: number;
   /** Failed URLs remembered at most. */
   readonly maxFailures?: number;
-  /** Distinct URLs fetched at once. */
+  /** Distinct URLs fetched at once (one more for a URL asked for again after the slots were busy). */
   readonly maxConcurrentFetches?: number;
   readonly clock?: () => number;
 }
@@ -45,7 +53,8 @@ export const SNS_CERTIFICATE_DEFAULTS = {
   timeoutMs: 5_000,
   // SNS certificates are about 2 KB of PEM.
   maxBytes: 64 * 1024,
-  ttlMs: 24 * 60 * 60 * 1000,
+  // Kept until pushed out by newer ones (maxEntries); a month bounds how long one unused stays.
+  ttlMs: 30 * 24 * 60 * 60 * 1000,
   maxEntries: 32,
   failureTtlMs: 30_000,
   maxFailures: 256,
@@ -64,6 +73,10 @@ export class SnsCertificateCache implements SnsCertificateSource {
   private readonly entries = new Map<string, { readonly pem: string; readonly expires: number }>();
   private readonly failures = new Map<string, { readonly message: string; readonly expires: number }>();
   private readonly inflight = new Map<string, Promise<string>>();
+  /** URLs asked for while every open slot was busy (bounded): their retry may take the kept slot. */
+  private readonly waiting = new Map<string, true>();
+  /** Whether the kept slot is fetching now. */
+  private keptSlotBusy = false;
   private readonly fetchImpl: typeof globalThis.fetch;
   private readonly timeoutMs: number;
   private readonly maxBytes: number;
@@ -117,10 +130,21 @@ export class SnsCertificateCache implements SnsCertificateSource {
         ),
       );
     this.failures.delete(checked);
-    if (this.inflight.size >= this.maxConcurrentFetches)
-      return Promise.reject(
-        new AppError('UNAVAILABLE', `SNS signing certificate fetch: ${this.inflight.size} fetches in flight already`),
-      );
+    const openBusy = this.inflight.size - (this.keptSlotBusy ? 1 : 0);
+    let kept = false;
+    if (openBusy >= this.maxConcurrentFetches) {
+      // A URL asked for before, while the slots were busy, takes the kept slot if it is free.
+      if (!this.keptSlotBusy && this.waiting.has(checked)) kept = true;
+      else {
+        this.waiting.set(checked, true);
+        bound(this.waiting, this.maxFailures);
+        return Promise.reject(
+          new AppError('UNAVAILABLE', `SNS signing certificate fetch: ${this.inflight.size} fetches in flight already`),
+        );
+      }
+    }
+    this.waiting.delete(checked);
+    if (kept) this.keptSlotBusy = true;
     const fetched = this.fetchCertificate(checked)
       .then(
         (pem) => {
@@ -136,7 +160,10 @@ export class SnsCertificateCache implements SnsCertificateSource {
           throw error;
         },
       )
-      .finally(() => this.inflight.delete(checked));
+      .finally(() => {
+        this.inflight.delete(checked);
+        if (kept) this.keptSlotBusy = false;
+      });
     this.inflight.set(checked, fetched);
     return fetched;
   }
