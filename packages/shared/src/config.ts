@@ -217,6 +217,11 @@ export const BaseConfigSchema = Type.Object({
   CONSUMER_RETRY_MAX_MS: Type.Integer({ minimum: 1_000, default: CONSUMER_RETRY_DEFAULTS.maxElapsedMs }),
   /** Milliseconds a shutdown may take before the process exits anyway (keep below the pod's grace period). */
   SHUTDOWN_TIMEOUT_MS: Type.Integer({ minimum: 100, default: 25_000 }),
+  /**
+   * How long a published event's id stays in outbox_published, where the outbox refuses a repeat of
+   * it (a week). Consumers deduplicate by event id in any case; a high-rate service may keep less.
+   */
+  OUTBOX_PUBLISHED_RETENTION_MS: Type.Integer({ minimum: 60_000, default: 7 * 24 * 60 * 60 * 1000 }),
 });
 export type BaseConfig = Static<typeof BaseConfigSchema>;
 

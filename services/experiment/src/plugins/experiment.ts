@@ -25,7 +25,12 @@ export default fp(
       retry: retryCap(config),
       handler: exposureHandler(repository, app.log.child({ component: 'exposures' }) as Logger),
     });
-    registerOutboxRelay(app, { databaseUrl: config.DATABASE_URL, schema: config.DATABASE_SCHEMA, pollIntervalMs: 500 });
+    registerOutboxRelay(app, {
+      databaseUrl: config.DATABASE_URL,
+      schema: config.DATABASE_SCHEMA,
+      pollIntervalMs: 500,
+      retentionMs: config.OUTBOX_PUBLISHED_RETENTION_MS,
+    });
   },
   { name: 'experiment', dependencies: ['postgres', 'kafka'] },
 );

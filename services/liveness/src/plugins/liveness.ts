@@ -58,7 +58,12 @@ export default fp(
       retry: retryCap(config),
       handler: projectorHandler(repository, app.log.child({ component: 'projector' }) as Logger),
     });
-    registerOutboxRelay(app, { databaseUrl: config.DATABASE_URL, schema: config.DATABASE_SCHEMA, pollIntervalMs: 500 });
+    registerOutboxRelay(app, {
+      databaseUrl: config.DATABASE_URL,
+      schema: config.DATABASE_SCHEMA,
+      pollIntervalMs: 500,
+      retentionMs: config.OUTBOX_PUBLISHED_RETENTION_MS,
+    });
     app.addHook('onReady', async () => sweeper.start());
     app.addHook('onClose', async () => sweeper.stop());
   },

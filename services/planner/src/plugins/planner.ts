@@ -152,7 +152,12 @@ export default fp(
         log('request-status-retention'),
       ),
     );
-    registerOutboxRelay(app, { databaseUrl: config.DATABASE_URL, schema: config.DATABASE_SCHEMA, pollIntervalMs: 200 });
+    registerOutboxRelay(app, {
+      databaseUrl: config.DATABASE_URL,
+      schema: config.DATABASE_SCHEMA,
+      pollIntervalMs: 200,
+      retentionMs: config.OUTBOX_PUBLISHED_RETENTION_MS,
+    });
   },
   { name: 'planner', dependencies: ['postgres', 'kafka'] },
 );

@@ -242,7 +242,12 @@ export default fp(
       retry: retryCap(config),
       handler: (events, context) => pipeline.handle(events, context),
     });
-    registerOutboxRelay(app, { databaseUrl: config.DATABASE_URL, schema: config.DATABASE_SCHEMA, pollIntervalMs: 500 });
+    registerOutboxRelay(app, {
+      databaseUrl: config.DATABASE_URL,
+      schema: config.DATABASE_SCHEMA,
+      pollIntervalMs: 500,
+      retentionMs: config.OUTBOX_PUBLISHED_RETENTION_MS,
+    });
     app.addHook('onReady', async () => reconciler.start());
     // Before the consumer and the reconciler stop (onClose): a batch waiting for rate tokens gives
     // its claims back at once instead of holding the shutdown until its tokens come.
