@@ -145,10 +145,11 @@ export interface BuildResult {
 export function buildImage(): BuildResult {
   const started = Date.now();
   const ca = buildCaFile();
+  const revision = commit();
   const common = [
     ...(ca ? ['--secret', `id=build_ca,src=${ca}`] : []),
     '--build-arg',
-    `OUTREACH_COMMIT=${commit()}`,
+    `OUTREACH_COMMIT=${revision}`,
     '-t',
     IMAGE,
     '-f',
@@ -170,10 +171,28 @@ export function buildImage(): BuildResult {
   say(`buildah bud -t ${IMAGE}${ca ? ' (with the build_ca secret)' : ''}`);
   const previous = imageId(IMAGE);
   buildahBuild(common);
+  stampCommit(revision);
   // The image this build replaced: its layers (about 100 MB) would otherwise pile up with every
   // commit. Kept while a container uses it; the build cache's layers stay.
   if (previous && previous !== imageId(IMAGE)) spawnSync('podman', ['rmi', previous], { stdio: 'ignore' });
   return { engine: 'buildah', image: IMAGE, base, seconds: (Date.now() - started) / 1000 };
+}
+
+/**
+ * buildah 1.28 keys its layer cache on an instruction's text, not on the build argument's value: a
+ * cached `ENV OUTREACH_COMMIT=${OUTREACH_COMMIT}` keeps the commit of the build that first made it.
+ * Docker's cache does not; this sets the value Docker would have (at the cost of one empty layer).
+ */
+function stampCommit(revision: string): void {
+  const env = run('podman', ['image', 'inspect', IMAGE, '--format', '{{json .Config.Env}}']);
+  if ((JSON.parse(env) as string[]).includes(`OUTREACH_COMMIT=${revision}`)) return;
+  const working = run('buildah', ['from', '--pull=never', IMAGE]).trim();
+  try {
+    run('buildah', ['config', '--env', `OUTREACH_COMMIT=${revision}`, working]);
+    run('buildah', ['commit', '--quiet', '--format', 'docker', working, IMAGE]);
+  } finally {
+    run('buildah', ['rm', working]);
+  }
 }
 
 /**

@@ -140,6 +140,9 @@ describe('the image', () => {
     expect(image.Config.Entrypoint).toEqual(['node', '/app/deploy/docker/entrypoint.mjs']);
     expect(image.Healthcheck?.Test).toEqual(['CMD', 'node', '/app/deploy/docker/healthcheck.mjs', '/health/ready']);
     expect(image.Config.Env).toContain('NODE_ENV=production');
+    // outreach_build_info names the commit it was built from.
+    const head = spawnSync('git', ['rev-parse', 'HEAD'], { cwd: root, encoding: 'utf8' }).stdout.trim();
+    expect(image.Config.Env).toContain(`OUTREACH_COMMIT=${head}`);
 
     const usage = podman.try(['run', '--rm', '--network', 'none', '--no-healthcheck', ...HARDENED, IMAGE]);
     expect(usage.status, usage.stderr).toBe(0);
