@@ -68,7 +68,7 @@ function usage() {
     `Operations (run once, exit 0 when done): ${operations.join(', ')}`,
     '  migrate [service ...]   migrations of every service, or of the named ones',
     '  topics:ensure           create or align every topic',
-    '  schemas:register        register the public topics\' schemas in the schema registry',
+    "  schemas:register        register the public topics' schemas in the schema registry",
     '',
     'Settings come from the environment (KAFKA_BROKERS, DATABASE_URL, ...): docs/operations.md in the repository.',
     '',
