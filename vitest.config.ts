@@ -89,8 +89,9 @@ export default defineConfig({
           setupFiles: ['test/wire-format.ts'],
           testTimeout: 300_000,
           hookTimeout: 300_000,
-          // One at a time: each file runs a whole stack of containers, and the CPU is the limit.
-          maxWorkers: 1,
+          // The two files side by side: the compose stack runs in a network namespace of its own, and
+          // both mostly wait on JVMs and containers starting.
+          maxWorkers: 2,
           sequence: { groupOrder: 3 },
         },
       },

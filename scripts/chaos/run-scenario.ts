@@ -119,7 +119,7 @@ export async function runScenario(scenario: Scenario, shared: Infra, options: Sc
  * hand-over bound) is cut to 2.5 s, still longer than the call's 1.5 s timeout as in production, so a
  * send the sink does not hold is sent again about 3 s after its attempt started, within the scenario.
  */
-function lookupSettings(mailpitApiUrl: string): Record<string, string> {
+export function lookupSettings(mailpitApiUrl: string): Record<string, string> {
   return {
     PROVIDER_LOOKUP: 'mailpit',
     MAILPIT_API_URL: mailpitApiUrl,
