@@ -369,6 +369,57 @@ describe('the platform from the image, on the local Kafka, PostgreSQL and regist
       expect(write.stderr).toMatch(/EROFS|read-only file system/i);
       const tmp = await launcher.exec(['exec', name, 'node', '-e', "require('fs').writeFileSync('/tmp/x', 'x')"]);
       expect(tmp.status).toBe(0);
+      // No capability left, effective or bounding, and no way to gain one.
+      const status = await launcher.exec([
+        'exec',
+        name,
+        'node',
+        '-e',
+        "process.stdout.write(require('fs').readFileSync('/proc/1/status', 'utf8'))",
+      ]);
+      expect(status.stdout).toMatch(/^CapEff:\s+0+$/m);
+      expect(status.stdout).toMatch(/^CapBnd:\s+0+$/m);
+      expect(status.stdout).toMatch(/^NoNewPrivs:\s+1$/m);
+    }
+  });
+
+  it('never reports healthy a service that cannot reach its broker', async () => {
+    const name = `${run}-unready`;
+    const started = await launcher.exec([
+      'run',
+      '--detach',
+      '--rm',
+      '--name',
+      name,
+      '--network',
+      'host',
+      ...HARDENED,
+      ...Object.entries({
+        ...stack.env('experiment'),
+        PATH: undefined,
+        HTTP_PORT: String(await freePort()),
+        // Nothing listens there: the consumer never joins, so the service never reports ready.
+        KAFKA_BROKERS: `127.0.0.1:${await freePort()}`,
+        EVENT_WIRE_FORMAT: 'single-object',
+        SCHEMA_REGISTRY_URL: '',
+      })
+        .filter((entry): entry is [string, string] => entry[1] !== undefined)
+        .flatMap(([k, v]) => ['-e', `${k}=${v}`]),
+      IMAGE,
+      'experiment',
+    ]);
+    expect(started.status, started.stderr).toBe(0);
+    try {
+      // Asked again and again for 5 s: never healthy (1 while it tries; 125 once it gave up and is gone).
+      const verdicts: Array<number | null> = [];
+      for (const until = Date.now() + 5_000; Date.now() < until;) {
+        verdicts.push((await launcher.exec(['healthcheck', 'run', name])).status);
+      }
+      expect(verdicts.length).toBeGreaterThan(2);
+      expect(verdicts.filter((v) => v === 0)).toEqual([]);
+      expect(verdicts[0]).toBe(1);
+    } finally {
+      await launcher.exec(['rm', '--force', '--time', '0', name]);
     }
   });
 

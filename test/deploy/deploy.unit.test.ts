@@ -931,6 +931,12 @@ describe('generated and image files', () => {
     }
     const none = spawnSync(process.execPath, [entrypoint], { encoding: 'utf8' });
     expect(none.status).toBe(64);
+    // Spellings that are no command: the prototype's names, case, whitespace, an invisible character.
+    for (const spelling of ['__proto__', 'constructor', 'hasOwnProperty', 'PLANNER', ' planner', 'planner\u200b', '']) {
+      const refused = spawnSync(process.execPath, [entrypoint, spelling], { encoding: 'utf8' });
+      expect(refused.status, JSON.stringify(spelling)).toBe(64);
+      expect(refused.stdout).toBe('');
+    }
   });
 });
 
