@@ -25,16 +25,22 @@ import {
   SchemaRegistryClient,
   topicName,
 } from '@outreach/shared';
-import { normalizeCandidateKey, sendIdFor, type OutreachRequested } from '@outreach/contracts';
+import { normalizeCandidateKey, sendIdFor } from '@outreach/contracts';
 import { freePort, SmtpSink, waitFor, type DeliveredMessage } from '@outreach/testkit';
 import pg from 'pg';
 import { parse as parseYaml } from 'yaml';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { buildCaFile, dockerfileBaseImage, IMAGE, Podman } from '../../scripts/lib/container.js';
 import { root } from '../../scripts/lib/paths.js';
-import { ingressBody, outreachRequest, services, Stack, type Service } from '../../scripts/lib/stack.js';
+import {
+  BOUNCING_ADDRESS,
+  DEMO_EXPERIMENT,
+  demoWorkload,
+  SUPPRESSED_ADDRESS,
+} from '../../scripts/lib/demo-workload.js';
+import { ingressBody, services, Stack, type Service } from '../../scripts/lib/stack.js';
 import { judge, TERMINAL } from '../../scripts/chaos/checks.js';
-import { CONCURRENCY } from '../../scripts/chaos/common.js';
+import { CONCURRENCY, FAULT_SENDER_SETTINGS } from '../../scripts/chaos/common.js';
 import { lookupSettings } from '../../scripts/chaos/run-scenario.js';
 import { SentLog } from '../../scripts/chaos/sent-log.js';
 import { ContainerLauncher, HARDENED } from './launcher.js';
@@ -251,7 +257,7 @@ describe('the platform from the image, on the local Kafka, PostgreSQL and regist
     url.pathname = `/${database}`;
     databaseUrl = url.toString();
     sink = await new SmtpSink({
-      behaviour: (to) => (to.startsWith('bounce') ? { reject: 'mailbox unavailable' } : undefined),
+      behaviour: (to) => (to === BOUNCING_ADDRESS ? { reject: 'mailbox unavailable' } : undefined),
     }).start();
     // Sends in doubt after the SIGKILL are settled by asking the sink, as compose's sender asks Mailpit (ADR 009).
     const lookup = lookupSettings(await sink.startMailpitApi());
@@ -269,17 +275,7 @@ describe('the platform from the image, on the local Kafka, PostgreSQL and regist
         DATABASE_SCHEMA: service,
         MIGRATE_ON_START: 'false',
         SMTP_HOST: '127.0.0.1',
-        ...(service === 'sender'
-          ? {
-              SEND_CONCURRENCY: String(CONCURRENCY),
-              SEND_BATCH_SIZE: '50',
-              LEASE_MS: '4000',
-              PROVIDER_TIMEOUT_MS: '1500',
-              RECONCILE_INTERVAL_MS: '300',
-              RETRY_BACKOFF_MS: '200',
-              ...lookup,
-            }
-          : {}),
+        ...(service === 'sender' ? { ...FAULT_SENDER_SETTINGS, ...lookup } : {}),
       }),
     });
   });
@@ -424,55 +420,20 @@ describe('the platform from the image, on the local Kafka, PostgreSQL and regist
   });
 
   it('delivers a demo-shaped workload with the sender SIGKILLed and SIGTERMed midway: 0 duplicates, every request accounted for', async () => {
-    const candidates = 240;
-    const backend = Math.round(candidates * 0.6);
-    await stack.json('experiment', '/v1/experiments', {
-      method: 'POST',
-      body: {
-        experimentId: 'subject-line',
-        variants: [
-          { name: 'short', weight: 1 },
-          { name: 'personal', weight: 1 },
-        ],
-      },
+    const {
+      requests,
+      backend,
+      repeats: duplicates,
+      caseVariants: variants,
+    } = demoWorkload(240, {
+      producer: 'container-test',
+      followUpDelayMs: 1_000,
+      requestId: (i) => `${run}-${i}`,
     });
-    await stack.json('sender', '/v1/suppressions/unsubscribed@example.com', {
+    await stack.json('experiment', '/v1/experiments', { method: 'POST', body: DEMO_EXPERIMENT });
+    await stack.json('sender', `/v1/suppressions/${SUPPRESSED_ADDRESS}`, {
       method: 'PUT',
       body: { reason: 'unsubscribe' },
-    });
-    const requests: OutreachRequested[] = Array.from({ length: candidates }, (_, i) => {
-      const inBackend = i < backend;
-      const email =
-        i === backend + 7
-          ? 'unsubscribed@example.com'
-          : i === backend + 11
-            ? 'bounce@example.com'
-            : `candidate${i}@example.com`;
-      return outreachRequest(
-        {
-          requestId: `${run}-${i}`,
-          campaignId: inBackend ? 'backend-engineers' : 'product-designers',
-          candidateId: `cand-${i}`,
-          email,
-          experimentId: inBackend ? 'subject-line' : null,
-          contents: inBackend
-            ? [
-                { variant: 'short', subject: 'Quick question', body: 'Are you open to a backend role?' },
-                { variant: 'personal', subject: `Hi cand-${i}`, body: 'We loved your open-source work.' },
-              ]
-            : [{ variant: null, subject: 'A design role for you', body: 'Would you like to hear more?' }],
-          followUps: inBackend
-            ? [
-                {
-                  step: 'follow-up',
-                  delayMs: 1_000,
-                  contents: [{ variant: null, subject: 'Following up', body: 'Any thoughts?' }],
-                },
-              ]
-            : [],
-        },
-        'container-test',
-      );
     });
     // Every send the requests call for: each first step, and the backend campaign's follow-up, which
     // the planner schedules once its first step is `sent` (never after a failed or ambiguous one).
@@ -487,11 +448,6 @@ describe('the platform from the image, on the local Kafka, PostgreSQL and regist
         followUpOf.set(intro, sendIdFor(r.campaignId, key, f.step));
       }
     }
-    const duplicates = requests.filter((_, i) => i % 10 === 0).map((r) => ({ ...r, eventId: randomUUID() }));
-    const variants = requests
-      .filter((_, i) => i % 20 === 5)
-      .map((r) => ({ ...r, eventId: randomUUID(), email: `  ${r.email.toUpperCase()} ` }));
-
     const kafka = createKafka({ brokers: kafkaBrokers.split(','), clientId: `${run}-driver` });
     const producer = new EventProducer(kafka);
     const requestsTopic = topicName('outreachRequested', prefix);
