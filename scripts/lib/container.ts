@@ -62,12 +62,6 @@ export function dockerfileBaseImage(): string {
   return match[1];
 }
 
-/** `node:<version>-<suite>-slim` as Docker resolves it: the official image on Docker Hub. */
-function qualified(image: string): string {
-  if (/^[^/]+\.[^/]+\//.test(image) || image.startsWith('localhost/')) return image;
-  return image.includes('/') ? `docker.io/${image}` : `docker.io/library/${image}`;
-}
-
 /**
  * Outside the clone, shared by every clone on the machine: the runtime wrapper and the base's scratch
  * space. OUTREACH_CACHE_DIR, else /var/cache/outreach when writable, else ~/.cache/outreach.
@@ -240,11 +234,10 @@ function imageLabels(image: string): Record<string, string> | undefined {
  */
 export function ensureBaseImage(): 'present' | 'made' {
   const image = dockerfileBaseImage();
-  const name = qualified(image);
-  const labels = imageLabels(name);
+  const labels = imageLabels(image);
   const recipe = baseRecipe(image);
   if (labels && (labels[BASE_LABEL] === undefined || labels[BASE_LABEL] === recipe)) return 'present';
-  makeBaseImage(image, name, recipe);
+  makeBaseImage(image, recipe);
   return 'made';
 }
 
@@ -290,7 +283,7 @@ export function debianMirror(suite: string): string {
   );
 }
 
-function makeBaseImage(image: string, name: string, recipe: string): void {
+function makeBaseImage(image: string, recipe: string): void {
   const { version, suite } = parseNodeImage(image);
   if (process.version !== `v${version}`) {
     throw new ContainerError(
@@ -346,12 +339,13 @@ function makeBaseImage(image: string, name: string, recipe: string): void {
       'CMD ["node"]',
       `LABEL ${BASE_LABEL}=${recipe}`,
     ].flatMap((change) => ['--change', change]);
-    // Replaces an older stand-in under the same name; its layers go once nothing uses them.
-    run('bash', ['-c', 'set -o pipefail; tar -C "$0" -c . | podman import "$@"', rootfs, ...changes, '-', name], {
+    // Under the name as the Dockerfile writes it: podman keeps it as localhost/<name>, where a build
+    // that never pulls looks a short name up first. It replaces an older stand-in of that name.
+    run('bash', ['-c', 'set -o pipefail; tar -C "$0" -c . | podman import "$@"', rootfs, ...changes, '-', image], {
       stdio: ['ignore', 'ignore', 2],
     });
     say(
-      `made ${name} in ${Math.round((Date.now() - started) / 1000)} s (kept in the container storage for every clone)`,
+      `made ${image} in ${Math.round((Date.now() - started) / 1000)} s (kept in the container storage for every clone)`,
     );
   } finally {
     rmSync(scratch, { recursive: true, force: true });
