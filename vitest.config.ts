@@ -1,10 +1,12 @@
 import { defineConfig } from 'vitest/config';
 
 /**
- * Three projects, named by what they need (docs/style.md, habit 4):
- *   unit  *.unit.test.ts  nothing but Node
- *   int   *.int.test.ts   the real Kafka broker and PostgreSQL (test/global-setup.ts finds or starts them)
- *   e2e   *.e2e.test.ts   whole services as processes, built first (`npm run test:e2e`)
+ * Four projects, named by what they need (docs/style.md, habit 4):
+ *   unit       *.unit.test.ts       nothing but Node
+ *   int        *.int.test.ts        the real Kafka broker and PostgreSQL (test/global-setup.ts finds or starts them)
+ *   e2e        *.e2e.test.ts        whole services as processes, built first (`npm run test:e2e`)
+ *   container  *.container.test.ts  the image, built first (test/container/global-setup.ts), run with
+ *                                   podman; its own CI stage (`npm run test:container`), not in `npm test`
  * Workspace packages resolve to their TypeScript sources through the `source` export condition.
  */
 // The tests run on Node.js 24 LTS (.node-version, ADR 008); vitest 5 and testcontainers 12 do not
@@ -74,6 +76,23 @@ export default defineConfig({
           // Two side by side (102 s one at a time, 60 s): each file runs its stack on ports of its own.
           maxWorkers: 2,
           sequence: { groupOrder: 2 },
+        },
+      },
+      {
+        ...shared,
+        test: {
+          name: 'container',
+          include: ['**/*.container.test.ts'],
+          exclude,
+          server,
+          globalSetup: ['test/global-setup.ts', 'test/container/global-setup.ts'],
+          setupFiles: ['test/wire-format.ts'],
+          testTimeout: 300_000,
+          hookTimeout: 300_000,
+          // The two files side by side: the compose stack runs in a network namespace of its own, and
+          // both mostly wait on JVMs and containers starting.
+          maxWorkers: 2,
+          sequence: { groupOrder: 3 },
         },
       },
     ],

@@ -20,7 +20,8 @@ import { type MessageReceived, type NextStepScheduled, type OutreachRequested } 
 import { SmtpSink, waitFor } from '@outreach/testkit';
 import { infraDir, up } from './infra.js';
 import { Prometheus, prometheusAvailable } from './lib/prometheus.js';
-import { ingressBody, outreachRequest, services, Stack, type Service } from './lib/stack.js';
+import { DEMO_EXPERIMENT, demoWorkload, SUPPRESSED_ADDRESS } from './lib/demo-workload.js';
+import { ingressBody, services, Stack, type Service } from './lib/stack.js';
 
 const candidates = Number(process.env.DEMO_CANDIDATES ?? 2_000);
 const portBase = Number(process.env.DEMO_PORT_BASE ?? 8080);
@@ -83,70 +84,16 @@ async function main(): Promise<number> {
     }
 
     // Set-up through the services' own APIs.
-    await stack.json('experiment', '/v1/experiments', {
-      method: 'POST',
-      body: {
-        experimentId: 'subject-line',
-        variants: [
-          { name: 'short', weight: 1 },
-          { name: 'personal', weight: 1 },
-        ],
-      },
-    });
-    await stack.json('sender', '/v1/suppressions/unsubscribed@example.com', {
+    await stack.json('experiment', '/v1/experiments', { method: 'POST', body: DEMO_EXPERIMENT });
+    await stack.json('sender', `/v1/suppressions/${SUPPRESSED_ADDRESS}`, {
       method: 'PUT',
       body: { reason: 'unsubscribe' },
     });
 
-    // The workload: two campaigns; the first is an A/B test with a follow-up.
-    const backend = Math.round(candidates * 0.6);
-    const requests: OutreachRequested[] = [];
-    for (let i = 0; i < candidates; i++) {
-      const inBackend = i < backend;
-      const candidateId = `cand-${i}`;
-      const email =
-        i === backend + 7
-          ? 'unsubscribed@example.com'
-          : i === backend + 11
-            ? 'bounce@example.com'
-            : `candidate${i}@example.com`;
-      requests.push(
-        outreachRequest(
-          {
-            requestId: `${candidateId}-intro`,
-            campaignId: inBackend ? 'backend-engineers' : 'product-designers',
-            candidateId,
-            email,
-            experimentId: inBackend ? 'subject-line' : null,
-            contents: inBackend
-              ? [
-                  { variant: 'short', subject: 'Quick question', body: 'Are you open to a backend role?' },
-                  {
-                    variant: 'personal',
-                    subject: `Hi ${candidateId}, your work caught our eye`,
-                    body: 'We loved your open-source work.',
-                  },
-                ]
-              : [{ variant: null, subject: 'A design role for you', body: 'Would you like to hear more?' }],
-            followUps: inBackend
-              ? [
-                  {
-                    step: 'follow-up',
-                    delayMs: 2_000,
-                    contents: [{ variant: null, subject: 'Following up', body: 'Any thoughts?' }],
-                  },
-                ]
-              : [],
-          },
-          'demo-ats',
-        ),
-      );
-    }
-    // Duplicates: every 10th request again, and every 20th with its address in other case and spaces.
-    const duplicates = requests.filter((_, i) => i % 10 === 0).map((r) => ({ ...r, eventId: randomUUID() }));
-    const variants = requests
-      .filter((_, i) => i % 20 === 5)
-      .map((r) => ({ ...r, eventId: randomUUID(), email: `  ${r.email.toUpperCase()} ` }));
+    // The workload: two campaigns; the first is an A/B test with a follow-up. Duplicates: every 10th
+    // request again, and every 20th with its address in other case and spaces.
+    const workload = demoWorkload(candidates, { producer: 'demo-ats', followUpDelayMs: 2_000 });
+    const { requests, backend, repeats: duplicates, caseVariants: variants } = workload;
     const viaKafka = requests.filter((_, i) => i % 4 !== 0);
     const viaHttp = requests.filter((_, i) => i % 4 === 0);
     const producer = new EventProducer(kafka);

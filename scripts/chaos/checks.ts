@@ -2,7 +2,7 @@
  * The verdict on one scenario: the SMTP sink's deliveries against the sender's sent log, never against
  * the suite's own expectations. Pure: the run collects the inputs.
  *
- *   duplicates  emails delivered more than once for one send or one campaign+address: must be 0
+ *   duplicates  emails delivered more than once for one send or one campaign+address(+step): must be 0
  *   lost        requests without a terminal outcome in the sent log: must be 0
  *   ambiguous   sends whose provider call may or may not have happened: at most the sends in flight
  *               at the faults, plus the connections the SMTP server cut after it had the message
@@ -27,6 +27,11 @@ export interface Evidence {
   readonly inFlightAtFaults: number;
   /** Connections the SMTP server cut after it had the message. */
   readonly cut: number;
+  /**
+   * What one email may exist once for: by default the campaign and the address (one step per
+   * campaign); a run with several steps adds the step.
+   */
+  readonly slotOf?: (delivery: DeliveredMessage) => string;
 }
 
 export interface Verdict {
@@ -41,13 +46,23 @@ export interface Verdict {
   readonly violations: readonly string[];
 }
 
-export function judge({ expected, log, deliveries, inFlightAtFaults, cut }: Evidence): Verdict {
+const campaignAndAddress = (m: DeliveredMessage) =>
+  `${m.headers.get('x-outreach-campaign')}|${m.to.join(',').toLowerCase()}`;
+
+export function judge({
+  expected,
+  log,
+  deliveries,
+  inFlightAtFaults,
+  cut,
+  slotOf = campaignAndAddress,
+}: Evidence): Verdict {
   const bySendId = new Map(log.map((r) => [r.sendId, r]));
   const perMessageId = new Map<string, number>();
   const perSlot = new Map<string, number>();
   for (const m of deliveries) {
     perMessageId.set(m.messageId ?? '', (perMessageId.get(m.messageId ?? '') ?? 0) + 1);
-    const slot = `${m.headers.get('x-outreach-campaign')}|${m.to.join(',').toLowerCase()}`;
+    const slot = slotOf(m);
     perSlot.set(slot, (perSlot.get(slot) ?? 0) + 1);
   }
   const duplicates =

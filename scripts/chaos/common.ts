@@ -20,6 +20,16 @@ export function configNamed(name: string): ConfigName {
 
 /** Concurrent sends per sender process: what one SIGKILL can leave in doubt. */
 export const CONCURRENCY = 8;
+
+/** The sender under faults: short leases and timeouts, so that a fault resolves within a run. */
+export const FAULT_SENDER_SETTINGS: Readonly<Record<string, string>> = {
+  SEND_CONCURRENCY: String(CONCURRENCY),
+  SEND_BATCH_SIZE: '50',
+  LEASE_MS: '4000',
+  PROVIDER_TIMEOUT_MS: '1500',
+  RECONCILE_INTERVAL_MS: '300',
+  RETRY_BACKOFF_MS: '200',
+};
 export const CAMPAIGN = 'chaos';
 
 export function say(message: string): void {

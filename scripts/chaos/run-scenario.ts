@@ -13,7 +13,7 @@ import pg from 'pg';
 import { root } from '../lib/paths.js';
 import { outreachRequest, services, Stack, type Service } from '../lib/stack.js';
 import { judge } from './checks.js';
-import { CAMPAIGN, CONCURRENCY, say, type ChaosConfig } from './common.js';
+import { CAMPAIGN, FAULT_SENDER_SETTINGS, say, type ChaosConfig } from './common.js';
 import { Driver } from './driver.js';
 import { OwnInfra, type Infra } from './own-infra.js';
 import type { Result } from './report.js';
@@ -119,7 +119,7 @@ export async function runScenario(scenario: Scenario, shared: Infra, options: Sc
  * hand-over bound) is cut to 2.5 s, still longer than the call's 1.5 s timeout as in production, so a
  * send the sink does not hold is sent again about 3 s after its attempt started, within the scenario.
  */
-function lookupSettings(mailpitApiUrl: string): Record<string, string> {
+export function lookupSettings(mailpitApiUrl: string): Record<string, string> {
   return {
     PROVIDER_LOOKUP: 'mailpit',
     MAILPIT_API_URL: mailpitApiUrl,
@@ -147,12 +147,7 @@ function chaosStack(
     env: (service) =>
       service === 'sender'
         ? {
-            SEND_CONCURRENCY: String(CONCURRENCY),
-            SEND_BATCH_SIZE: '50',
-            LEASE_MS: '4000',
-            PROVIDER_TIMEOUT_MS: '1500',
-            RECONCILE_INTERVAL_MS: '300',
-            RETRY_BACKOFF_MS: '200',
+            ...FAULT_SENDER_SETTINGS,
             ...extra.sender,
             ...extra.kafka(service),
           }

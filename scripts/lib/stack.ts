@@ -38,6 +38,20 @@ export interface StackOptions {
   readonly schemaRegistryUrl?: string | undefined;
   /** Settings on top of the defaults below, per service. */
   readonly env?: (service: Service) => Record<string, string>;
+  /** How an instance runs: by default a process from the service's built `dist/server.js`. */
+  readonly launcher?: Launcher;
+}
+
+/**
+ * Another way to run an instance than a process from `dist/` (test/container/launcher.ts runs each
+ * from the image, as a container). The Stack hands it the instance's whole environment.
+ */
+export interface Launcher {
+  start(service: Service, key: string, env: NodeJS.ProcessEnv, options: StartOptions): RunningProcess;
+  /** Whether the instance reports ready (the default asks its /health/ready). */
+  ready?(key: string): Promise<boolean>;
+  /** Kills every instance synchronously: the runner is exiting. */
+  killAll?(): void;
 }
 
 export interface StartOptions {
@@ -181,16 +195,16 @@ export class Stack {
       );
     }
     const wireFormat = await this.wireFormatEnv();
-    const proc = startProcess(
-      join(root, 'services', service, 'dist', 'server.js'),
-      { ...this.env(service, instance), ...wireFormat, ...startOptions.env },
-      [],
-      startOptions.nodeArgs ?? [],
-    );
+    const env = { ...this.env(service, instance), ...wireFormat, ...startOptions.env };
+    const { launcher } = this.options;
+    const proc = launcher
+      ? launcher.start(service, key, env, startOptions)
+      : startProcess(join(root, 'services', service, 'dist', 'server.js'), env, [], startOptions.nodeArgs ?? []);
     this.processes.set(key, proc);
     await waitFor(
       async () => {
         if (proc.child.exitCode !== null) throw new Error(`${key} exited: ${proc.stderrLines.join('\n')}`);
+        if (launcher?.ready) return launcher.ready(key);
         return (await fetch(this.url(service, '/health/ready', instance))).ok;
       },
       { timeoutMs: startOptions.readyTimeoutMs ?? 60_000, description: `${key} to report ready` },
@@ -210,6 +224,7 @@ export class Stack {
   /** Kills every process synchronously: for `process.on('exit')`, so no service outlives its runner. */
   killAll(): void {
     for (const proc of this.processes.values()) proc.child.kill('SIGKILL');
+    this.options.launcher?.killAll?.();
   }
 
   /** The last lines each process wrote, for a failure message. */

@@ -982,6 +982,17 @@ describe('generated and image files', () => {
         expect(dockerfile).toContain(`COPY --from=build /app/services/${service}/${part} services/${service}/`);
       }
     }
+    // The image's HEALTHCHECK is compose's (docker-compose.yml), so `docker run` reports health the same way.
+    expect(dockerfile).toMatch(
+      /^HEALTHCHECK .*\\\n\s+CMD \["node", "\/app\/deploy\/docker\/healthcheck\.mjs", "\/health\/ready"\]$/m,
+    );
+    // The build's CA is an optional secret (a build without it works) used by `npm ci` only.
+    const ca = /^RUN --mount=type=secret,id=build_ca,required=false \\\n(?:.*\\\n)*.*npm ci .*$/m.exec(dockerfile);
+    expect(ca, 'the npm ci step mounts the build_ca secret').not.toBeNull();
+    const instructions = dockerfile.replace(/^#.*\n/gm, '');
+    expect(instructions.match(/build_ca/g)?.length).toBe(ca?.[0].match(/build_ca/g)?.length);
+    // A new commit changes OUTREACH_COMMIT only: it comes after every COPY, so no layer is rebuilt for it.
+    expect(dockerfile.lastIndexOf('\nCOPY ')).toBeLessThan(dockerfile.indexOf('ARG OUTREACH_COMMIT'));
     const dockerignore = readFileSync(join(root, '.dockerignore'), 'utf8').split('\n');
     for (const ignored of ['.git', '.infra', '**/node_modules', '**/dist']) expect(dockerignore).toContain(ignored);
   });
@@ -1003,7 +1014,7 @@ describe('generated and image files', () => {
     expect(manifest.devDependencies['@types/node']).toMatch(/^24\./);
   });
 
-  it('the entrypoint runs a command, rejects an unknown one with the list, and migrates named services only', () => {
+  it('the entrypoint prints its usage when asked, rejects an unknown command with the list, and migrates named services only', () => {
     const entrypoint = join(root, 'deploy', 'docker', 'entrypoint.mjs');
     const unknown = spawnSync(process.execPath, [entrypoint, 'mailer'], { encoding: 'utf8' });
     expect(unknown.status).toBe(64);
@@ -1011,8 +1022,22 @@ describe('generated and image files', () => {
     const badMigrate = spawnSync(process.execPath, [entrypoint, 'migrate', 'mailer'], { encoding: 'utf8' });
     expect(badMigrate.status).toBe(64);
     expect(badMigrate.stderr).toContain('migrate: no service named mailer');
-    const help = spawnSync(process.execPath, [entrypoint, '--help'], { encoding: 'utf8' });
-    expect(help.status).toBe(0);
+    // `docker run outreach` (the image's CMD is --help): the usage on stdout, exit 0, no complaint.
+    for (const ask of ['--help', '-h', 'help']) {
+      const help = spawnSync(process.execPath, [entrypoint, ask], { encoding: 'utf8' });
+      expect(help.status, ask).toBe(0);
+      expect(help.stdout).toMatch(/^Usage: docker run \[options\] outreach <command>/);
+      for (const command of Object.keys(commands)) expect(help.stdout).toContain(command);
+      expect(help.stderr).toBe('');
+    }
+    const none = spawnSync(process.execPath, [entrypoint], { encoding: 'utf8' });
+    expect(none.status).toBe(64);
+    // Spellings that are no command: the prototype's names, case, whitespace, an invisible character.
+    for (const spelling of ['__proto__', 'constructor', 'hasOwnProperty', 'PLANNER', ' planner', 'planner\u200b', '']) {
+      const refused = spawnSync(process.execPath, [entrypoint, spelling], { encoding: 'utf8' });
+      expect(refused.status, JSON.stringify(spelling)).toBe(64);
+      expect(refused.stdout).toBe('');
+    }
   });
 });
 

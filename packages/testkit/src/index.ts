@@ -60,7 +60,7 @@ export async function migratedSchema(
   return isolated;
 }
 
-export { freePort, startProcess, type RunningProcess } from './process.js';
+export { freePort, startCommand, startProcess, type RunningProcess } from './process.js';
 export { OtlpReceiver, type ReceivedSpan } from './otlp-receiver.js';
 export { SmtpSink, type DeliveredMessage, type SmtpHostility, type SmtpSinkOptions } from './smtp-sink.js';
 export { actsOnRequest, playHostility, readRequestBody, sendJson, type HttpHostility } from './http-hostility.js';

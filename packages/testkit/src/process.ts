@@ -43,7 +43,12 @@ export function startProcess(
   args: readonly string[] = [],
   nodeArgs: readonly string[] = [],
 ): RunningProcess {
-  const child = spawn(process.execPath, [...nodeArgs, entry, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  return startCommand(process.execPath, [...nodeArgs, entry, ...args], env);
+}
+
+/** Starts any program as its own process (`podman run ...`) and collects its output line by line. */
+export function startCommand(command: string, args: readonly string[], env: NodeJS.ProcessEnv): RunningProcess {
+  const child = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
   live.add(child);
   child.once('exit', () => live.delete(child));
   if (!exitHookInstalled) {

@@ -75,6 +75,8 @@ export interface SmtpSinkOptions {
 
 export interface MailpitApiOptions {
   readonly port?: number;
+  /** The address it listens on (default 127.0.0.1; the compose stand-in listens on 0.0.0.0). */
+  readonly host?: string;
   /** Misbehave on API request `n` (1-based). */
   readonly hostile?: (n: number) => HttpHostility | undefined;
 }
@@ -265,8 +267,8 @@ export class SmtpSink {
    * messages received so far, with Mailpit's own matching: `message-id:` is a case-insensitive
    * substring match on the Message-ID without its brackets (an SQL LIKE, so `_` matches any
    * character), `to:` a substring of a recipient; newest first; `start`/`limit` paging. Other
-   * search terms are refused (400), so a test never relies on syntax this stand-in ignores.
-   * Returns the base URL (`http://127.0.0.1:<port>`).
+   * search terms are refused (400), so a test never relies on syntax this stand-in ignores. `GET /readyz`
+   * answers 200, as Mailpit's does. Returns the base URL (`http://127.0.0.1:<port>`).
    */
   async startMailpitApi(options: MailpitApiOptions = {}): Promise<string> {
     if (this.api) throw new Error('the Mailpit API is already started');
@@ -274,7 +276,7 @@ export class SmtpSink {
     this.api = api;
     await new Promise<void>((resolve, reject) => {
       api.once('error', reject);
-      api.listen(options.port ?? 0, '127.0.0.1', () => resolve());
+      api.listen(options.port ?? 0, options.host ?? '127.0.0.1', () => resolve());
     });
     return `http://127.0.0.1:${(api.address() as AddressInfo).port}`;
   }
@@ -283,6 +285,12 @@ export class SmtpSink {
     const hostility = options.hostile?.(++this.mailpitRequests);
     const url = new URL(req.url ?? '/', 'http://sink');
     const answer = () => {
+      // Mailpit's readiness route (`mailpit readyz` asks it).
+      if (req.method === 'GET' && url.pathname === '/readyz') {
+        res.writeHead(200, { 'content-type': 'text/plain' });
+        res.end('ok');
+        return;
+      }
       if (req.method !== 'GET' || url.pathname !== '/api/v1/search') {
         res.writeHead(404, { 'content-type': 'text/plain' });
         res.end('404 page not found');
