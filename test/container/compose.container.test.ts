@@ -240,11 +240,12 @@ it("runs the dev overlay's Deployments and Jobs with podman kube play, on the co
   // holds the compose PostgreSQL's password; one token in every scope.
   const token = randomBytes(16).toString('hex');
   kube = forPodman(rendered.stdout, {
-    'outreach-api-tokens': { publish: token, operate: token, read: token },
+    'outreach-api-tokens': { publish: token, operate: token, read: token, dsn: token },
     'outreach-db-passwords': Object.fromEntries(
       ['planner', 'sender', 'experiment', 'liveness', 'outreach_migrator'].map((role) => [role, 'postgres']),
     ),
     'outreach-email-hash-key': { key: randomBytes(32).toString('hex'), id: 'kube' },
+    'outreach-identifier-key': { key: randomBytes(32).toString('hex'), id: 'kube' },
     'outreach-secrets': { EXPERIMENT_TOKEN: token },
   });
   // What podman leaves out and how each pod's Secrets are bridged: test/container/kube.unit.test.ts.

@@ -12,7 +12,7 @@ import { forPodman } from './kube.js';
 
 const hasKubectl = spawnSync('kubectl', ['version', '--client'], { stdio: 'ignore' }).status === 0;
 const secrets = {
-  'outreach-api-tokens': { publish: 'p', operate: 'o', read: 'r' },
+  'outreach-api-tokens': { publish: 'p', operate: 'o', read: 'r', dsn: 'd' },
   'outreach-db-passwords': {
     planner: 'pw-planner',
     sender: 'pw-sender',
@@ -21,6 +21,7 @@ const secrets = {
     outreach_migrator: 'm',
   },
   'outreach-email-hash-key': { key: 'the-key', id: 'key-1' },
+  'outreach-identifier-key': { key: 'the-identifier-key', id: 'id-1' },
   'outreach-secrets': { EXPERIMENT_TOKEN: 'token' },
 };
 
