@@ -263,10 +263,11 @@ export class ConversationsRepository {
     const storedNow = new Set(inserted.rows.map((r) => r.eventId));
     const batchEvents = new Map<string, ProjectedEvent[]>();
     for (const e of filed) batchEvents.set(e.conversationId, [...(batchEvents.get(e.conversationId) ?? []), e]);
-    const moveTargets = new Set(moved.map((m) => m.to));
+    // A conversation a move touched (either way) takes the locked path: its stored events are not the batch's.
+    const touchedByMove = new Set(moved.flatMap((m) => [m.to, m.from]));
     const fresh: FreshConversation[] = [];
     for (const [conversationId, mine] of batchEvents) {
-      if (moveTargets.has(conversationId) || !mine.every((e) => storedNow.has(e.eventId))) continue;
+      if (touchedByMove.has(conversationId) || !mine.every((e) => storedNow.has(e.eventId))) continue;
       const { campaignId, candidateKey } = mine[0] as ProjectedEvent;
       fresh.push({ conversationId, campaignId, candidateKey, history: mine.map(timedInputOf) });
     }
