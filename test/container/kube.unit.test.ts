@@ -87,7 +87,7 @@ describe.skipIf(!hasKubectl)('the dev overlay for podman kube play', () => {
     expect(files('email-hash-key')).toEqual({ key: 'the-key' });
     expect(files('experiment-token')).toEqual({ token: 'token' });
     // No items: every key, under its own name.
-    expect(files('api-tokens')).toEqual({ publish: 'p', operate: 'o', read: 'r' });
+    expect(files('api-tokens')).toEqual({ publish: 'p', operate: 'o', read: 'r', dsn: 'd' });
     // The sender's db-password volume is another podman secret than the planner's: other content.
     const sender = podSpec('outreach-sender').volumes.find((v) => v.name === 'db-password')?.secret?.secretName;
     expect(sender).not.toBe(planner.volumes.find((v) => v.name === 'db-password')?.secret?.secretName);
