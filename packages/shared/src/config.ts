@@ -218,10 +218,10 @@ export const BaseConfigSchema = Type.Object({
   /** Milliseconds a shutdown may take before the process exits anyway (keep below the pod's grace period). */
   SHUTDOWN_TIMEOUT_MS: Type.Integer({ minimum: 100, default: 25_000 }),
   /**
-   * How long a published event's id stays in outbox_published, where the outbox refuses a repeat of
+   * How long an event's id stays in outbox_event_ids, where the outbox refuses a repeat of
    * it (a week). Consumers deduplicate by event id in any case; a high-rate service may keep less.
    */
-  OUTBOX_PUBLISHED_RETENTION_MS: Type.Integer({ minimum: 60_000, default: 7 * 24 * 60 * 60 * 1000 }),
+  OUTBOX_EVENT_IDS_RETENTION_MS: Type.Integer({ minimum: 60_000, default: 7 * 24 * 60 * 60 * 1000 }),
 });
 export type BaseConfig = Static<typeof BaseConfigSchema>;
 

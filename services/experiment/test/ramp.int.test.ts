@@ -184,7 +184,7 @@ describe('weights history and the report', () => {
     expect(await migrate({ databaseUrl: t.databaseUrl, schema, dir: migrationsDir, outbox: true })).toEqual([
       '1765300000000_weight-history-and-imports',
       '1767200000000_outbox-trace-context',
-      '1767300000000_outbox-published',
+      '1767300000000_outbox-event-ids',
       '1767400000000_imported-assignments',
     ]);
     const periods = await pool.query(

@@ -88,7 +88,7 @@ describe('planner', () => {
     await planner.startApp();
     const same = request({ candidateId: ' Ada ', email: ' Ada@Example.com ' });
     await planner.publish('outreachRequested', [same, same, same]);
-    await waitFor(async () => (await planner.query(`SELECT 1 FROM outbox_published`)).length >= 1, {
+    await waitFor(async () => (await planner.query(`SELECT 1 FROM outbox_event_ids`)).length >= 1, {
       timeoutMs: 20_000,
       description: 'the SendRequested published',
     });
@@ -101,12 +101,12 @@ describe('planner', () => {
       variant: null,
     });
     // One SendRequested and the one SequencePlanned of its conversation, however often it was planned:
-    // two events enqueued in all (a published row leaves the outbox; its id stays in outbox_published).
+    // two events enqueued in all (a published row leaves the outbox; its id stays in outbox_event_ids).
     await waitFor(async () => (await planner.query('SELECT 1 FROM outbox')).length === 0, {
       timeoutMs: 20_000,
       description: 'the outbox drained',
     });
-    expect(await planner.query(`SELECT 1 FROM outbox_published`)).toHaveLength(2);
+    expect(await planner.query(`SELECT 1 FROM outbox_event_ids`)).toHaveLength(2);
     const planned = await topicEvents<SequencePlanned>(planner.topic('conversationEvents'), (e) => e.length >= 1);
     expect(planned.map((e) => e.type)).toEqual(['SequencePlanned']);
   });

@@ -90,7 +90,7 @@ describe('outbox gauges', () => {
     expect(queries).toBe(2);
 
     const scans = await planScans(pool, OUTBOX_BACKLOG_SQL);
-    // A published row leaves the outbox (its id goes to outbox_published, which grows for a week and
+    // A published row leaves the outbox (its id stays in outbox_event_ids, which grows for a week and
     // is never read here). The backlog is counted through the partial index of unpublished rows, which
     // skips the entries of deleted rows vacuum has not removed yet. The parked records, which stay few
     // (each waits for an operator), are counted whole.

@@ -187,7 +187,7 @@ describe('outbox', () => {
     await pool.query('UPDATE outbox SET published_at = now() WHERE event_id = $1', [marked.eventId]);
     // An id published longer ago than the retention: forgotten by the relay's cleanup.
     const expired = randomUUID();
-    await pool.query(`INSERT INTO outbox_published (event_id, published_at) VALUES ($1, now() - interval '8 days')`, [
+    await pool.query(`INSERT INTO outbox_event_ids (event_id, enqueued_at) VALUES ($1, now() - interval '8 days')`, [
       expired,
     ]);
 
@@ -197,7 +197,7 @@ describe('outbox', () => {
       timeoutMs: 10_000,
       description: 'the outbox empty, the marked row moved out by the cleanup',
     });
-    const kept = await pool.query<{ event_id: string }>('SELECT event_id FROM outbox_published');
+    const kept = await pool.query<{ event_id: string }>('SELECT event_id FROM outbox_event_ids');
     expect(new Set(kept.rows.map((r) => r.event_id))).toEqual(
       new Set([...events.map((e) => e.eventId), marked.eventId]),
     );
@@ -214,6 +214,26 @@ describe('outbox', () => {
     const messages = await readTopic(kafka, name, (m) => m.some((x) => x.headers[HEADER.eventId] === fresh.eventId));
     expect(checkDelivery(messages, [...events, fresh]).duplicates).toBe(0);
     expect(messages.some((m) => m.headers[HEADER.eventId] === marked.eventId)).toBe(false);
+  });
+
+  it('refuses a repeat that arrives while the relay deletes the published row (its transaction not yet committed)', async () => {
+    const { pool } = await outboxSchema();
+    const event = step('race', 0);
+    expect(await enqueueEvents(pool, [{ topic: 't', event }])).toBe(1);
+    // The relay's publication of that row, caught between its DELETE and its COMMIT.
+    const relay = await pool.connect();
+    try {
+      await relay.query('BEGIN');
+      await relay.query('DELETE FROM outbox WHERE event_id = $1', [event.eventId]);
+      // The repeat: a lookup of published ids would see nothing yet, and the outbox's own unique
+      // index, once the DELETE commits, nothing either; the id written with the first enqueue decides.
+      const repeat = enqueueEvents(pool, [{ topic: 't', event }]);
+      await relay.query('COMMIT');
+      expect(await repeat).toBe(0);
+    } finally {
+      relay.release();
+    }
+    expect((await pool.query('SELECT count(*)::int AS n FROM outbox')).rows[0].n).toBe(0);
   });
 
   it('publishes a row that commits after rows with higher ids were published (its transaction began first)', async () => {

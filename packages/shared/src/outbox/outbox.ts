@@ -3,10 +3,9 @@
  * that changes the state they describe); `OutboxRelay` publishes them to Kafka afterwards.
  *
  * Guarantees: at least once to Kafka, in id order (so per key in the order enqueued); consumers
- * deduplicate by eventId. Enqueuing the same eventId twice is a no-op: while unpublished by the
- * UNIQUE constraint, once published by its id in `outbox_published` (the relay deletes a published row
- * and keeps its id for `retentionMs`). A repeat enqueued while the relay commits that very row's
- * publication can still go out twice; at least once is the promise.
+ * deduplicate by eventId. Enqueuing the same eventId twice is a no-op while its id is kept in
+ * `outbox_event_ids` (written with the row; the relay forgets ids after `retentionMs`), published or
+ * not: the relay deletes a row once Kafka has it.
  * One relay per service is active at a time (a session advisory lock); when its process dies, the
  * database releases the lock with the session and a standby takes over.
  *
@@ -65,8 +64,6 @@ export async function enqueueEvents(client: Queryable, events: readonly Outgoing
   if (events.length === 0) return 0;
   const traced = tracingActive();
   const contexts = events.map((e) => (traced ? traceFields(causeContext(e.traceparent, e.event.causationId)) : {}));
-  // An event already published (its id in outbox_published) is not enqueued again: a scalar subquery
-  // per row, one key lookup each, which the planner cannot turn into a scan of that table.
   // The payloads travel as one binary parameter, cut by offset in the statement: a bytea[] parameter
   // goes as text, every byte spelled out in hex on both sides.
   const payloads = events.map((e) => eventCodec.encode(e.event));
@@ -76,12 +73,19 @@ export async function enqueueEvents(client: Queryable, events: readonly Outgoing
     starts.push(at);
     at += payload.length;
   }
+  // Each event id goes into outbox_event_ids in the same statement, and only an id new there goes into
+  // the outbox: a repeat is refused while the id is kept (the relay's retention), published or not.
+  // The unique index decides, whatever this statement's snapshot saw of a concurrent one.
   const result = await client.query(
-    `INSERT INTO outbox (event_id, topic, key, headers, payload, traceparent, tracestate)
+    `WITH q AS (
+       SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::jsonb[], $5::int[], $6::text[], $7::text[], $9::int[])
+         AS q(event_id, topic, key, headers, start, traceparent, tracestate, length)),
+     fresh AS (
+       INSERT INTO outbox_event_ids (event_id) SELECT DISTINCT event_id FROM q
+       ON CONFLICT (event_id) DO NOTHING RETURNING event_id)
+     INSERT INTO outbox (event_id, topic, key, headers, payload, traceparent, tracestate)
      SELECT q.event_id, q.topic, q.key, q.headers, substring($8::bytea FROM q.start FOR q.length), q.traceparent, q.tracestate
-     FROM unnest($1::uuid[], $2::text[], $3::text[], $4::jsonb[], $5::int[], $6::text[], $7::text[], $9::int[])
-       AS q(event_id, topic, key, headers, start, traceparent, tracestate, length)
-     WHERE (SELECT true FROM outbox_published p WHERE p.event_id = q.event_id) IS NULL
+     FROM q JOIN fresh USING (event_id)
      ON CONFLICT (event_id) DO NOTHING`,
     [
       events.map((e) => e.event.eventId),
@@ -114,7 +118,7 @@ export interface OutboxRelayOptions {
   readonly pollIntervalMs?: number;
   /** How often a standby tries to take over. */
   readonly standbyRetryMs?: number;
-  /** How long a published event's id is kept in outbox_published, refusing a repeat (a week). */
+  /** How long an event's id is kept in outbox_event_ids, refusing a repeat (a week). */
   readonly retentionMs?: number;
   /** A query (or a connect) that takes longer fails, and the relay reconnects (default 30 s). */
   readonly queryTimeoutMs?: number;
@@ -404,13 +408,9 @@ export class OutboxRelay {
     }
   }
 
-  /** A published row leaves the outbox; its event id stays in outbox_published (enqueueEvents refuses a repeat). */
+  /** A published row leaves the outbox (its event id stays in outbox_event_ids, which refuses a repeat). */
   private async markPublished(client: pg.Client, ids: readonly string[]): Promise<void> {
-    await client.query(
-      `WITH gone AS (DELETE FROM outbox WHERE id = ANY($1::bigint[]) RETURNING event_id)
-       INSERT INTO outbox_published (event_id) SELECT event_id FROM gone ON CONFLICT (event_id) DO NOTHING`,
-      [ids],
-    );
+    await client.query('DELETE FROM outbox WHERE id = ANY($1::bigint[])', [ids]);
     this.stats.published += ids.length;
     this.publishedCounter?.inc(ids.length);
   }
@@ -456,13 +456,14 @@ export class OutboxRelay {
   private async cleanup(client: pg.Client): Promise<void> {
     if (Date.now() - this.lastCleanup < 60_000) return;
     this.lastCleanup = Date.now();
-    await client.query(`DELETE FROM outbox_published WHERE published_at < now() - make_interval(secs => $1)`, [
+    await client.query(`DELETE FROM outbox_event_ids WHERE enqueued_at < now() - make_interval(secs => $1)`, [
       this.retentionMs / 1000,
     ]);
-    // Rows a relay of the previous release marked published in place (a rolling upgrade): moved out.
+    // Rows a relay of the previous release marked published in place (a rolling upgrade): removed,
+    // their ids kept (a process of that release enqueued them without one).
     await client.query(
       `WITH gone AS (DELETE FROM outbox WHERE published_at IS NOT NULL RETURNING event_id, published_at)
-       INSERT INTO outbox_published (event_id, published_at) SELECT * FROM gone ON CONFLICT (event_id) DO NOTHING`,
+       INSERT INTO outbox_event_ids (event_id, enqueued_at) SELECT * FROM gone ON CONFLICT (event_id) DO NOTHING`,
     );
   }
 

@@ -36,7 +36,7 @@ describe('migrate', () => {
       '1764100000000_things',
       '1764700000000_outbox_parked',
       '1767200000000_outbox-trace-context',
-      '1767300000000_outbox-published',
+      '1767300000000_outbox-event-ids',
     ]);
     expect(await migrate({ databaseUrl, schema, dir, outbox: true })).toEqual([]);
 
@@ -49,8 +49,8 @@ describe('migrate', () => {
     await client.end();
     expect(tables.rows.map((r) => r.table_name)).toEqual([
       'outbox',
+      'outbox_event_ids',
       'outbox_parked',
-      'outbox_published',
       'pgmigrations',
       'things',
     ]);
@@ -66,7 +66,7 @@ describe('migrate', () => {
       '1764100000000_things',
       '1764700000000_outbox_parked',
       '1767200000000_outbox-trace-context',
-      '1767300000000_outbox-published',
+      '1767300000000_outbox-event-ids',
     ]);
   });
 });

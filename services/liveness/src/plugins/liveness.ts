@@ -62,7 +62,7 @@ export default fp(
       databaseUrl: config.DATABASE_URL,
       schema: config.DATABASE_SCHEMA,
       pollIntervalMs: 500,
-      retentionMs: config.OUTBOX_PUBLISHED_RETENTION_MS,
+      retentionMs: config.OUTBOX_EVENT_IDS_RETENTION_MS,
     });
     app.addHook('onReady', async () => sweeper.start());
     app.addHook('onClose', async () => sweeper.stop());

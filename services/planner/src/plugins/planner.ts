@@ -156,7 +156,7 @@ export default fp(
       databaseUrl: config.DATABASE_URL,
       schema: config.DATABASE_SCHEMA,
       pollIntervalMs: 200,
-      retentionMs: config.OUTBOX_PUBLISHED_RETENTION_MS,
+      retentionMs: config.OUTBOX_EVENT_IDS_RETENTION_MS,
     });
   },
   { name: 'planner', dependencies: ['postgres', 'kafka'] },

@@ -246,7 +246,7 @@ export default fp(
       databaseUrl: config.DATABASE_URL,
       schema: config.DATABASE_SCHEMA,
       pollIntervalMs: 500,
-      retentionMs: config.OUTBOX_PUBLISHED_RETENTION_MS,
+      retentionMs: config.OUTBOX_EVENT_IDS_RETENTION_MS,
     });
     app.addHook('onReady', async () => reconciler.start());
     // Before the consumer and the reconciler stop (onClose): a batch waiting for rate tokens gives
