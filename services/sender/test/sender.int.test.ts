@@ -236,7 +236,14 @@ describe('sender', () => {
     expect((await t.query<{ reason: string }>(`SELECT reason FROM sends LIMIT 1`))[0]?.reason).toMatch(
       /provider rejected: .*550/,
     );
-    const campaign = (await app.inject({ url: '/v1/campaigns/bouncy', headers: auth })).json();
+    // The attempts reach the shared error window off the send's path (a batch per round trip), so
+    // the pause follows the fifth failure shortly after, not with it.
+    const campaignOf = async () => (await app.inject({ url: '/v1/campaigns/bouncy', headers: auth })).json();
+    await waitFor(async () => (await campaignOf()).paused === true, {
+      timeoutMs: 10_000,
+      description: 'the campaign auto-paused',
+    });
+    const campaign = await campaignOf();
     expect(campaign).toMatchObject({
       paused: true,
       pausedReason: expect.stringMatching(/auto-paused: provider errors on 5 of the last 5/),
