@@ -3,15 +3,33 @@ import { createServer } from 'node:net';
 import { waitFor } from '@outreach/shared';
 
 /** A port the OS considers free right now. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+/**
+ * A port free now, for a process a test starts and that binds it a little later. Taken below Linux's
+ * ephemeral range (32768 and up): a port the OS handed out with `listen(0)` is one it also hands to
+ * outgoing connections, and one of those (a client of Kafka or PostgreSQL) took a broker's port
+ * between the pick and the bind. Never the same port twice in one process.
+ */
+export async function freePort(): Promise<number> {
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const port = FREE_PORT_LOW + Math.floor(Math.random() * (FREE_PORT_HIGH - FREE_PORT_LOW));
+    if (handedOut.has(port)) continue;
+    if (await canBind(port)) {
+      handedOut.add(port);
+      return port;
+    }
+  }
+  throw new Error(`no free port between ${FREE_PORT_LOW} and ${FREE_PORT_HIGH} after 200 tries`);
+}
+
+const FREE_PORT_LOW = 20_000;
+const FREE_PORT_HIGH = 32_000;
+const handedOut = new Set<number>();
+
+function canBind(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
     const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
   });
 }
 
