@@ -69,7 +69,7 @@ it('runs every section at tiny sizes in the default wire format and writes a rep
       ...['--profile-requests', '200', '--steady-rate', '200', '--steady-requests', '200'],
       ...['--check-rows', '2000', '--sweep-sizes', '100', '--load-seconds', '2', '--out', out],
     ],
-    18_380,
+    18_880,
   );
   const code = await exitOf(run.child, 840_000, 'the bench to finish');
   expect(code, run.output().slice(-4_000)).toBe(0);
