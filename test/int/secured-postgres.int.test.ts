@@ -228,7 +228,9 @@ describe.skipIf(!infra)('secured PostgreSQL', () => {
       const superuser = db.superuser();
       await superuser.connect();
       try {
-        const session = await waitFor(
+        // The relay's session and the client's side of that connection, read together: a session
+        // that ended between the two reads (the relay reconnects) is read again.
+        const { session, sockets } = await waitFor(
           async () => {
             const { rows } = await superuser.query<{ client_port: number; ssl: boolean }>(
               `SELECT a.client_port, s.ssl
@@ -236,15 +238,17 @@ describe.skipIf(!infra)('secured PostgreSQL', () => {
                 WHERE a.application_name = 'outbox-relay-sender' AND a.datname = $1`,
               [db.database],
             );
-            return rows[0];
+            const found = rows[0];
+            if (!found) return undefined;
+            const listed = execFileSync('ss', ['-tno', 'state', 'established', `( sport = :${found.client_port} )`], {
+              encoding: 'utf8',
+            });
+            return listed.includes(`:${found.client_port}`) ? { session: found, sockets: listed } : undefined;
           },
-          { timeoutMs: 20_000, description: 'the relay session' },
+          { timeoutMs: 20_000, description: 'the relay session and its socket' },
         );
         expect(session.ssl).toBe(true);
         // The client's side of that connection: Linux shows a keepalive timer on it.
-        const sockets = execFileSync('ss', ['-tno', 'state', 'established', `( sport = :${session.client_port} )`], {
-          encoding: 'utf8',
-        });
         // The OS default would first probe after two hours (`119min`); the relay asks for 30 s.
         const timer = /timer:\(keepalive,(\d+)(?:\.\d+)?(ms|sec|min)/.exec(sockets);
         expect(timer, sockets).not.toBeNull();
