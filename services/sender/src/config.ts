@@ -92,6 +92,20 @@ export const ConfigSchema = Type.Object({
   LOOKUP_RECHECK_MS: Type.Integer({ minimum: 100, default: 30_000 }),
   /** After this long since the attempt, a lookup that keeps failing gives up: the send stays `ambiguous`. */
   LOOKUP_GIVE_UP_MS: Type.Integer({ minimum: 1_000, default: 86_400_000 }),
+  /**
+   * How long after an attempt a provider's delivery evidence may still arrive (ADR 009, "Delivery
+   * evidence": SES Delivery, SendGrid processed/delivered, Mailgun accepted/delivered, a success DSN).
+   * A lookup's "not found" licenses a retry only after it, so evidence on its way is not overtaken by
+   * a second email. 0: no evidence source is expected to report every send (the lookup's settle time
+   * alone decides).
+   */
+  DELIVERY_EVIDENCE_WINDOW_MS: Type.Integer({ minimum: 0, maximum: 7 * 86_400_000, default: 0 }),
+  /**
+   * Ask an SMTP server that offers DSN (RFC 3461) for success notifications too (`NOTIFY=SUCCESS,FAILURE`,
+   * `RET=HDRS`): the relay then mails a DSN when it delivers, which the DSN hook turns into delivery
+   * evidence. Off: the server's default (failures only).
+   */
+  SMTP_DSN_SUCCESS: Type.Boolean({ default: false }),
   /** Lookups in flight at once, per instance. */
   LOOKUP_CONCURRENCY: Type.Integer({ minimum: 1, maximum: 64, default: 4 }),
   UNSUBSCRIBE_MAILTO: Type.String({ default: 'unsubscribe@example.com' }),
@@ -222,8 +236,13 @@ export function handoverWithinMs(config: Config): number {
 }
 
 /** The settle time the configured lookup waits for (LOOKUP_SETTLE_MS, else the lookup's own default). */
+/**
+ * How long after acceptance a "not found" cannot be trusted: the lookup's settle time, and no sooner
+ * than delivery evidence may still arrive (DELIVERY_EVIDENCE_WINDOW_MS).
+ */
 export function lookupSettleMs(config: Config): number {
-  return config.LOOKUP_SETTLE_MS ?? (config.PROVIDER_LOOKUP === 'mailgun' ? 30 * 60_000 : 5_000);
+  const search = config.LOOKUP_SETTLE_MS ?? (config.PROVIDER_LOOKUP === 'mailgun' ? 30 * 60_000 : 5_000);
+  return Math.max(search, config.DELIVERY_EVIDENCE_WINDOW_MS);
 }
 
 function checkProviderLookup(config: Config): void {

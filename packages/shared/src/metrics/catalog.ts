@@ -277,6 +277,18 @@ export const METRICS = {
     help: 'Feedback reports whose Message-ID or ENVID looked like ours but whose MAC did not verify (forged, sent before signed identifiers, or under a retired key), by source and reason; they name no send',
     labels: ['source', 'reason'],
   },
+  outreach_sender_delivery_evidence_total: {
+    type: 'counter',
+    owner: 'sender',
+    help: 'Delivery evidence taken in (a report that a message went out, naming a send whose identifier verified), by source and what it did: settled (a send in doubt is now sent), kept (the send was not in doubt: applied if it comes to be), unknown_send (a verified identifier of no stored send)',
+    labels: ['source', 'outcome'],
+  },
+  outreach_sender_settled_by_evidence_total: {
+    type: 'counter',
+    owner: 'sender',
+    help: 'Sends in doubt settled sent by delivery evidence, by evidence source and the status they were in (claimed: a retry that will not go out; sending: a lapsed attempt; ambiguous)',
+    labels: ['source', 'from'],
+  },
   outreach_sender_suppressions_added_total: {
     type: 'counter',
     owner: 'sender',

@@ -7,7 +7,8 @@ import { withTransaction } from '@outreach/shared';
 import { emailHash, type EmailHashKey } from '@outreach/contracts';
 import type { Pool } from 'pg';
 import type { DeliveryFeedback } from '../domain/feedback/index.js';
-import type { FeedbackDecision, SendRef } from '../domain/suppression.js';
+import { suppressionSourceOf, type FeedbackDecision, type SendRef } from '../domain/suppression.js';
+import type { SendsRepository, SettledSend } from './sends-repository.js';
 import type { SuppressionsRepository } from './suppressions-repository.js';
 
 export interface FeedbackEntry {
@@ -26,6 +27,10 @@ export interface FeedbackApplied {
   readonly softBounced: readonly SendRef[];
   readonly recorded: number;
   readonly ignored: number;
+  /** New delivery evidence naming a send (whether or not it settled one). */
+  readonly evidence: number;
+  /** Sends this request's evidence settled `sent` (ADR 009). */
+  readonly settled: readonly SettledSend[];
 }
 
 export class FeedbackRepository {
@@ -33,17 +38,20 @@ export class FeedbackRepository {
     private readonly pool: Pool,
     private readonly suppressions: SuppressionsRepository,
     private readonly hashKey: EmailHashKey,
+    /** Where delivery evidence settles sends in doubt, in this transaction. */
+    private readonly sends: Pick<SendsRepository, 'settleByEvidence'>,
   ) {}
 
   async apply(entries: readonly FeedbackEntry[], correlationId: string): Promise<FeedbackApplied> {
-    if (entries.length === 0) return { fresh: new Set(), suppressed: 0, softBounced: [], recorded: 0, ignored: 0 };
+    if (entries.length === 0)
+      return { fresh: new Set(), suppressed: 0, softBounced: [], recorded: 0, ignored: 0, evidence: 0, settled: [] };
     const hashes = entries.map((e) => emailHash(e.feedback.recipient, this.hashKey));
     return withTransaction(this.pool, async (client) => {
       const { rows } = await client.query<{ source: string; event_id: string; email_hash: string }>(
         `INSERT INTO feedback_events (source, event_id, email_hash, email_hash_key_id, kind, decision, send_id,
-                                      campaign_id, diagnostic, subtype, occurred_at)
+                                      campaign_id, diagnostic, subtype, occurred_at, provider_message_id)
          SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::uuid[],
-                              $8::text[], $9::text[], $10::text[], $11::timestamptz[])
+                              $8::text[], $9::text[], $10::text[], $11::timestamptz[], $12::text[])
          ON CONFLICT DO NOTHING
          RETURNING source, event_id, email_hash`,
         [
@@ -58,9 +66,22 @@ export class FeedbackRepository {
           entries.map((e) => e.feedback.diagnostic ?? null),
           entries.map((e) => e.feedback.subtype ?? null),
           entries.map((e) => e.feedback.at),
+          entries.map((e) => e.feedback.providerMessageId ?? null),
         ],
       );
       const fresh = new Set(rows.map((r) => `${r.source}\u0000${r.event_id}\u0000${r.email_hash}`));
+      // Evidence first: it locks the sends it names (before any suppression row), and settles those
+      // in doubt. Replays settle nothing new: their first delivery did, or the send was not in doubt
+      // then and the stored evidence is applied when it is (recordMany, the reconciler's sweep).
+      const evidenceFor = new Set<string>();
+      for (const [i, entry] of entries.entries())
+        if (
+          entry.decision.kind === 'evidence' &&
+          fresh.has(`${entry.feedback.source}\u0000${entry.eventId}\u0000${hashes[i] as string}`)
+        )
+          evidenceFor.add(entry.decision.send.sendId);
+      const settled = await this.sends.settleByEvidence(client, { sendIds: [...evidenceFor] });
+      let evidence = 0;
       let suppressed = 0;
       let recorded = 0;
       let ignored = 0;
@@ -74,10 +95,12 @@ export class FeedbackRepository {
         const { decision } = entry;
         switch (decision.kind) {
           case 'suppress': {
+            const source = suppressionSourceOf(entry.feedback.source);
+            if (source === undefined) throw new Error(`${entry.feedback.source} feedback cannot suppress`);
             const { changed } = await this.suppressions.suppressIn(client, {
               emailNorm: entry.feedback.recipient,
               reason: decision.reason,
-              source: entry.feedback.source,
+              source,
               note: null,
               sendId: decision.send?.sendId ?? null,
               campaignId: decision.send?.campaignId ?? null,
@@ -92,6 +115,9 @@ export class FeedbackRepository {
             break;
           case 'record':
             recorded++;
+            break;
+          case 'evidence':
+            evidence++;
             break;
           case 'ignore':
             ignored++;
@@ -114,7 +140,7 @@ export class FeedbackRepository {
                 [soft.map((s) => s.sendId), soft.map((s) => s.campaignId)],
               )
             ).rows;
-      return { fresh: firstSeen, suppressed, softBounced, recorded, ignored };
+      return { fresh: firstSeen, suppressed, softBounced, recorded, ignored, evidence, settled };
     });
   }
 }

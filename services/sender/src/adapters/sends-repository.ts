@@ -14,15 +14,18 @@ import { randomUUID } from 'node:crypto';
 import { enqueueEvents, withTransaction, type OutgoingEvent, type Queryable } from '@outreach/shared';
 import { emailHash, type EmailHashKey } from '@outreach/contracts';
 import type { Pool, PoolClient } from 'pg';
+import { EVIDENCE_KINDS } from '../domain/feedback/feedback.js';
 import type { ValidSend } from '../domain/request.js';
 import type { SuppressionsRepository } from './suppressions-repository.js';
 import {
+  decide,
   reasonOf,
   recordedOf,
   sendRecorded,
   statusesFor,
   transition,
   type CommandType,
+  type EvidenceSource,
   type RecordedSend,
   type ResultEvent,
   type SendFacts,
@@ -129,6 +132,31 @@ const LOOKUP_STATUSES = sqlStatuses(statusesFor('LookUp'));
  */
 const IN_FLIGHT_TIMES = `coalesce(attempt_started_at, updated_at) AS "attemptStartedAt", now() AS "dbNow"`;
 
+const SETTLE_BY_EVIDENCE = sqlTransition(transition('SettleByEvidence', 'SettledByEvidence'));
+const EVIDENCE = EVIDENCE_KINDS.map((kind) => `'${kind}'`).join(', ');
+/** The first delivery evidence stored for the send `s`, if any (feedback_events_send_idx). */
+const FIRST_EVIDENCE = `SELECT e.source, e.provider_message_id FROM feedback_events e
+  WHERE e.send_id = s.send_id AND e.kind IN (${EVIDENCE}) ORDER BY e.occurred_at LIMIT 1`;
+
+/** Which sends to settle from their stored evidence: those named, or the reconciler's sweep. */
+export type EvidenceScope =
+  | { readonly sendIds: readonly string[] }
+  /**
+   * The sweep: retries and lapsed attempts of sends already attempted, and sends that became
+   * ambiguous within `windowMs` (evidence is applied when it comes, or when the send becomes
+   * ambiguous; this catches what a crash between the two left).
+   */
+  | { readonly windowMs: number; readonly limit: number };
+
+/** A send settled by delivery evidence. */
+export interface SettledSend {
+  readonly sendId: string;
+  readonly campaignId: string;
+  readonly source: EvidenceSource;
+  /** The status it was settled from. */
+  readonly from: string;
+}
+
 type InFlightRow = DecidableRow & { readonly attemptStartedAt: Date; readonly dbNow: Date };
 
 /** A send in flight as the reconciler settles it: its claim, its row, its state, and its timing. */
@@ -180,6 +208,9 @@ export class SendsRepository {
     /** Where a hard bounce suppresses its address, in the transaction that records it. */
     private readonly suppressions?: Pick<SuppressionsRepository, 'suppressIn'>,
   ) {}
+
+  /** Told of sends settled by evidence inside this repository's own transactions (for the counters). */
+  onSettled?: (settled: readonly SettledSend[]) => void;
 
   /** The SendRecorded `event` publishes, if any, for `row` at `recordedAt`. */
   private recordEvent(
@@ -483,7 +514,8 @@ export class SendsRepository {
    */
   async recordMany(entries: readonly RecordEntry[]): Promise<boolean[]> {
     if (entries.length === 0) return [];
-    return withTransaction(this.pool, async (client) => {
+    let settled: readonly SettledSend[] = [];
+    const recorded = await withTransaction(this.pool, async (client) => {
       const moves = entries.map((e) => transition(e.command, e.event.type));
       const updated = await client.query<{ sendId: string; at: Date }>(
         `UPDATE sends SET status = r.to_status, reason = r.reason,
@@ -519,8 +551,14 @@ export class SendsRepository {
         client,
         entries.filter((e) => at.has(e.claim.sendId)),
       );
+      // Evidence that came while the send was in the provider call is applied as it becomes ambiguous.
+      const madeAmbiguous = entries.filter((e) => e.event.type === 'Ambiguous' && at.has(e.claim.sendId));
+      if (madeAmbiguous.length > 0)
+        settled = await this.settleByEvidence(client, { sendIds: madeAmbiguous.map((e) => e.claim.sendId) });
       return entries.map((e) => at.has(e.claim.sendId));
     });
+    if (settled.length > 0) this.onSettled?.(settled);
+    return recorded;
   }
 
   /**
@@ -542,6 +580,75 @@ export class SendsRepository {
         replace: false,
       });
     }
+  }
+
+  /**
+   * Delivery evidence applied (ADR 009): the sends in `scope` that have evidence stored
+   * (feedback_events of an EVIDENCE_KINDS kind naming them), locked, each decided by SettleByEvidence
+   * and settled `sent` with its SendRecorded, in the caller's transaction. Named sends are locked
+   * whatever their status, so a worker recording the same send waits for this transaction and then
+   * sees its evidence (recordMany settles what it made ambiguous). The sweep skips locked rows.
+   */
+  async settleByEvidence(client: Queryable, scope: EvidenceScope): Promise<SettledSend[]> {
+    const named = 'sendIds' in scope;
+    if (named && scope.sendIds.length === 0) return [];
+    const { rows } = await client.query<DecidableRow & { evidenceSource: EvidenceSource; evidenceId: string | null }>(
+      named
+        ? `SELECT ${decidableColumns('s.')}, ev.source AS "evidenceSource", ev.provider_message_id AS "evidenceId"
+           FROM sends s CROSS JOIN LATERAL (${FIRST_EVIDENCE}) ev
+           WHERE s.send_id = ANY($1::uuid[]) ORDER BY s.send_id FOR UPDATE OF s`
+        : `SELECT ${decidableColumns('s.')}, ev.source AS "evidenceSource", ev.provider_message_id AS "evidenceId"
+           FROM sends s CROSS JOIN LATERAL (${FIRST_EVIDENCE}) ev
+           WHERE s.attempts > 0 AND (
+             (s.status IN ('claimed', 'sending') AND s.lease_expires_at < now())
+             OR (s.status = 'ambiguous' AND s.attempt_started_at > now() - make_interval(secs => $1::float8 / 1000)))
+           ORDER BY s.send_id LIMIT $2 FOR UPDATE OF s SKIP LOCKED`,
+      named ? [scope.sendIds] : [scope.windowMs, scope.limit],
+    );
+    const decided = rows.flatMap(({ evidenceSource, evidenceId, ...row }) => {
+      const [event] = decide(stateOf(row), {
+        type: 'SettleByEvidence',
+        source: evidenceSource,
+        providerMessageId: evidenceId,
+      });
+      return event?.type === 'SettledByEvidence' ? [{ row, event }] : [];
+    });
+    if (decided.length === 0) return [];
+    const updated = await client.query<{ sendId: string; at: Date; from: string }>(
+      `UPDATE sends SET status = ${SETTLE_BY_EVIDENCE.to}, reason = r.reason, lease_expires_at = NULL,
+              provider_message_id = coalesce(r.provider_message_id, sends.provider_message_id),
+              sent_at = coalesce(sends.sent_at, now()), updated_at = now()
+       FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[]) AS r(send_id, from_status, reason, provider_message_id)
+       WHERE sends.send_id = r.send_id AND sends.status = r.from_status
+       RETURNING sends.send_id AS "sendId", sends.updated_at AS at, r.from_status AS from`,
+      [
+        decided.map((d) => d.row.sendId),
+        decided.map((d) => d.row.status),
+        decided.map((d) => reasonOf(d.event) ?? null),
+        decided.map((d) => d.event.providerMessageId),
+      ],
+    );
+    const at = new Map(updated.rows.map((u) => [u.sendId, u]));
+    await enqueueEvents(
+      client,
+      decided.flatMap((d) => {
+        const done = at.get(d.row.sendId);
+        return done ? this.recordEvent(d.row, d.event, done.at, d.row.attempts) : [];
+      }),
+    );
+    return decided.flatMap((d) => {
+      const done = at.get(d.row.sendId);
+      return done
+        ? [{ sendId: d.row.sendId, campaignId: d.row.campaignId, source: d.event.source, from: done.from }]
+        : [];
+    });
+  }
+
+  /** The reconciler's evidence sweep (EvidenceScope), in its own transaction: the sends it settled. */
+  async settleStoredEvidence(windowMs: number, limit: number): Promise<readonly SettledSend[]> {
+    const settled = await withTransaction(this.pool, (client) => this.settleByEvidence(client, { windowMs, limit }));
+    if (settled.length > 0) this.onSettled?.(settled);
+    return settled;
   }
 
   /** Records the provider's verdict for a fenced send. Returns false if the send was taken away. */

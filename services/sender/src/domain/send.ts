@@ -128,6 +128,16 @@ export type SendCommand =
       readonly lookup: LeaseLookup;
       readonly policy: OutcomePolicy;
     }
+  /**
+   * Delivery evidence (ADR 009): a provider's or relay's own report, naming this send by an
+   * identifier whose MAC verified, that the message went out. Carries no token: evidence is about
+   * the message, whichever attempt sent it (they all carry the same Message-ID).
+   */
+  | {
+      readonly type: 'SettleByEvidence';
+      readonly source: EvidenceSource;
+      readonly providerMessageId: string | null;
+    }
   /** The reconciler's (or the backfill's) delivery lookup for an ambiguous send. */
   | { readonly type: 'LookUp'; readonly token: string; readonly lookup: LeaseLookup; readonly policy: OutcomePolicy }
   /** A held send is released only when nothing holds it any more (`paused`: its campaign's). */
@@ -145,7 +155,9 @@ export type Refusal =
   /** The lease still runs: its holder may be working on it. */
   | 'lease_running'
   /** The provider may still answer for an ambiguous send: a retry could mail a second copy. */
-  | 'verdict_pending';
+  | 'verdict_pending'
+  /** Evidence for a send never attempted: no message of it can have gone out, so it proves nothing. */
+  | 'never_attempted';
 
 export interface Refused {
   readonly type: 'Refused';
@@ -165,6 +177,7 @@ export type TransitionEvent =
   | { readonly type: 'Fenced' }
   | { readonly type: 'ExposureConflicted'; readonly exposedVariant: string; readonly reason: string }
   | { readonly type: 'Sent'; readonly providerMessageId: string }
+  | { readonly type: 'SettledByEvidence'; readonly source: EvidenceSource; readonly providerMessageId: string | null }
   /** `suppress`: the suppression reason the address gets with it (a hard bounce), in the same transaction. */
   | { readonly type: 'Failed'; readonly reason: string; readonly suppress?: typeof HARD_BOUNCE_SUPPRESSION }
   /** `verdictWithinMs` > 0: a late verdict is awaited that long (the lease marks the wait). */
@@ -178,6 +191,9 @@ export type TransitionEvent =
   | { readonly type: 'ResolvedForRetry'; readonly token: string };
 
 export type EventType = TransitionEvent['type'];
+
+/** Where delivery evidence comes from (domain/feedback: the sources that can name a send). */
+export type EvidenceSource = 'ses' | 'sendgrid' | 'mailgun' | 'dsn';
 
 export type SendEvent =
   | TransitionEvent
@@ -231,6 +247,11 @@ const TABLE: ReadonlyArray<readonly [CommandType, readonly Status[], EventType, 
   ['LookUp',              ['ambiguous'],  'RetryScheduled',     'claimed'],
   ['LookUp',              ['ambiguous'],  'Failed',             'failed'],
   ['LookUp',              ['ambiguous'],  'VerdictAwaited',     'ambiguous'],
+  // Delivery evidence settles a send in doubt: a retry waiting for its fence (an operator's, or one
+  // a lookup scheduled) or held by a pause, a lapsed attempt, an ambiguous one. A send whose worker
+  // is still in the provider call keeps its evidence until it records (lease_running; the
+  // repository applies it when the send becomes ambiguous).
+  ['SettleByEvidence',    ['claimed', 'sending', 'ambiguous', 'held'], 'SettledByEvidence', 'sent'],
   ['Resume',              ['held'],       'Resumed',            'claimed'],
   ['Resolve',             ['ambiguous'],  'ResolvedAsSent',     'sent'],
   ['Resolve',             ['ambiguous'],  'ResolvedForRetry',   'claimed'],
@@ -437,6 +458,10 @@ function choose(state: SendState, command: SendCommand): TransitionEvent | Refus
           throw new Error(`unknown lookup ${JSON.stringify(exhaustive)}`);
         }
       }
+    case 'SettleByEvidence':
+      if (state.attempts === 0) return refused('never_attempted');
+      if (state.status === 'sending' && state.lease === 'running') return refused('lease_running');
+      return { type: 'SettledByEvidence', source: command.source, providerMessageId: command.providerMessageId };
     case 'LookUp':
       // Found is found, whatever else is awaited (as an operator's "sent" is).
       if (command.lookup.kind === 'sent') return { type: 'Sent', providerMessageId: command.lookup.providerMessageId };
@@ -519,6 +544,7 @@ export function evolve(state: SendState, event: SendEvent): SendState {
     case 'Held':
     case 'ExposureConflicted':
     case 'Sent':
+    case 'SettledByEvidence':
     case 'Failed':
       return { ...state, status, lease: 'none' };
     case 'Ambiguous':
@@ -540,6 +566,11 @@ export function evolve(state: SendState, event: SendEvent): SendState {
       throw new Error(`unknown send event ${JSON.stringify(exhaustive)}`);
     }
   }
+}
+
+/** The reason a send settled by evidence carries, on its row and its SendRecorded. */
+export function settledReason(source: EvidenceSource): string {
+  return `settled by delivery evidence (${source})`;
 }
 
 function heldReason(by: Hold): string {
@@ -568,6 +599,8 @@ export function reasonOf(event: TransitionEvent): string | null | undefined {
       return null;
     case 'ResolvedAsSent':
       return 'resolved by an operator: sent';
+    case 'SettledByEvidence':
+      return settledReason(event.source);
     case 'ResolvedForRetry':
       return 'resolved by an operator: retry';
     case 'LeaseRenewed':
@@ -616,6 +649,8 @@ export function recordedOf(event: TransitionEvent): Recorded | null {
       return recorded('sent', null, event.providerMessageId);
     case 'ResolvedAsSent':
       return recorded('sent', 'resolved by an operator');
+    case 'SettledByEvidence':
+      return recorded('sent', settledReason(event.source), event.providerMessageId);
     case 'Claimed':
     case 'LeaseRenewed':
     case 'ClaimReleased':

@@ -51,13 +51,20 @@ const lapsed: SendEvent = { type: 'LeaseLapsed' };
 /** A history that reaches each status, under claim A, with its lease lapsed (so no lease guard refuses). */
 const REACH: Record<Status, readonly SendEvent[]> = {
   none: [],
-  claimed: [claimed, lapsed],
+  // An attempted send waiting for its retry: what delivery evidence may settle (a fresh claim has none).
+  claimed: [claimed, fenced, { type: 'RetryScheduled', reason: 'smtp 421', retryInMs: 0 }],
   sending: [claimed, fenced, lapsed],
   sent: [claimed, fenced, { type: 'Sent', providerMessageId: 'p-1' }],
   suppressed: [claimed, { type: 'Suppressed', suppression: 'unsubscribe' }],
   failed: [claimed, fenced, { type: 'Failed', reason: 'provider rejected: smtp 550' }],
   ambiguous: [claimed, fenced, { type: 'Ambiguous', reason: 'smtp no reply', verdictWithinMs: 0 }],
-  held: [claimed, { type: 'Held', by: 'campaign' }],
+  // A retry of an attempted send, held by its campaign's pause.
+  held: [
+    claimed,
+    fenced,
+    { type: 'RetryScheduled', reason: 'smtp 421', retryInMs: 0 },
+    { type: 'Held', by: 'campaign' },
+  ],
 };
 
 const COMMANDS = {
@@ -127,6 +134,7 @@ const COMMANDS = {
   'Resume (still paused)': { type: 'Resume', newToken: B, paused: false, sendingPaused: true },
   'Resolve (sent)': { type: 'Resolve', resolution: 'sent' },
   'Resolve (retry)': { type: 'Resolve', resolution: 'retry', newToken: B },
+  SettleByEvidence: { type: 'SettleByEvidence', source: 'ses', providerMessageId: 'ses-1' },
 } satisfies Record<string, SendCommand>;
 
 type Cell = readonly [EventType, Status] | 'no change';
@@ -168,6 +176,7 @@ const MATRIX: Record<keyof typeof COMMANDS, Partial<Record<Status, Cell>>> = {
   'Resume (still paused)':                 { held: 'no change' },
   'Resolve (sent)':                        { ambiguous: ['ResolvedAsSent', 'sent'] },
   'Resolve (retry)':                       { ambiguous: ['ResolvedForRetry', 'claimed'] },
+  SettleByEvidence:                        { claimed: ['SettledByEvidence', 'sent'], sending: ['SettledByEvidence', 'sent'], ambiguous: ['SettledByEvidence', 'sent'], held: ['SettledByEvidence', 'sent'] },
 };
 
 const STATUSES: readonly Status[] = ['none', ...SEND_STATUSES];
@@ -195,10 +204,10 @@ describe('the status × command matrix', () => {
     expect(spec([...REACH[status], ...events]).state.status).toBe(to);
   });
 
-  it('refuses 234 of the 272 cells: a command applies only where the table says', () => {
+  it('refuses 238 of the 280 cells: a command applies only where the table says', () => {
     expect(STATUSES).toHaveLength(8);
-    expect(NAMES).toHaveLength(34);
-    expect(cells.filter((c) => c.cell === undefined)).toHaveLength(234);
+    expect(NAMES).toHaveLength(35);
+    expect(cells.filter((c) => c.cell === undefined)).toHaveLength(238);
   });
 
   it('TRANSITIONS is exactly the legal cells of the matrix: no row untested, none missing', () => {
@@ -635,6 +644,7 @@ describe('recordedOf: which transitions publish a SendRecorded', () => {
     Resumed: { type: 'Resumed', token: B },
     ResolvedAsSent: { type: 'ResolvedAsSent' },
     ResolvedForRetry: { type: 'ResolvedForRetry', token: B },
+    SettledByEvidence: { type: 'SettledByEvidence', source: 'dsn', providerMessageId: null },
   };
 
   it('publishes an outcome exactly where a request ends (for now), with its reason', () => {
@@ -658,6 +668,7 @@ describe('recordedOf: which transitions publish a SendRecorded', () => {
       Resumed: null,
       ResolvedAsSent: { outcome: 'sent', reason: 'resolved by an operator', providerMessageId: null },
       ResolvedForRetry: null,
+      SettledByEvidence: { outcome: 'sent', reason: 'settled by delivery evidence (dsn)', providerMessageId: null },
     });
     // Every outcome of the contract has a transition that publishes it, and its status is that outcome.
     const outcomes = new Set(Object.values(published).flatMap((r) => (r ? [r.outcome] : [])));
@@ -668,6 +679,61 @@ describe('recordedOf: which transitions publish a SendRecorded', () => {
       const outcome = recordedOf(SAMPLES[t.event])?.outcome;
       if (outcome !== undefined && outcome !== 'skipped_duplicate') expect(t.to).toBe(outcome);
     }
+  });
+});
+
+describe('SettleByEvidence: a provider or relay says the message went out (ADR 009)', () => {
+  const evidence = COMMANDS.SettleByEvidence;
+  const settled = { type: 'SettledByEvidence', source: 'ses', providerMessageId: 'ses-1' } as const;
+
+  it('settles an ambiguous send, also while a late verdict is still awaited: found is found', () => {
+    spec([claimed, fenced, { type: 'Ambiguous', reason: 'smtp no reply', verdictWithinMs: 60_000 }])
+      .when(evidence)
+      .then([settled]);
+  });
+
+  it("settles a retry before its fence, so the retry (an operator's, or one a lookup scheduled) never goes out", () => {
+    spec([
+      claimed,
+      fenced,
+      { type: 'Ambiguous', reason: 'r', verdictWithinMs: 0 },
+      { type: 'ResolvedForRetry', token: B },
+    ])
+      .when(evidence)
+      .then([settled]);
+    // Even while a worker holds the retry's claim: its fence then finds the send settled.
+    spec([claimed, fenced, { type: 'RetryScheduled', reason: 'r', retryInMs: 0 }, { type: 'ClaimTakenOver', token: B }])
+      .when(evidence)
+      .then([settled]);
+  });
+
+  it('keeps evidence for a send whose worker is still in the provider call; settles it once the lease lapsed', () => {
+    spec([claimed, fenced])
+      .when(evidence)
+      .then([{ type: 'Refused', command: 'SettleByEvidence', why: 'lease_running' }]);
+    spec([claimed, fenced, lapsed]).when(evidence).then([settled]);
+  });
+
+  it('proves nothing about a send never attempted: no message of it can have gone out', () => {
+    spec([claimed])
+      .when(evidence)
+      .then([{ type: 'Refused', command: 'SettleByEvidence', why: 'never_attempted' }]);
+    spec([claimed, { type: 'Held', by: 'campaign' }, { type: 'Resumed', token: B }])
+      .when(evidence)
+      .then([{ type: 'Refused', command: 'SettleByEvidence', why: 'never_attempted' }]);
+  });
+
+  it('changes nothing once the send has ended: sent, failed, suppressed stay as they are', () => {
+    for (const status of ['sent', 'failed', 'suppressed', 'none'] as const)
+      spec(REACH[status])
+        .when(evidence)
+        .then([{ type: 'Refused', command: 'SettleByEvidence', why: 'illegal' }]);
+  });
+
+  it("leaves the send sent with no lease, and an operator's retry after it is refused", () => {
+    const after = spec([...REACH.ambiguous, settled]);
+    expect(after.state).toMatchObject({ status: 'sent', lease: 'none' });
+    after.when(COMMANDS['Resolve (retry)']).then([{ type: 'Refused', command: 'Resolve', why: 'illegal' }]);
   });
 });
 

@@ -6,7 +6,8 @@
  *   complaint    suppress (stored reason `complaint`)
  *   soft_bounce  a send we can name: one failure toward its campaign's auto-pause (once per message);
  *                otherwise only recorded
- *   delivered, other   recorded
+ *   delivered, accepted   delivery evidence for a send we can name (settles it if in doubt), else recorded
+ *   other              recorded
  * A DSN is mail anyone can write: it does nothing unless its Message-ID (or ENVID) names one of our
  * sends to that same recipient, which it does only when its MAC verifies (domain/identifiers.ts). SES and SendGrid are signed, so a report we cannot tie to a send still
  * suppresses its (canonical) recipient.
@@ -54,6 +55,11 @@ export type FeedbackDecision =
   /** A soft bounce of one of our messages: a failure toward its campaign's auto-pause (once per send). */
   | { readonly kind: 'count'; readonly send: SendRef }
   | { readonly kind: 'record'; readonly send: SendRef | null }
+  /**
+   * Delivery evidence (EVIDENCE_KINDS) for a send we can name, to that same recipient: it settles the
+   * send `sent` if it is in doubt, now or when it comes to be (ADR 009, "Delivery evidence").
+   */
+  | { readonly kind: 'evidence'; readonly send: SendRef }
   /** Unauthenticated feedback (a DSN) about no send of ours to that recipient. */
   | { readonly kind: 'ignore'; readonly send: null };
 
@@ -64,14 +70,19 @@ export function decideFeedback(feedback: DeliveryFeedback, named: SendMatch | un
   // A Message-ID of ours on a report about another recipient proves nothing about that recipient.
   const send = named !== undefined && named.emailNorm === feedback.recipient ? ref(named) : null;
   if (feedback.source === 'dsn' && send === null) return { kind: 'ignore', send: null };
+  // Mailgun's failures are kept on Mailgun's own suppression list; ours takes the sources that
+  // AddressSuppressed names (its `source` enum), so a Mailgun report suppresses nothing here yet.
+  const suppresses = suppressionSourceOf(feedback.source) !== undefined;
   switch (feedback.kind) {
     case 'hard_bounce':
-      return { kind: 'suppress', reason: 'bounce', send };
+      return suppresses ? { kind: 'suppress', reason: 'bounce', send } : { kind: 'record', send };
     case 'complaint':
-      return { kind: 'suppress', reason: 'complaint', send };
+      return suppresses ? { kind: 'suppress', reason: 'complaint', send } : { kind: 'record', send };
     case 'soft_bounce':
       return send === null ? { kind: 'record', send } : { kind: 'count', send };
     case 'delivered':
+    case 'accepted':
+      return send === null ? { kind: 'record', send } : { kind: 'evidence', send };
     case 'other':
       return { kind: 'record', send };
     default: {
@@ -79,6 +90,11 @@ export function decideFeedback(feedback: DeliveryFeedback, named: SendMatch | un
       throw new Error(`unexpected feedback kind ${String(exhaustive)}`);
     }
   }
+}
+
+/** The suppression source a feedback source writes, or undefined for one that suppresses nothing. */
+export function suppressionSourceOf(source: DeliveryFeedback['source']): SuppressionSource | undefined {
+  return (SUPPRESSION_SOURCES as readonly string[]).includes(source) ? (source as SuppressionSource) : undefined;
 }
 
 function ref(send: SendMatch): SendRef {

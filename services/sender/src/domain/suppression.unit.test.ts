@@ -64,9 +64,32 @@ describe('decideFeedback: given a report and the send its Message-ID names', () 
     expect(decideFeedback(report('soft_bounce', 'sendgrid'), undefined)).toEqual({ kind: 'record', send: null });
   });
 
-  it('deliveries and other reports are recorded, never suppress', () => {
-    expect(decideFeedback(report('delivered'), ours)).toMatchObject({ kind: 'record' });
+  it('delivery evidence naming our send to that recipient is evidence; any other delivery is only recorded', () => {
+    const send = { sendId, campaignId: 'camp-1' };
+    for (const source of ['ses', 'sendgrid', 'mailgun', 'dsn'] as const) {
+      expect(decideFeedback(report('delivered', source), ours)).toEqual({ kind: 'evidence', send });
+      expect(decideFeedback(report('accepted', source), ours)).toEqual({ kind: 'evidence', send });
+    }
+    // Our identifier, another recipient: proves nothing about the send.
+    const other = { ...ours, emailNorm: 'someone-else@example.com' };
+    expect(decideFeedback(report('delivered', 'ses'), other)).toEqual({ kind: 'record', send: null });
+    expect(decideFeedback(report('accepted', 'sendgrid'), undefined)).toEqual({ kind: 'record', send: null });
+    // An unauthenticated DSN about no send of ours does nothing.
+    expect(decideFeedback(report('delivered', 'dsn'), undefined)).toEqual({ kind: 'ignore', send: null });
+    expect(decideFeedback(report('delivered', 'dsn'), other)).toEqual({ kind: 'ignore', send: null });
+  });
+
+  it('other reports are recorded, never suppress', () => {
+    expect(decideFeedback(report('other'), ours)).toMatchObject({ kind: 'record' });
     expect(decideFeedback(report('other', 'sendgrid'), undefined)).toEqual({ kind: 'record', send: null });
+  });
+
+  it('a Mailgun failure or complaint suppresses nothing here (Mailgun keeps its own list; AddressSuppressed names no Mailgun source)', () => {
+    expect(decideFeedback(report('hard_bounce', 'mailgun'), ours)).toEqual({
+      kind: 'record',
+      send: { sendId, campaignId: 'camp-1' },
+    });
+    expect(decideFeedback(report('complaint', 'mailgun'), undefined)).toEqual({ kind: 'record', send: null });
   });
 });
 

@@ -55,7 +55,7 @@ export default fp(
     const sendGridKey = sendGridWebhookKey(config);
     const logger = app.log.child({ component: 'feedback' }) as Logger;
     const intake = new FeedbackIntake({
-      repository: new FeedbackRepository(app.pg, app.suppressions, app.emailHashKey),
+      repository: new FeedbackRepository(app.pg, app.suppressions, app.emailHashKey, app.sends),
       sends: app.sendQueries,
       errorWindow: new SharedErrorWindow(app.pg, config.AUTO_PAUSE_WINDOW_MS),
       messageIdDomain: config.MESSAGE_ID_DOMAIN,

@@ -1,4 +1,5 @@
 import {
+  counter,
   loadEmailHashKey,
   readPemFile,
   readSecretFile,
@@ -141,6 +142,7 @@ export function createProvider(config: Config): MailProvider {
     timeoutMs: config.PROVIDER_TIMEOUT_MS,
     finalReplyTimeoutMs: config.SMTP_FINAL_REPLY_TIMEOUT_MS,
     maxConnections: config.SEND_CONCURRENCY,
+    successDsn: config.SMTP_DSN_SUCCESS,
   });
 }
 
@@ -214,6 +216,10 @@ export default fp(
         windowMs: config.AUTO_PAUSE_WINDOW_MS,
       },
     });
+    const settledByEvidence = counter(app.metrics, 'outreach_sender_settled_by_evidence_total');
+    repository.onSettled = (settled) => {
+      for (const send of settled) settledByEvidence.inc({ source: send.source, from: send.from });
+    };
     const lookup = createLookup(config, provider, identifiers);
     const reconciler = new Reconciler(repository, pipeline, logger, app.metrics, {
       intervalMs: config.RECONCILE_INTERVAL_MS,

@@ -21,6 +21,7 @@ import type { ProviderAttempt } from '../adapters/incident-controls.js';
 import type { SendQueries } from '../adapters/send-queries.js';
 import type { DeliveryFeedback } from '../domain/feedback/index.js';
 import type { IdentifierRefusal, MessageIdCheck, SendIdentifiers } from '../domain/identifiers.js';
+import { isDeliveryEvidence } from '../domain/feedback/feedback.js';
 import { decideFeedback, feedbackEventId } from '../domain/suppression.js';
 
 export interface FeedbackIntakeOptions {
@@ -52,12 +53,16 @@ export class FeedbackIntake {
   private readonly reports: Counter;
   private readonly suppressions: Counter;
   private readonly unverified: Counter;
+  private readonly evidence: Counter;
+  private readonly settledByEvidence: Counter;
 
   constructor(private readonly options: FeedbackIntakeOptions) {
     const registry = options.metrics;
     this.reports = counter(registry, 'outreach_sender_feedback_reports_total');
     this.suppressions = counter(registry, 'outreach_sender_suppressions_added_total');
     this.unverified = counter(registry, 'outreach_sender_feedback_unverified_ids_total');
+    this.evidence = counter(registry, 'outreach_sender_delivery_evidence_total');
+    this.settledByEvidence = counter(registry, 'outreach_sender_settled_by_evidence_total');
   }
 
   /** The send a report names: by its Message-ID, else its ENVID, each only when its MAC verifies. */
@@ -87,15 +92,30 @@ export class FeedbackIntake {
     });
     const applied = await this.options.repository.apply(entries, correlationId);
     let unverified = 0;
+    const settled = new Set(applied.settled.map((s) => s.sendId));
     for (const i of applied.fresh) {
       const entry = entries[i] as FeedbackEntry;
       this.reports.inc({ source: entry.feedback.source, kind: entry.feedback.kind, decision: entry.decision.kind });
+      if (entry.decision.kind === 'evidence')
+        this.evidence.inc({
+          source: entry.feedback.source,
+          outcome: settled.has(entry.decision.send.sendId) ? 'settled' : 'kept',
+        });
+      else if (isDeliveryEvidence(entry.feedback.kind) && (names[i] as Naming).sendId !== undefined)
+        // A verified identifier, and no stored send of it to that recipient: nothing to settle.
+        this.evidence.inc({ source: entry.feedback.source, outcome: 'unknown_send' });
       const refusal = (names[i] as Naming).unverified;
       if (refusal !== undefined) {
         unverified++;
         this.unverified.inc({ source: entry.feedback.source, reason: refusal });
       }
     }
+    for (const send of applied.settled) this.settledByEvidence.inc({ source: send.source, from: send.from });
+    if (applied.settled.length > 0)
+      this.options.logger.info(
+        { settled: applied.settled.map((s) => s.sendId), source: events[0]?.source, correlationId },
+        'delivery evidence settled sends in doubt: recorded sent',
+      );
     if (unverified > 0)
       this.options.logger.warn(
         { unverified, source: events[0]?.source, correlationId },

@@ -11,6 +11,8 @@
  * - `ambiguous` with no late verdict awaited, attempted within LOOKUP_GIVE_UP_MS: with a lookup,
  *   asked the same way, one bounded batch per sweep (an answer not yet decidable marks the row as
  *   awaiting a verdict until it is worth asking again, so the sweep never spins on it).
+ * - first of all, sends in doubt with delivery evidence stored (ADR 009) are settled `sent`
+ *   (SettleByEvidence): a retry waiting for its fence, a lapsed attempt, an ambiguous send.
  * domain/send.ts decides every one of these (ExpireSendingLease, LookUp); `decideAfterLookup` turns
  * the provider's answer and the attempt's timing, on the database clock, into what it was told.
  * Several instances may sweep at once: claims are taken with SKIP LOCKED, and every transition is
@@ -53,6 +55,13 @@ export interface ReconcilerOptions {
 }
 
 type SettleCommand = 'ExpireSendingLease' | 'LookUp';
+
+/**
+ * How far back the evidence sweep looks for ambiguous sends with stored evidence. Evidence settles a
+ * send where it arrives (the intake) or where the send becomes ambiguous (recordMany), both under the
+ * send's row lock; the sweep is the backstop, and takes lapsed attempts and retries whatever their age.
+ */
+export const EVIDENCE_SWEEP_WINDOW_MS = 60 * 60_000;
 
 export class Reconciler {
   /** Its periodic sweep (whose liveness the plugin watches). */
@@ -98,6 +107,17 @@ export class Reconciler {
   /** One full sweep; returns how many sends it moved or asked about. */
   async sweep(): Promise<number> {
     let moved = 0;
+    // Delivery evidence first (ADR 009): a send it settles is neither retried nor looked up.
+    while (!this.stopped) {
+      const settled = await this.repository.settleStoredEvidence(EVIDENCE_SWEEP_WINDOW_MS, this.batchSize);
+      for (const send of settled)
+        this.logger.info(
+          { sendId: send.sendId, from: send.from, source: send.source },
+          'delivery evidence settled the send: recorded sent',
+        );
+      moved += settled.length;
+      if (settled.length < this.batchSize) break;
+    }
     while (!this.stopped) {
       const claims = await this.repository.takeOverExpired(this.batchSize);
       this.takeovers.inc(claims.length);

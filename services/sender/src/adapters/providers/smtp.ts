@@ -51,6 +51,11 @@ export interface SmtpProviderOptions {
   readonly finalReplyTimeoutMs: number;
   /** Idle connections kept for reuse. */
   readonly maxConnections: number;
+  /**
+   * Ask a server that offers DSN for success notifications too (NOTIFY=SUCCESS,FAILURE, RET=HDRS):
+   * the delivery evidence that settles an in-doubt send (ADR 009). Off: the server's default.
+   */
+  readonly successDsn?: boolean;
   /** Messages per connection before it is closed and a new one opened. */
   readonly maxMessagesPerConnection?: number;
 }
@@ -112,6 +117,11 @@ export class SmtpProvider implements MailProvider {
    * (SIGTERM, a rebalance) never cuts a message mid-conversation. Then every connection closes,
    * including those still waiting for a late reply: those sends stay `ambiguous`.
    */
+  /** The DSN parameters of an envelope; nodemailer sends them only when the server offers DSN. */
+  private dsn(envid: string): NonNullable<Envelope['dsn']> {
+    return this.options.successDsn ? { envid, notify: ['SUCCESS', 'FAILURE'], ret: 'HDRS' } : { envid };
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     for (const session of this.idle.splice(0)) this.discard(session);
@@ -137,7 +147,7 @@ export class SmtpProvider implements MailProvider {
     try {
       raw = await mail.build();
       const { from, to } = mail.getEnvelope();
-      envelope = { from: from || '', to, ...(message.envelopeId ? { dsn: { envid: message.envelopeId } } : {}) };
+      envelope = { from: from || '', to, ...(message.envelopeId ? { dsn: this.dsn(message.envelopeId) } : {}) };
     } catch (error) {
       // Our own message cannot be built (an address nodemailer refuses): no server will take it.
       return { kind: 'rejected', reason: `message could not be composed: ${codeOf(error)}` };

@@ -8,7 +8,7 @@
  *   address   Original-Recipient when it is an rfc822 address (the address we sent to, before any
  *             forwarding), else Final-Recipient; any other address type (x400;, unknown;) is ignored
  *   Action    failed with a 5.x.x status -> hard_bounce; failed otherwise, delayed -> soft_bounce;
- *             delivered -> delivered; relayed, expanded -> other; anything else ignored
+ *             delivered -> delivered; relayed, expanded -> accepted; anything else ignored
  *   Status    the diagnostic; a generic x.0.0 gives way to the code in Diagnostic-Code of the same
  *             class; Diagnostic-Code's text is never kept
  *   time      Last-Attempt-Date, else the report's Date, else `now`
@@ -218,9 +218,11 @@ function kindOf(action: string | undefined, status: string | undefined): Feedbac
       return 'soft_bounce';
     case 'delivered':
       return 'delivered';
+    // Handed on by a relay that does not return DSNs, or delivered to a list that expands: our
+    // message went out, which is all an in-doubt send needs to know (not that it reached a mailbox).
     case 'relayed':
     case 'expanded':
-      return 'other';
+      return 'accepted';
     default:
       return undefined;
   }

@@ -87,7 +87,8 @@ describe('RFC 3464 delivery status notifications', () => {
     [{ action: 'failed' }, 'soft_bounce'],
     [{ action: 'delayed', status: '4.4.1' }, 'soft_bounce'],
     [{ action: 'delivered', status: '2.0.0' }, 'delivered'],
-    [{ action: 'relayed', status: '2.0.0' }, 'other'],
+    [{ action: 'relayed', status: '2.0.0' }, 'accepted'],
+    [{ action: 'expanded', status: '2.0.0' }, 'accepted'],
     [{ action: 'FAILED (permanent)', status: '5.2.1' }, 'hard_bounce'],
   ])('%o is %s', (fields, kind) => {
     expect(events(dsn({ recipients: [{ address: 'ada@example.com', ...fields }] }))[0]?.kind).toBe(kind);

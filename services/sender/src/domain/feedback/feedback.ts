@@ -12,14 +12,27 @@
  */
 import { canonicalAddress, jsonDepthProblem } from '@outreach/contracts';
 
-export type FeedbackKind = 'hard_bounce' | 'soft_bounce' | 'complaint' | 'delivered' | 'other';
-export type FeedbackSource = 'ses' | 'sendgrid' | 'dsn' | 'smtp';
+export type FeedbackKind = 'hard_bounce' | 'soft_bounce' | 'complaint' | 'delivered' | 'accepted' | 'other';
+export type FeedbackSource = 'ses' | 'sendgrid' | 'mailgun' | 'dsn' | 'smtp';
+
+/**
+ * The kinds that say the message went out: the receiving server took it (`delivered`), or the
+ * provider or relay took it for delivery (`accepted`: SendGrid `processed`, Mailgun `accepted`, a
+ * DSN's `relayed`/`expanded`). Either one, naming a send whose identifier verifies, settles that send
+ * `sent` when it is in doubt (ADR 009, "Delivery evidence"): a second email would be a duplicate.
+ */
+export const EVIDENCE_KINDS = ['delivered', 'accepted'] as const satisfies readonly FeedbackKind[];
+
+export function isDeliveryEvidence(kind: FeedbackKind): boolean {
+  return (EVIDENCE_KINDS as readonly FeedbackKind[]).includes(kind);
+}
 
 export interface DeliveryFeedback {
   /**
    * `hard_bounce` and `complaint` suppress the address; `soft_bounce` is a temporary failure that
    * counts toward auto-pause (one message can report one, then a hard bounce: count messages);
-   * `delivered` and `other` (a delay notice, a drop for another reason) are kept for the record.
+   * `delivered` and `accepted` are delivery evidence (EVIDENCE_KINDS); `other` (a delay notice, a
+   * drop for another reason) is kept for the record.
    */
   readonly kind: FeedbackKind;
   readonly source: FeedbackSource;

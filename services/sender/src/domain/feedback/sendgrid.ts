@@ -17,8 +17,9 @@
  *   deferred     other (SendGrid reports each retry; its final verdict arrives as a bounce)
  *   spamreport   complaint
  *   delivered    delivered
+ *   processed    accepted (SendGrid took the message for delivery: delivery evidence, ADR 009)
  *   unsubscribe, group_unsubscribe   other, subtype `unsubscribe`
- *   anything else (processed, open, click, ...) ignored
+ *   anything else (open, click, ...) ignored
  * `smtp-id` carries the message's Message-ID, `sg_message_id` SendGrid's id (the part before
  * `.filter` is the X-Message-Id its send API returned), `sg_event_id` the event's id.
  */
@@ -185,6 +186,9 @@ function classify(
       return { kind: 'complaint', subtype: 'spamreport' };
     case 'delivered':
       return { kind: 'delivered' };
+    // SendGrid took the message for delivery: evidence that an in-doubt send went out.
+    case 'processed':
+      return { kind: 'accepted', subtype: 'processed' };
     case 'unsubscribe':
     case 'group_unsubscribe':
       return { kind: 'other', subtype: 'unsubscribe' };

@@ -158,7 +158,7 @@ describe('SendGrid events', () => {
     );
     expect(parsed.kind).toBe('ok');
     if (parsed.kind !== 'ok') return;
-    expect(parsed.ignored).toBe(3);
+    expect(parsed.ignored).toBe(2);
     expect(parsed.events.map((e) => [e.kind, e.diagnostic, e.subtype])).toEqual([
       ['hard_bounce', '5.1.1', 'bounce'],
       ['soft_bounce', '4.0.0', 'blocked'],
@@ -171,6 +171,7 @@ describe('SendGrid events', () => {
       ['complaint', undefined, 'spamreport'],
       ['delivered', undefined, undefined],
       ['other', undefined, 'unsubscribe'],
+      ['accepted', undefined, 'processed'],
     ]);
   });
 
