@@ -74,12 +74,15 @@ export const ConfigSchema = Type.Object({
   MAILGUN_EVENT_RETENTION_MS: Type.Integer({ minimum: 3_600_000, default: 3 * 86_400_000 }),
   /**
    * The delivery lookup (ADR 009) that settles sends in doubt by their Message-ID: `mailpit` (its
-   * search API; docker-compose and tests), `mailgun` (its Events API), or `none` (they stay
-   * `ambiguous` for an operator).
+   * search API; docker-compose and tests), `mailgun` (its Events API), `evidence` (the delivery
+   * evidence the provider or relay pushes for every message it takes: no evidence within
+   * DELIVERY_EVIDENCE_WINDOW_MS means it never took it), or `none` (they stay `ambiguous` for an
+   * operator, unless evidence settles them).
    */
-  PROVIDER_LOOKUP: Type.Union([Type.Literal('none'), Type.Literal('mailpit'), Type.Literal('mailgun')], {
-    default: 'none',
-  }),
+  PROVIDER_LOOKUP: Type.Union(
+    [Type.Literal('none'), Type.Literal('mailpit'), Type.Literal('mailgun'), Type.Literal('evidence')],
+    { default: 'none' },
+  ),
   MAILPIT_API_URL: Type.String({ default: 'http://127.0.0.1:8025' }),
   /** Mailpit's optional basic auth for its UI and API. */
   MAILPIT_API_USER: Type.String({ default: '' }),
@@ -241,7 +244,9 @@ export function handoverWithinMs(config: Config): number {
  * than delivery evidence may still arrive (DELIVERY_EVIDENCE_WINDOW_MS).
  */
 export function lookupSettleMs(config: Config): number {
-  const search = config.LOOKUP_SETTLE_MS ?? (config.PROVIDER_LOOKUP === 'mailgun' ? 30 * 60_000 : 5_000);
+  const search =
+    config.LOOKUP_SETTLE_MS ??
+    (config.PROVIDER_LOOKUP === 'mailgun' ? 30 * 60_000 : config.PROVIDER_LOOKUP === 'evidence' ? 0 : 5_000);
   return Math.max(search, config.DELIVERY_EVIDENCE_WINDOW_MS);
 }
 
@@ -256,6 +261,11 @@ function checkProviderLookup(config: Config): void {
       'invalid configuration: set exactly one of MAILGUN_API_KEY_FILE and MAILGUN_API_KEY with MAIL_PROVIDER or PROVIDER_LOOKUP mailgun',
     );
   if (config.PROVIDER_LOOKUP === 'none') return;
+  // Absence of evidence only means "never taken" once the evidence has had time to come.
+  if (config.PROVIDER_LOOKUP === 'evidence' && config.DELIVERY_EVIDENCE_WINDOW_MS === 0)
+    throw new ConfigError(
+      'invalid configuration: PROVIDER_LOOKUP=evidence needs DELIVERY_EVIDENCE_WINDOW_MS: how long after a send the provider or relay reports it at the latest',
+    );
   // Giving up before a not-found could even be trusted would leave every send in doubt to an operator.
   const decidableAfter = handoverWithinMs(config) + lookupSettleMs(config);
   if (config.LOOKUP_GIVE_UP_MS < decidableAfter)

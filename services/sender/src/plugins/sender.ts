@@ -13,6 +13,8 @@ import {
 import { type EmailHashKey } from '@outreach/contracts';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
+import type { Pool } from 'pg';
+import { EvidenceLookup } from '../adapters/providers/evidence-lookup.js';
 import { lookupOfProvider } from '../adapters/providers/lookup.js';
 import { MailgunLookup, MailgunProvider } from '../adapters/providers/mailgun.js';
 import { MailpitLookup } from '../adapters/providers/mailpit-lookup.js';
@@ -74,6 +76,7 @@ export function createLookup(
   config: Config,
   provider: MailProvider,
   identifiers: SendIdentifiers,
+  pool: Pool,
 ): LookupSettings | undefined {
   const timing = {
     messageIdDomain: config.MESSAGE_ID_DOMAIN,
@@ -107,6 +110,8 @@ export function createLookup(
           retentionMs: config.MAILGUN_EVENT_RETENTION_MS,
         }),
       };
+    case 'evidence':
+      return { ...timing, lookup: new EvidenceLookup(pool, settleMs) };
     case 'none': {
       // The provider's key is the sendId: the Message-ID's local part up to its first dot.
       const own = lookupOfProvider(provider, (bare) => (bare.split('@')[0] ?? '').split('.')[0] ?? '');
@@ -220,7 +225,7 @@ export default fp(
     repository.onSettled = (settled) => {
       for (const send of settled) settledByEvidence.inc({ source: send.source, from: send.from });
     };
-    const lookup = createLookup(config, provider, identifiers);
+    const lookup = createLookup(config, provider, identifiers, app.pg);
     const reconciler = new Reconciler(repository, pipeline, logger, app.metrics, {
       intervalMs: config.RECONCILE_INTERVAL_MS,
       policy: { maxAttempts: config.MAX_ATTEMPTS, retryBackoffMs: config.RETRY_BACKOFF_MS, leaseMs: config.LEASE_MS },
