@@ -1,0 +1,356 @@
+/**
+ * Sends in doubt settled by the provider's own delivery evidence (issue #32, ADR 009), through the
+ * whole sender: Kafka in, PostgreSQL state, the real SmtpProvider against the SMTP test server, and
+ * the evidence posted to the sender's own routes as the providers post it (the SendGrid Signed Event
+ * Webhook; a DSN from the bounce mailbox through the `dsn`-scoped hook). Copies are counted at the
+ * server. Only evidence naming a send by an identifier whose MAC verifies, about that send's
+ * recipient, settles it; evidence that comes while the attempt is still in the provider call is kept
+ * and applied when the send becomes ambiguous; an operator's retry loses to evidence, before and
+ * after it was asked for.
+ */
+import { generateKeyPairSync, randomUUID } from 'node:crypto';
+import { eventCodec, uuidV5, type SendRecorded } from '@outreach/contracts';
+import { readTopic, waitFor, type SmtpHostility } from '@outreach/testkit';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { deliveryStatusNotification, signSendGridWebhook } from './fixtures/feedback-fixtures.js';
+import {
+  API_TOKEN,
+  messageIdOf,
+  senderTestEnv,
+  sendRequested,
+  testIdentifiers,
+  type SenderTestEnv,
+} from './harness.js';
+
+const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
+const operate = { authorization: `Bearer ${API_TOKEN}` };
+const hook = { authorization: 'Bearer dsn-hook-token' };
+const sendGrid = generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
+
+let t: SenderTestEnv;
+let app: FastifyInstance;
+/** What the SMTP server does in transaction `n` (counted at MAIL FROM); it behaves in every other. */
+let plan: { readonly n: number; readonly hostility: SmtpHostility } | undefined;
+
+interface Row {
+  readonly status: string;
+  readonly attempts: number;
+  readonly reason: string | null;
+  readonly providerMessageId: string | null;
+}
+
+async function rowOf(sendId: string): Promise<Row | undefined> {
+  const rows = await t.query<Row>(
+    `SELECT status, attempts, reason, provider_message_id AS "providerMessageId" FROM sends WHERE send_id = $1`,
+    [sendId],
+  );
+  return rows[0];
+}
+
+async function until(sendId: string, status: string, timeoutMs = 20_000): Promise<Row> {
+  let last: Row | undefined;
+  await waitFor(
+    async () => {
+      last = await rowOf(sendId);
+      return last?.status === status;
+    },
+    { timeoutMs, description: `send ${sendId} to become ${status}` },
+  ).catch((error: unknown) => {
+    throw new Error(`${String(error)}; last ${JSON.stringify(last)}`);
+  });
+  return last as Row;
+}
+
+/** One request to `email`, the SMTP server doing `hostility` with it; returns its sendId. */
+async function request(email: string, hostility?: SmtpHostility, campaignId = `ev-${randomUUID().slice(0, 8)}`) {
+  plan = hostility === undefined ? undefined : { n: t.sink.transactions + 1, hostility };
+  const send = sendRequested({ campaignId, candidateId: email.split('@')[0] as string, email });
+  await t.publishRequests([send]);
+  return { sendId: send.sendId, campaignId };
+}
+
+/** A signed SendGrid webhook delivery of `events` (each gets a fresh sg_event_id unless it has one). */
+function postSendGrid(events: ReadonlyArray<Record<string, unknown>>) {
+  const body = JSON.stringify(
+    events.map((e) => ({ timestamp: Math.floor(Date.now() / 1000), sg_event_id: randomUUID(), ...e })),
+  );
+  const timestamp = String(Math.floor(Date.now() / 1000));
+  return app.inject({
+    method: 'POST',
+    url: '/v1/feedback/sendgrid',
+    headers: {
+      'content-type': 'application/json',
+      'x-twilio-email-event-webhook-timestamp': timestamp,
+      'x-twilio-email-event-webhook-signature': signSendGridWebhook(body, timestamp, sendGrid.privateKey),
+    },
+    payload: body,
+  });
+}
+
+const delivered = (email: string, messageId: string, event = 'delivered') => ({
+  email,
+  event,
+  'smtp-id': messageId,
+  sg_message_id: `sg-${randomUUID().slice(0, 8)}.filter0001`,
+});
+
+/** A success DSN from the bounce mailbox, naming the message by ENVID and/or Message-ID. */
+function postSuccessDsn(email: string, ids: { envelopeId?: string; messageId?: string }, action = 'delivered') {
+  return app.inject({
+    method: 'POST',
+    url: '/v1/feedback/dsn',
+    headers: { ...hook, 'content-type': 'message/rfc822' },
+    payload: deliveryStatusNotification({
+      recipients: [{ address: email, action, status: '2.0.0' }],
+      ...(ids.envelopeId === undefined ? {} : { originalEnvelopeId: ids.envelopeId }),
+      ...(ids.messageId === undefined ? {} : { originalMessageId: ids.messageId }),
+      returned: ids.messageId === undefined ? 'none' : 'headers',
+      reportMessageId: `<dsn-${randomUUID()}@mx.receiver.test>`,
+    }),
+  });
+}
+
+async function metric(name: string, labels: Record<string, string>): Promise<number> {
+  const values = (await app.metrics.getSingleMetric(name)?.get())?.values ?? [];
+  return values
+    .filter((v) => Object.entries(labels).every(([k, value]) => v.labels[k] === value))
+    .reduce((sum, v) => sum + v.value, 0);
+}
+
+/** The ENVID the attempt's envelope carried: the Message-ID's local part (ADR 012). */
+const envelopeIdOf = (sendId: string): string => messageIdOf(sendId).slice(1).split('@')[0] as string;
+
+const copiesTo = (email: string) => t.sink.deliveredTo(email).length;
+
+/** The SendRecorded events of `sendId` on the topic, once there are `count` of them. */
+async function recordedFor(sendId: string, count: number): Promise<SendRecorded[]> {
+  const mine = (messages: ReadonlyArray<{ value: Buffer | null }>) =>
+    messages.map((m) => eventCodec.decode(m.value as Buffer) as SendRecorded).filter((e) => e.sendId === sendId);
+  return mine(await readTopic(t.kafka, t.topic('sendRecorded'), (m) => mine(m).length >= count));
+}
+
+beforeAll(async () => {
+  t = await senderTestEnv(infra, {
+    sink: {
+      dsn: true,
+      hostile: (n) => (n === plan?.n ? plan.hostility : undefined),
+    },
+    env: {
+      API_TOKENS_DSN: 'dsn-hook-token',
+      SENDGRID_WEBHOOK_PUBLIC_KEY: sendGrid.publicKey.export({ type: 'spki', format: 'der' }).toString('base64'),
+      // A late reply to the final dot is awaited this long after our 2 s timeout.
+      SMTP_FINAL_REPLY_TIMEOUT_MS: '8000',
+      SMTP_DSN_SUCCESS: 'true',
+    },
+  });
+  app = await t.startApp();
+});
+
+afterAll(async () => {
+  await t?.cleanup();
+});
+
+describe('delivery evidence settles a send in doubt', { timeout: 60_000 }, () => {
+  it('SendGrid `delivered` naming the signed Message-ID settles an ambiguous send sent, once, with its SendRecorded', async () => {
+    const email = 'ada@example.com';
+    const { sendId } = await request(email, { at: 'dot', act: 'drop' });
+    await until(sendId, 'ambiguous');
+    expect(copiesTo(email)).toBe(1);
+    // The envelope asked the server (it offers DSN) for success notifications, under the ENVID.
+    const envelope = t.sink.messages.find((m) => m.to.includes(email));
+    expect(envelope?.envelopeId).toBe(envelopeIdOf(sendId));
+
+    const settledBefore = await metric('outreach_sender_settled_by_evidence_total', { source: 'sendgrid' });
+    const answer = await postSendGrid([delivered(email, messageIdOf(sendId))]);
+    expect(answer.statusCode).toBe(200);
+    const row = await rowOf(sendId);
+    expect(row).toMatchObject({ status: 'sent', attempts: 1, reason: 'settled by delivery evidence (sendgrid)' });
+    expect(row?.providerMessageId).toMatch(/^sg-[0-9a-f]{8}$/);
+    expect(await metric('outreach_sender_settled_by_evidence_total', { source: 'sendgrid', from: 'ambiguous' })).toBe(
+      settledBefore + 1,
+    );
+    const recorded = await recordedFor(sendId, 2);
+    expect(recorded.map((e) => [e.outcome, e.reason])).toEqual([
+      ['ambiguous', expect.any(String)],
+      ['sent', 'settled by delivery evidence (sendgrid)'],
+    ]);
+    expect(recorded[1]?.eventId).toBe(uuidV5('send-recorded', sendId, 'sent', '1'));
+    // Sweeps change nothing more; the one copy stays one.
+    await app.reconciler.sweep();
+    expect(copiesTo(email)).toBe(1);
+  });
+
+  it('a success DSN naming the send only by its ENVID settles it; `relayed` counts as taken too', async () => {
+    for (const [email, action] of [
+      ['bob@example.com', 'delivered'],
+      ['cy@example.com', 'relayed'],
+    ] as const) {
+      const { sendId } = await request(email, { at: 'dot', act: 'drop' });
+      await until(sendId, 'ambiguous');
+      const answer = await postSuccessDsn(email, { envelopeId: envelopeIdOf(sendId) }, action);
+      expect(answer.statusCode).toBe(200);
+      expect(await rowOf(sendId)).toMatchObject({ status: 'sent', reason: 'settled by delivery evidence (dsn)' });
+      expect(copiesTo(email)).toBe(1);
+    }
+  });
+
+  it('evidence that cannot be verified, or is about someone else, settles nothing and is counted', async () => {
+    const email = 'dee@example.com';
+    const { sendId } = await request(email, { at: 'dot', act: 'drop' });
+    await until(sendId, 'ambiguous');
+    const bare = `<${sendId}@outreach.local>`;
+    const forgedMac = `<${sendId}.${testIdentifiers.currentKeyId}.${'0'.repeat(32)}@outreach.local>`;
+    const unverifiedBefore = await metric('outreach_sender_feedback_unverified_ids_total', {});
+    // The computable bare id of mail before signed identifiers, and a made-up MAC: over both hooks.
+    expect((await postSuccessDsn(email, { messageId: bare })).statusCode).toBe(200);
+    expect((await postSuccessDsn(email, { envelopeId: forgedMac.slice(1).split('@')[0] as string })).statusCode).toBe(
+      200,
+    );
+    expect((await postSendGrid([delivered(email, forgedMac)])).statusCode).toBe(200);
+    // The right identifier, about another recipient: proves nothing about this send.
+    expect((await postSendGrid([delivered('mallory@example.com', messageIdOf(sendId))])).statusCode).toBe(200);
+    expect((await postSuccessDsn('mallory@example.com', { messageId: messageIdOf(sendId) })).statusCode).toBe(200);
+    // A signature over another body: refused at the door.
+    const body = JSON.stringify([delivered(email, messageIdOf(sendId))]);
+    const timestamp = String(Math.floor(Date.now() / 1000));
+    const forged = await app.inject({
+      method: 'POST',
+      url: '/v1/feedback/sendgrid',
+      headers: {
+        'content-type': 'application/json',
+        'x-twilio-email-event-webhook-timestamp': timestamp,
+        'x-twilio-email-event-webhook-signature': signSendGridWebhook(`${body} `, timestamp, sendGrid.privateKey),
+      },
+      payload: body,
+    });
+    expect(forged.statusCode).toBe(403);
+    // A DSN posted without the hook's token.
+    const anonymous = await app.inject({
+      method: 'POST',
+      url: '/v1/feedback/dsn',
+      headers: { 'content-type': 'message/rfc822' },
+      payload: deliveryStatusNotification({
+        recipients: [{ address: email, action: 'delivered', status: '2.0.0' }],
+        originalEnvelopeId: envelopeIdOf(sendId),
+      }),
+    });
+    expect(anonymous.statusCode).toBe(401);
+
+    await app.reconciler.sweep();
+    expect(await rowOf(sendId)).toMatchObject({ status: 'ambiguous', attempts: 1 });
+    expect(await metric('outreach_sender_feedback_unverified_ids_total', {})).toBeGreaterThanOrEqual(
+      unverifiedBefore + 3,
+    );
+  });
+
+  it('evidence that comes while the attempt is still in the provider call is kept, and settles the send as it becomes ambiguous', async () => {
+    const email = 'eli@example.com';
+    // The server holds its reply to the final dot past our 2 s timeout: the worker is in the call.
+    const settledBefore = await metric('outreach_sender_settled_by_evidence_total', { source: 'sendgrid' });
+    const keptBefore = await metric('outreach_sender_delivery_evidence_total', { source: 'sendgrid', outcome: 'kept' });
+    const { sendId } = await request(email, { at: 'dot', act: 'stall', ms: 6_000 });
+    await waitFor(() => copiesTo(email) === 1, { timeoutMs: 10_000, description: 'the message at the server' });
+    expect(await rowOf(sendId)).toMatchObject({ status: 'sending' });
+    expect((await postSendGrid([delivered(email, messageIdOf(sendId), 'processed')])).statusCode).toBe(200);
+    expect(await metric('outreach_sender_delivery_evidence_total', { source: 'sendgrid', outcome: 'kept' })).toBe(
+      keptBefore + 1,
+    );
+    expect((await rowOf(sendId))?.status).toBe('sending');
+    // Our timeout makes it ambiguous (a late reply is still awaited): the kept evidence settles it then.
+    const row = await until(sendId, 'sent', 10_000);
+    expect(row.reason).toBe('settled by delivery evidence (sendgrid)');
+    expect(await metric('outreach_sender_settled_by_evidence_total', { source: 'sendgrid', from: 'ambiguous' })).toBe(
+      settledBefore + 1,
+    );
+    expect(copiesTo(email)).toBe(1);
+  });
+
+  it("an operator's retry loses to evidence: refused after it, and cancelled before its fence when it comes after", async () => {
+    // Evidence first: the send is sent, a retry is refused.
+    const first = 'fay@example.com';
+    const a = await request(first, { at: 'dot', act: 'drop' });
+    await until(a.sendId, 'ambiguous');
+    await postSendGrid([delivered(first, messageIdOf(a.sendId))]);
+    const refused = await app.inject({
+      method: 'POST',
+      url: `/v1/sends/${a.sendId}/resolve`,
+      headers: operate,
+      payload: { resolution: 'retry' },
+    });
+    expect(refused.statusCode).toBe(409);
+
+    // Retry first, held by its campaign's pause before its fence; then the evidence: it never goes out.
+    const second = 'gus@example.com';
+    const b = await request(second, { at: 'dot', act: 'drop' });
+    await until(b.sendId, 'ambiguous');
+    const pause = await app.inject({
+      method: 'POST',
+      url: `/v1/campaigns/${b.campaignId}/pause`,
+      headers: operate,
+      payload: {},
+    });
+    expect(pause.statusCode).toBe(200);
+    const retry = await app.inject({
+      method: 'POST',
+      url: `/v1/sends/${b.sendId}/resolve`,
+      headers: operate,
+      payload: { resolution: 'retry' },
+    });
+    expect(retry.statusCode).toBe(200);
+    await until(b.sendId, 'held');
+    await postSuccessDsn(second, { messageId: messageIdOf(b.sendId) });
+    expect(await rowOf(b.sendId)).toMatchObject({ status: 'sent', reason: 'settled by delivery evidence (dsn)' });
+    const resume = await app.inject({
+      method: 'POST',
+      url: `/v1/campaigns/${b.campaignId}/resume`,
+      headers: operate,
+      payload: {},
+    });
+    expect(resume.json()).toMatchObject({ released: 0 });
+    await app.reconciler.sweep();
+    expect(copiesTo(first)).toBe(1);
+    expect(copiesTo(second)).toBe(1);
+    expect(await metric('outreach_sender_settled_by_evidence_total', { source: 'dsn', from: 'held' })).toBe(1);
+  });
+
+  it('10,000 events for one send: accepted in signed batches, settle it once, one SendRecorded sent', async () => {
+    const email = 'hal@example.com';
+    const { sendId } = await request(email, { at: 'dot', act: 'drop' });
+    await until(sendId, 'ambiguous');
+    const messageId = messageIdOf(sendId);
+    for (let batch = 0; batch < 10; batch++) {
+      const answer = await postSendGrid(
+        Array.from({ length: 1_000 }, (_, i) => delivered(email, messageId, i % 2 === 0 ? 'delivered' : 'processed')),
+      );
+      expect(answer.statusCode).toBe(200);
+    }
+    // The same batch again (a provider's retry): nothing new.
+    const replay = JSON.stringify([{ ...delivered(email, messageId), timestamp: 1, sg_event_id: 'replayed-1' }]);
+    const timestamp = String(Math.floor(Date.now() / 1000));
+    for (let i = 0; i < 2; i++)
+      expect(
+        (
+          await app.inject({
+            method: 'POST',
+            url: '/v1/feedback/sendgrid',
+            headers: {
+              'content-type': 'application/json',
+              'x-twilio-email-event-webhook-timestamp': timestamp,
+              'x-twilio-email-event-webhook-signature': signSendGridWebhook(replay, timestamp, sendGrid.privateKey),
+            },
+            payload: replay,
+          })
+        ).statusCode,
+      ).toBe(200);
+    expect(await rowOf(sendId)).toMatchObject({ status: 'sent', reason: 'settled by delivery evidence (sendgrid)' });
+    const recorded = await recordedFor(sendId, 2);
+    expect(recorded.map((e) => e.outcome)).toEqual(['ambiguous', 'sent']);
+    const [stored] = await t.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM feedback_events WHERE send_id = $1 AND decision = 'evidence'`,
+      [sendId],
+    );
+    expect(stored?.n).toBe(10_001);
+    expect(copiesTo(email)).toBe(1);
+  });
+});
