@@ -4,11 +4,16 @@
  * through the public ingress only (the Kafka topic and the planner's HTTP endpoint):
  *   two campaigns, an A/B experiment, a follow-up step, replies, a suppressed address, duplicate
  *   requests with case-variant addresses, planted stalls, and a sender SIGKILL midway.
+ * The sink also answers Mailpit's search API, and the sender runs its delivery lookup against it
+ * (PROVIDER_LOOKUP=mailpit, ADR 009): the sends the SIGKILL leaves in doubt, and one whose connection
+ * the sink drops after the final dot, are settled without an operator.
  * It shows live progress, then a report whose numbers come from the SMTP sink and the services'
- * APIs, never from the demo's own expectations. Then it keeps the stack running until Ctrl-C.
+ * APIs and /metrics, never from the demo's own expectations. Then it keeps the stack running until Ctrl-C.
  *
  *   DEMO_CANDIDATES (default 2000)  DEMO_EXIT=1 (stop after the report; exit 1 on a violation)
  *   DEMO_PORT_BASE (default 8080: services on +1..+4)
+ *   DEMO_SETTLE_TIMEOUT_MS (default 30000: how long the report waits on sends still in doubt once
+ *   nothing else moves; what is left then is an operator's, and a violation)
  * With Debian's `prometheus` on PATH, a Prometheus scrapes the four services every 2 s and evaluates
  * deploy/prometheus/rules.yml (scripts/lib/prometheus.ts); its URL is printed, and it stops with the demo.
  * Each run uses its own topic prefix and database schemas, so runs never see each other's data.
@@ -26,6 +31,7 @@ import { ingressBody, services, Stack, type Service } from './lib/stack.js';
 const candidates = Number(process.env.DEMO_CANDIDATES ?? 2_000);
 const portBase = Number(process.env.DEMO_PORT_BASE ?? 8080);
 const exitAfterReport = process.env.DEMO_EXIT === '1';
+const settleTimeoutMs = Number(process.env.DEMO_SETTLE_TIMEOUT_MS ?? 30_000);
 const run = `demo${Date.now().toString(36)}`;
 
 function say(message: string): void {
@@ -39,9 +45,15 @@ async function main(): Promise<number> {
   // registers the run's subjects and hands the services its URL.
   if (state.schemaRegistryUrl) process.env.SCHEMA_REGISTRY_URL ??= state.schemaRegistryUrl;
   const kafka = createKafka({ brokers: state.kafkaBrokers.split(','), clientId: 'demo' });
+  // Once the sender is restarted after its SIGKILL, the sink drops one connection right after the
+  // final dot (the message is stored, its 250 never sent): a send in doubt that exists whatever
+  // moment the kill lands at, even one with no provider call in flight.
+  let dropTransaction: number | undefined;
   const sink = await new SmtpSink({
     behaviour: (to) => (to.startsWith('bounce') ? { reject: 'mailbox unavailable' } : undefined),
+    hostile: (n) => (n === dropTransaction ? { at: 'dot', act: 'drop' } : undefined),
   }).start();
+  const mailpitApi = await sink.startMailpitApi();
   const stack = new Stack({
     run,
     kafkaBrokers: state.kafkaBrokers,
@@ -53,12 +65,14 @@ async function main(): Promise<number> {
     env: (service) =>
       service === 'liveness'
         ? { GRACE_INBOUND_MS: '4000', GRACE_OUTBOUND_MS: '600000', GRACE_OVERDUE_MS: '60000', SWEEP_INTERVAL_MS: '500' }
-        : {},
+        : service === 'sender'
+          ? lookupSettings(mailpitApi)
+          : {},
   });
   const { prefix } = stack;
   await stack.createTopics(6);
   say(
-    `kafka ${state.kafkaBrokers} (${state.kafka.source}), postgres ${state.postgres.source}, SMTP sink on ${sink.port}, run ${run}`,
+    `kafka ${state.kafkaBrokers} (${state.kafka.source}), postgres ${state.postgres.source}, SMTP sink on ${sink.port} (Mailpit API ${mailpitApi}), run ${run}`,
   );
   const url = (service: Service, path: string) => stack.url(service, path);
   let prometheus: Prometheus | undefined;
@@ -139,6 +153,7 @@ async function main(): Promise<number> {
     // Midway: SIGKILL the sender, then restart it.
     const totalHeads = requests.length;
     let killed = false;
+    let beforeKill: Settlements = NO_SETTLEMENTS;
     const progress = setInterval(() => {
       say(
         `delivered ${sink.messages.length} emails so far (${Math.round(((Date.now() - started) / 1000) * 10) / 10} s)`,
@@ -149,10 +164,16 @@ async function main(): Promise<number> {
         timeoutMs: Number(process.env.DEMO_STEP_TIMEOUT_MS ?? 300_000),
         description: '40% of the first emails delivered',
       });
+      // The counters live in the process: what the first one settled is read just before it dies.
+      beforeKill = await settlements();
       await stack.stop('sender', 'SIGKILL');
       killed = true;
       say(`SIGKILLed the sender after ${sink.messages.length} deliveries; restarting it`);
       await stack.start('sender');
+      dropTransaction = sink.transactions + 1;
+      say(
+        'sender restarted: it asks the Mailpit API about the sends the kill left in doubt, and the sink drops its next connection after the final dot',
+      );
       // Replies arrive while follow-ups are pending: the planner cancels those; the agent answers.
       await producer.publish([
         ...repliers.map(reply),
@@ -167,10 +188,13 @@ async function main(): Promise<number> {
         })),
       ]);
 
-      // Done when nothing is scheduled, nothing is mid-send, every first email has an outcome, and
-      // those numbers have not moved for five polls (follow-ups are scheduled as sends land).
+      // Done when nothing is scheduled, nothing is mid-send or in doubt, every first email has an
+      // outcome, and those numbers have not moved for five polls (follow-ups are scheduled as sends
+      // land). A send the lookup cannot settle stays `ambiguous` for good: once nothing else has
+      // moved for DEMO_SETTLE_TIMEOUT_MS the report goes ahead and counts it as left for an operator.
       let previous = '';
       let stableFor = 0;
+      let movedAt = Date.now();
       await waitFor(
         async () => {
           const steps = (
@@ -181,12 +205,13 @@ async function main(): Promise<number> {
           const terminal = Object.entries(outcomes)
             .filter(([k]) => !['claimed', 'sending', 'skipped_duplicate'].includes(k))
             .reduce((n, [, v]) => n + v, 0);
-          const snapshot = JSON.stringify({ steps, terminal, delivered: sink.messages.length });
+          const snapshot = JSON.stringify({ steps, outcomes, delivered: sink.messages.length });
           stableFor = snapshot === previous ? stableFor + 1 : 0;
+          if (snapshot !== previous) movedAt = Date.now();
           previous = snapshot;
-          return (
-            !steps.some((x) => x.status === 'scheduled') && inFlight === 0 && terminal >= totalHeads && stableFor >= 5
-          );
+          const quiet =
+            !steps.some((x) => x.status === 'scheduled') && inFlight === 0 && terminal >= totalHeads && stableFor >= 5;
+          return quiet && ((outcomes.ambiguous ?? 0) === 0 || Date.now() - movedAt >= settleTimeoutMs);
         },
         { timeoutMs: 600_000, intervalMs: 1_000, description: 'every planned send to reach an outcome' },
       );
@@ -221,6 +246,14 @@ async function main(): Promise<number> {
     const plantedIds = new Set(planted.map((r) => `${r.campaignId}:${r.candidateId}`));
     const unexpectedFlags = flagged.filter((c) => !plantedIds.has(c.conversationId));
     const missedStalls = [...plantedIds].filter((id) => !flagged.some((c) => c.conversationId === id));
+    // Sends in doubt: settled by the first sender (read before its kill) and by the one running now.
+    const afterRestart = await settlements();
+    const settled = {
+      evidence: beforeKill.evidence + afterRestart.evidence,
+      found: beforeKill.found + afterRestart.found,
+      notFound: beforeKill.notFound + afterRestart.notFound,
+    };
+    const leftForOperator = outcomes.ambiguous ?? 0;
     const lines = [
       '',
       '| measure | value |',
@@ -237,6 +270,10 @@ async function main(): Promise<number> {
       `| contaminated candidates | ${experiment.contaminated.length} |`,
       `| stalled conversations flagged / planted | ${flagged.length} / ${planted.length} (${unexpectedFlags.length} unexpected, ${missedStalls.length} missed) |`,
       `| sender SIGKILLed midway | ${killed ? 'yes, restarted' : 'no'} |`,
+      `| connections the SMTP sink dropped after the final dot | ${sink.misbehaved.length} |`,
+      `| sends in doubt settled by delivery evidence | ${settled.evidence} |`,
+      `| sends in doubt settled by the delivery lookup | ${settled.found + settled.notFound} (found: ${settled.found} recorded sent; not found: ${settled.notFound} sent again) |`,
+      `| sends in doubt left for an operator | ${leftForOperator} |`,
       `| throughput | ${(sink.messages.length / elapsed).toFixed(1)} emails/s over ${elapsed.toFixed(1)} s |`,
       '',
     ];
@@ -246,11 +283,12 @@ async function main(): Promise<number> {
       experiment.contaminated.length > 0 && 'contaminated candidates',
       (unexpectedFlags.length > 0 || missedStalls.length > 0) && 'stall flags do not match the planted stalls',
       (outcomes.claimed ?? 0) + (outcomes.sending ?? 0) > 0 && 'sends without an outcome',
+      leftForOperator > 0 && 'sends in doubt left for an operator',
     ].filter(Boolean);
     if (violations.length > 0) say(`VIOLATIONS: ${violations.join(', ')}`);
     else
       say(
-        'all guarantees held: 0 duplicates, 0 contaminated, every planted stall flagged and no other, every request accounted for',
+        'all guarantees held: 0 duplicates, 0 contaminated, every planted stall flagged and no other, every request accounted for, every send in doubt settled without an operator',
       );
 
     if (exitAfterReport) {
@@ -282,6 +320,20 @@ async function main(): Promise<number> {
     return totals;
   }
 
+  /**
+   * What the sender's /metrics say it settled: by delivery evidence, and by its delivery lookup
+   * (found: recorded sent; not found: sent again). A `pending` answer settles nothing (it is asked
+   * again), so only the decisive ones count.
+   */
+  async function settlements(): Promise<Settlements> {
+    const text = await (await fetch(url('sender', '/metrics'))).text();
+    return {
+      evidence: sumOf(text, 'outreach_sender_settled_by_evidence_total'),
+      found: sumOf(text, 'outreach_sender_lookup_decisions_total', 'decision="sent"'),
+      notFound: sumOf(text, 'outreach_sender_lookup_decisions_total', 'decision="not_sent"'),
+    };
+  }
+
   async function stalled(): Promise<Array<{ conversationId: string }>> {
     return (
       await stack.json<{ conversations: Array<{ conversationId: string }> }>(
@@ -290,6 +342,47 @@ async function main(): Promise<number> {
       )
     ).conversations;
   }
+}
+
+interface Settlements {
+  readonly evidence: number;
+  readonly found: number;
+  readonly notFound: number;
+}
+const NO_SETTLEMENTS: Settlements = { evidence: 0, found: 0, notFound: 0 };
+
+/** The sum of a counter's series on a /metrics page, over those carrying `label` when given. */
+function sumOf(metrics: string, name: string, label?: string): number {
+  let sum = 0;
+  for (const line of metrics.split('\n')) {
+    const match = /^([a-z_]+)(?:\{([^}]*)\})? (\S+)$/.exec(line);
+    if (match?.[1] !== name) continue;
+    if (label !== undefined && !(match[2] ?? '').split(',').includes(label)) continue;
+    sum += Number(match[3]);
+  }
+  return sum;
+}
+
+/**
+ * The sender's delivery lookup against the sink's Mailpit API (ADR 009), with timings that settle a
+ * send in doubt within seconds: the final-reply wait (the hand-over bound) 4 s, just past the call's
+ * 3 s timeout as in production; the sink's search shows a message the moment it is stored, so a
+ * short settle time; a lapsed lease after 8 s (at least twice the timeout). A send the sink does not
+ * hold is sent again once the lease lapses; LOOKUP_GIVE_UP_MS must be at least hand-over plus settle
+ * (services/sender/src/config.ts) and is far past it, so only a lookup failing for a minute gives up.
+ */
+function lookupSettings(mailpitApiUrl: string): Record<string, string> {
+  return {
+    PROVIDER_LOOKUP: 'mailpit',
+    MAILPIT_API_URL: mailpitApiUrl,
+    PROVIDER_TIMEOUT_MS: '3000',
+    SMTP_FINAL_REPLY_TIMEOUT_MS: '4000',
+    LEASE_MS: '8000',
+    LOOKUP_SETTLE_MS: '500',
+    LOOKUP_RECHECK_MS: '1000',
+    LOOKUP_GIVE_UP_MS: '60000',
+    RECONCILE_INTERVAL_MS: '500',
+  };
 }
 
 main().then(
