@@ -9,11 +9,19 @@
  * after it was asked for.
  */
 import { generateKeyPairSync, randomUUID } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { eventCodec, uuidV5, type SendRecorded } from '@outreach/contracts';
-import { readTopic, waitFor, type SmtpHostility } from '@outreach/testkit';
+import { readTopic, selfSignedCertificate, waitFor, type SmtpHostility } from '@outreach/testkit';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { deliveryStatusNotification, signSendGridWebhook } from './fixtures/feedback-fixtures.js';
+import {
+  deliveryStatusNotification,
+  sesNotification,
+  signedSnsMessage,
+  signSendGridWebhook,
+  TEST_SNS_TOPIC_ARN,
+} from './fixtures/feedback-fixtures.js';
 import {
   API_TOKEN,
   messageIdOf,
@@ -27,6 +35,10 @@ const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('datab
 const operate = { authorization: `Bearer ${API_TOKEN}` };
 const hook = { authorization: 'Bearer dsn-hook-token' };
 const sendGrid = generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
+const SNS_ORIGIN = 'https://sns.us-east-1.amazonaws.com/';
+const sns = selfSignedCertificate({ commonName: 'sns.amazonaws.com' });
+/** Stands in for SNS's certificate host (as in feedback-routes.int.test.ts). */
+let snsServer: Server;
 
 let t: SenderTestEnv;
 let app: FastifyInstance;
@@ -131,6 +143,12 @@ async function recordedFor(sendId: string, count: number): Promise<SendRecorded[
 }
 
 beforeAll(async () => {
+  snsServer = createServer((request, response) => {
+    if (request.url?.endsWith('.pem')) response.writeHead(200).end(sns.certificatePem);
+    else response.writeHead(404).end();
+  });
+  await new Promise<void>((resolve) => snsServer.listen(0, '127.0.0.1', resolve));
+  const { port } = snsServer.address() as AddressInfo;
   t = await senderTestEnv(infra, {
     sink: {
       dsn: true,
@@ -142,14 +160,47 @@ beforeAll(async () => {
       // A late reply to the final dot is awaited this long after our 2 s timeout.
       SMTP_FINAL_REPLY_TIMEOUT_MS: '8000',
       SMTP_DSN_SUCCESS: 'true',
+      SES_SNS_TOPIC_ARNS: TEST_SNS_TOPIC_ARN,
     },
   });
-  app = await t.startApp();
+  // The app is built while `fetch` sends SNS's origin to the local certificate server: the intake's
+  // real certificate fetch and cache run, and it keeps that reference.
+  const realFetch = globalThis.fetch;
+  globalThis.fetch = (input, init) => {
+    const url = input instanceof Request ? input.url : String(input);
+    if (!url.startsWith(SNS_ORIGIN)) return Promise.reject(new Error(`test refused a request to ${url}`));
+    return realFetch(`http://127.0.0.1:${port}/${url.slice(SNS_ORIGIN.length)}`, init);
+  };
+  try {
+    app = await t.startApp();
+  } finally {
+    globalThis.fetch = realFetch;
+  }
 });
 
 afterAll(async () => {
   await t?.cleanup();
+  snsServer?.closeAllConnections();
+  await new Promise((resolve) => snsServer?.close(resolve));
 });
+
+/** An SES `Delivery` for `recipient` naming `messageId`, as SNS delivers it, signed, stamped now. */
+const sesDelivery = (recipient: string, messageId: string) =>
+  app.inject({
+    method: 'POST',
+    url: '/v1/feedback/ses',
+    headers: { 'content-type': 'text/plain; charset=UTF-8' },
+    payload: JSON.stringify(
+      signedSnsMessage(
+        {
+          MessageId: randomUUID(),
+          Timestamp: new Date().toISOString(),
+          Message: sesNotification({ type: 'Delivery', recipients: [recipient], messageId }),
+        },
+        sns.privateKey,
+      ),
+    ),
+  });
 
 describe('delivery evidence settles a send in doubt', { timeout: 60_000 }, () => {
   it('SendGrid `delivered` naming the signed Message-ID settles an ambiguous send sent, once, with its SendRecorded', async () => {
@@ -181,6 +232,16 @@ describe('delivery evidence settles a send in doubt', { timeout: 60_000 }, () =>
     expect(copiesTo(email)).toBe(1);
   });
 
+  it('an SES `Delivery` through SNS naming the signed Message-ID settles an ambiguous send', async () => {
+    const email = 'ses@example.com';
+    const { sendId } = await request(email, { at: 'dot', act: 'drop' });
+    await until(sendId, 'ambiguous');
+    const answer = await sesDelivery(email, messageIdOf(sendId));
+    expect(answer.statusCode).toBe(200);
+    expect(await rowOf(sendId)).toMatchObject({ status: 'sent', reason: 'settled by delivery evidence (ses)' });
+    expect(copiesTo(email)).toBe(1);
+  });
+
   it('a success DSN naming the send only by its ENVID settles it; `relayed` counts as taken too', async () => {
     for (const [email, action] of [
       ['bob@example.com', 'delivered'],
@@ -208,6 +269,18 @@ describe('delivery evidence settles a send in doubt', { timeout: 60_000 }, () =>
       200,
     );
     expect((await postSendGrid([delivered(email, forgedMac)])).statusCode).toBe(200);
+    // Our local part (MAC and all) at another domain: another tenant's Message-ID that resembles ours.
+    const elsewhere = messageIdOf(sendId).replace('@outreach.local>', '@tenant-b.example>');
+    expect((await postSendGrid([delivered(email, elsewhere)])).statusCode).toBe(200);
+    expect((await postSuccessDsn(email, { messageId: elsewhere })).statusCode).toBe(200);
+    // A verified identifier of a send that does not exist here: counted, nothing else.
+    const unknownBefore = await metric('outreach_sender_delivery_evidence_total', { outcome: 'unknown_send' });
+    const stranger = randomUUID();
+    expect((await postSendGrid([delivered('x@example.com', messageIdOf(stranger))])).statusCode).toBe(200);
+    expect(await metric('outreach_sender_delivery_evidence_total', { outcome: 'unknown_send' })).toBe(
+      unknownBefore + 1,
+    );
+    expect(await rowOf(stranger)).toBeUndefined();
     // The right identifier, about another recipient: proves nothing about this send.
     expect((await postSendGrid([delivered('mallory@example.com', messageIdOf(sendId))])).statusCode).toBe(200);
     expect((await postSuccessDsn('mallory@example.com', { messageId: messageIdOf(sendId) })).statusCode).toBe(200);

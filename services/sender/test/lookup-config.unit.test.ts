@@ -23,6 +23,31 @@ describe('the delivery lookup settings', () => {
     ).toBe(0);
   });
 
+  it('waits for delivery evidence: a not-found retries no sooner than DELIVERY_EVIDENCE_WINDOW_MS (#32)', () => {
+    const window = { DELIVERY_EVIDENCE_WINDOW_MS: '900000' };
+    expect(configOf({}).DELIVERY_EVIDENCE_WINDOW_MS).toBe(0);
+    expect(lookupSettleMs(configOf({ ...window, PROVIDER_LOOKUP: 'mailpit', LOOKUP_GIVE_UP_MS: '2000000' }))).toBe(
+      900_000,
+    );
+    // The evidence store as the lookup: absence means "never taken" only once the window has passed.
+    expect(checkOf({ PROVIDER_LOOKUP: 'evidence' })).toThrow(
+      /PROVIDER_LOOKUP=evidence needs DELIVERY_EVIDENCE_WINDOW_MS/,
+    );
+    expect(lookupSettleMs(configOf({ ...window, PROVIDER_LOOKUP: 'evidence' }))).toBe(900_000);
+    expect(checkOf({ ...window, PROVIDER_LOOKUP: 'evidence', LOOKUP_GIVE_UP_MS: '1000000' })).toThrow(
+      /LOOKUP_GIVE_UP_MS/,
+    );
+    expect(
+      checkOf({
+        ...window,
+        PROVIDER_LOOKUP: 'evidence',
+        SMTP_FINAL_REPLY_TIMEOUT_MS: '30000',
+        LOOKUP_GIVE_UP_MS: '3600000',
+      }),
+    ).not.toThrow();
+    expect(() => configOf({ DELIVERY_EVIDENCE_WINDOW_MS: String(8 * 86_400_000) })).toThrow();
+  });
+
   it('refuses Mailgun without its domain, or with no key or two', () => {
     expect(checkOf({ MAIL_PROVIDER: 'mailgun', MAILGUN_API_KEY: 'key' })).toThrow(/MAILGUN_DOMAIN is required/);
     expect(checkOf({ MAIL_PROVIDER: 'mailgun', MAILGUN_DOMAIN: 'mg.example.org' })).toThrow(
