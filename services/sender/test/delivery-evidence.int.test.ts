@@ -15,6 +15,7 @@ import { eventCodec, uuidV5, type SendRecorded } from '@outreach/contracts';
 import { readTopic, selfSignedCertificate, waitFor, type SmtpHostility } from '@outreach/testkit';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { SendCommands } from '../src/workflow/send-commands.js';
 import {
   deliveryStatusNotification,
   sesNotification,
@@ -385,6 +386,22 @@ describe('delivery evidence settles a send in doubt', { timeout: 60_000 }, () =>
     expect(copiesTo(first)).toBe(1);
     expect(copiesTo(second)).toBe(1);
     expect(await metric('outreach_sender_settled_by_evidence_total', { source: 'dsn', from: 'held' })).toBe(1);
+  });
+
+  it("an operator's retry waits for the evidence window after the last attempt (DELIVERY_EVIDENCE_WINDOW_MS)", async () => {
+    const email = 'ida@example.com';
+    const { sendId } = await request(email, { at: 'dot', act: 'drop' });
+    await until(sendId, 'ambiguous');
+    // The sender's own commands, as a sender with a 1 h window runs them, on the same database.
+    const withWindow = new SendCommands(app.sends, 3_600_000);
+    expect(await withWindow.resolveAmbiguous(sendId, 'retry')).toBe('evidence_pending');
+    expect(await rowOf(sendId)).toMatchObject({ status: 'ambiguous', attempts: 1 });
+    // A window that has passed since the attempt: the retry is taken.
+    const passed = new SendCommands(app.sends, 1);
+    expect(await passed.resolveAmbiguous(sendId, 'retry')).toBe('resolved');
+    app.reconciler.wake();
+    await until(sendId, 'sent');
+    expect(copiesTo(email)).toBe(2);
   });
 
   it('10,000 events for one send: accepted in signed batches, settle it once, one SendRecorded sent', async () => {

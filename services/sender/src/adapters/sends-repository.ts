@@ -644,6 +644,19 @@ export class SendsRepository {
     });
   }
 
+  /**
+   * How much longer delivery evidence may arrive for the send's last attempt: `windowMs` after it
+   * started, on the database clock; 0 when it has passed (or the send was never attempted).
+   */
+  async evidenceDueMs(sendId: string, windowMs: number): Promise<number> {
+    const { rows } = await this.pool.query<{ ms: number | null }>(
+      `SELECT greatest(0, extract(epoch FROM (attempt_started_at + make_interval(secs => $2::float8 / 1000) - now())) * 1000)::float8 AS ms
+       FROM sends WHERE send_id = $1`,
+      [sendId, windowMs],
+    );
+    return Math.ceil(rows[0]?.ms ?? 0);
+  }
+
   /** The reconciler's evidence sweep (EvidenceScope), in its own transaction: the sends it settled. */
   async settleStoredEvidence(windowMs: number, limit: number): Promise<readonly SettledSend[]> {
     const settled = await withTransaction(this.pool, (client) => this.settleByEvidence(client, { windowMs, limit }));

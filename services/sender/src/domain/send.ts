@@ -143,7 +143,16 @@ export type SendCommand =
   /** A held send is released only when nothing holds it any more (`paused`: its campaign's). */
   | { readonly type: 'Resume'; readonly newToken: string; readonly paused: boolean; readonly sendingPaused: boolean }
   | { readonly type: 'Resolve'; readonly resolution: 'sent' }
-  | { readonly type: 'Resolve'; readonly resolution: 'retry'; readonly newToken: string };
+  | {
+      readonly type: 'Resolve';
+      readonly resolution: 'retry';
+      readonly newToken: string;
+      /**
+       * How much longer the provider's delivery evidence may still arrive for the last attempt
+       * (DELIVERY_EVIDENCE_WINDOW_MS after it started, on the database clock); 0 or absent: none due.
+       */
+      readonly evidenceDueMs?: number;
+    };
 
 export type CommandType = SendCommand['type'];
 
@@ -157,7 +166,9 @@ export type Refusal =
   /** The provider may still answer for an ambiguous send: a retry could mail a second copy. */
   | 'verdict_pending'
   /** Evidence for a send never attempted: no message of it can have gone out, so it proves nothing. */
-  | 'never_attempted';
+  | 'never_attempted'
+  /** The provider's delivery evidence may still arrive: a retry now could mail a second copy. */
+  | 'evidence_pending';
 
 export interface Refused {
   readonly type: 'Refused';
@@ -489,9 +500,9 @@ function choose(state: SendState, command: SendCommand): TransitionEvent | Refus
       return holdOf(command) === null ? { type: 'Resumed', token: command.newToken } : null;
     case 'Resolve':
       if (command.resolution === 'sent') return { type: 'ResolvedAsSent' };
-      return state.lease === 'running'
-        ? refused('verdict_pending')
-        : { type: 'ResolvedForRetry', token: command.newToken };
+      if (state.lease === 'running') return refused('verdict_pending');
+      if ((command.evidenceDueMs ?? 0) > 0) return refused('evidence_pending');
+      return { type: 'ResolvedForRetry', token: command.newToken };
     default: {
       const exhaustive: never = command;
       throw new Error(`unknown send command ${JSON.stringify(exhaustive)}`);

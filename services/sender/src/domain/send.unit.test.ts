@@ -730,6 +730,18 @@ describe('SettleByEvidence: a provider or relay says the message went out (ADR 0
         .then([{ type: 'Refused', command: 'SettleByEvidence', why: 'illegal' }]);
   });
 
+  it("refuses an operator's retry while the provider's evidence may still arrive; `sent` is always taken", () => {
+    spec(REACH.ambiguous)
+      .when({ ...COMMANDS['Resolve (retry)'], evidenceDueMs: 30_000 })
+      .then([{ type: 'Refused', command: 'Resolve', why: 'evidence_pending' }]);
+    spec(REACH.ambiguous)
+      .when({ ...COMMANDS['Resolve (retry)'], evidenceDueMs: 0 })
+      .then([{ type: 'ResolvedForRetry', token: B }]);
+    spec(REACH.ambiguous)
+      .when(COMMANDS['Resolve (sent)'])
+      .then([{ type: 'ResolvedAsSent' }]);
+  });
+
   it("leaves the send sent with no lease, and an operator's retry after it is refused", () => {
     const after = spec([...REACH.ambiguous, settled]);
     expect(after.state).toMatchObject({ status: 'sent', lease: 'none' });

@@ -232,7 +232,7 @@ export default fp(
       ...(lookup ? { lookup } : {}),
     });
     app.decorate('sends', repository);
-    app.decorate('sendCommands', new SendCommands(repository));
+    app.decorate('sendCommands', new SendCommands(repository, config.DELIVERY_EVIDENCE_WINDOW_MS));
     app.decorate('sendQueries', new SendQueries(app.pg));
     app.decorate('campaigns', campaigns);
     app.decorate('killSwitch', killSwitch);

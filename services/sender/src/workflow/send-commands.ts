@@ -26,10 +26,14 @@ import type {
   SendsRepository,
 } from '../adapters/sends-repository.js';
 
-export type Resolution = 'resolved' | 'not_ambiguous' | 'verdict_pending' | 'not_found';
+export type Resolution = 'resolved' | 'not_ambiguous' | 'verdict_pending' | 'evidence_pending' | 'not_found';
 
 export class SendCommands {
-  constructor(private readonly repository: SendsRepository) {}
+  constructor(
+    private readonly repository: SendsRepository,
+    /** DELIVERY_EVIDENCE_WINDOW_MS: an operator's retry waits for it after the last attempt (ADR 009). */
+    private readonly evidenceWindowMs = 0,
+  ) {}
 
   /** Claims every send whose slot is free; a request whose slot another send holds is decided a duplicate. */
   async claim(sends: readonly ValidSend[]): Promise<{ claimed: FreshClaim[]; conflicts: Conflict[] }> {
@@ -145,8 +149,15 @@ export class SendCommands {
 
   /** Operator resolution of an ambiguous send: it was sent after all, or it may be retried. */
   async resolveAmbiguous(sendId: string, resolution: 'sent' | 'retry'): Promise<Resolution> {
+    // A fact of time, read before the lock: the window only ever closes, so a stale read errs towards waiting.
+    const evidenceDueMs =
+      resolution === 'retry' && this.evidenceWindowMs > 0
+        ? await this.repository.evidenceDueMs(sendId, this.evidenceWindowMs)
+        : 0;
     const command: SendCommand =
-      resolution === 'sent' ? { type: 'Resolve', resolution } : { type: 'Resolve', resolution, newToken: randomUUID() };
+      resolution === 'sent'
+        ? { type: 'Resolve', resolution }
+        : { type: 'Resolve', resolution, newToken: randomUUID(), evidenceDueMs };
     const rows = new Map<string, DecidableRow>();
     const store: AggregateStore<string, SendState, SendCommand, Decision, Resolution> = {
       keyOf: () => sendId,
@@ -158,7 +169,8 @@ export class SendCommands {
         const row = rows.get(sendId);
         if (!row) return 'not_found';
         const event = decided[0]?.events[0];
-        if (event?.type === 'Refused') return event.why === 'verdict_pending' ? 'verdict_pending' : 'not_ambiguous';
+        if (event?.type === 'Refused')
+          return event.why === 'verdict_pending' || event.why === 'evidence_pending' ? event.why : 'not_ambiguous';
         if (event?.type !== 'ResolvedAsSent' && event?.type !== 'ResolvedForRetry')
           throw new Error(`resolving ${sendId} decided ${event?.type}`);
         await this.repository.applyResolution(client, row, event);

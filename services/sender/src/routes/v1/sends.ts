@@ -128,6 +128,12 @@ export default async function sendsRoutes(app: FastifyInstance): Promise<void> {
           'the provider may still answer for this send (a late reply is awaited); resolve it as sent, or retry once the wait is over',
         );
       }
+      if (result === 'evidence_pending') {
+        throw new AppError(
+          'CONFLICT',
+          "the provider's delivery evidence for this send may still arrive (DELIVERY_EVIDENCE_WINDOW_MS after its last attempt); resolve it as sent, or retry once the window has passed",
+        );
+      }
       if (request.body.resolution === 'retry') app.reconciler.wake();
       return view((await app.sendQueries.find(request.params.sendId)) as SendRow, app.emailHashKey);
     },
