@@ -894,6 +894,7 @@ describe.skipIf(!hasKubectl)('the manifest checks, given crafted manifests', slo
       { path: '/v1/unsubscribe', pathType: 'Prefix', service: 'outreach-sender' },
       { path: '/v1/feedback/ses', pathType: 'Exact', service: 'outreach-sender' },
       { path: '/v1/feedback/sendgrid', pathType: 'Exact', service: 'outreach-sender' },
+      { path: '/v1/feedback/mailgun', pathType: 'Exact', service: 'outreach-sender' },
     ]);
     expect(ingressProblems([...copyOf('production'), fine])).toEqual([]);
     const leaky = ingress([

@@ -6,12 +6,13 @@ import {
   EmailHashKeyConfigSchema,
   MAX_BODY_BYTES,
   readKeyMaterial,
+  readSecretFile,
   type BaseConfig,
   type ReadFile,
 } from '@outreach/shared';
 import { Type, type Static } from '@sinclair/typebox';
 import addressparser from 'nodemailer/lib/addressparser';
-import { isSnsTopicArn, sendGridPublicKey } from './domain/feedback/index.js';
+import { isSnsTopicArn, mailgunSigningKey, sendGridPublicKey } from './domain/feedback/index.js';
 import { IDENTIFIER_KEY_ID, type IdentifierKeyring } from './domain/identifiers.js';
 
 /** The sender's settings, on top of BaseConfigSchema (KAFKA_BROKERS, DATABASE_URL, HTTP_PORT, ...). */
@@ -123,6 +124,12 @@ export const ConfigSchema = Type.Object({
   SENDGRID_WEBHOOK_PUBLIC_KEY: Type.String({ default: '' }),
   /** A file holding that key (a mounted secret); instead of SENDGRID_WEBHOOK_PUBLIC_KEY. */
   SENDGRID_WEBHOOK_PUBLIC_KEY_FILE: Type.String({ default: '' }),
+  /**
+   * A file holding Mailgun's HTTP webhook signing key (a mounted secret), or the key inline for
+   * development; at most one. Neither: Mailgun webhook intake off (404).
+   */
+  MAILGUN_WEBHOOK_SIGNING_KEY_FILE: Type.String({ default: '' }),
+  MAILGUN_WEBHOOK_SIGNING_KEY: Type.String({ default: '' }),
   /**
    * How old an SNS message (its signed Timestamp) may be and still be taken: SNS retries an HTTPS
    * delivery for at most an hour, so anything older is a replay. At most 7 days, well inside the
@@ -431,4 +438,32 @@ export function sendGridWebhookKey(
       `invalid configuration: ${file !== '' ? 'SENDGRID_WEBHOOK_PUBLIC_KEY_FILE' : 'SENDGRID_WEBHOOK_PUBLIC_KEY'} is not an EC P-256 public key (base64 DER or PEM, as SendGrid shows it)`,
     );
   return key;
+}
+
+/** What a Mailgun webhook signing key looks like: printable ASCII without spaces (Mailgun shows hex or `key-…`). */
+const MAILGUN_SIGNING_KEY = /^[\x21-\x7e]{16,256}$/;
+
+/**
+ * Mailgun's HTTP webhook signing key, from the file MAILGUN_WEBHOOK_SIGNING_KEY_FILE names (a mounted
+ * Secret; its one trailing newline dropped) or MAILGUN_WEBHOOK_SIGNING_KEY inline; undefined when
+ * neither is set (the webhook route is off). Both at once, an unreadable file, or a value that cannot
+ * be such a key stop the start, naming the variable, never the value.
+ */
+export function mailgunWebhookSigningKey(
+  config: Pick<Config, 'MAILGUN_WEBHOOK_SIGNING_KEY' | 'MAILGUN_WEBHOOK_SIGNING_KEY_FILE'>,
+  readFile?: ReadFile,
+): KeyObject | undefined {
+  const { MAILGUN_WEBHOOK_SIGNING_KEY: inline, MAILGUN_WEBHOOK_SIGNING_KEY_FILE: file } = config;
+  if (inline !== '' && file !== '')
+    throw new ConfigError(
+      'invalid configuration: set MAILGUN_WEBHOOK_SIGNING_KEY_FILE or MAILGUN_WEBHOOK_SIGNING_KEY, not both',
+    );
+  if (inline === '' && file === '') return undefined;
+  const variable = file !== '' ? 'MAILGUN_WEBHOOK_SIGNING_KEY_FILE' : 'MAILGUN_WEBHOOK_SIGNING_KEY';
+  const text = file !== '' ? readSecretFile(variable, file, readFile) : inline;
+  if (!MAILGUN_SIGNING_KEY.test(text))
+    throw new ConfigError(
+      `invalid configuration: ${variable} is not a Mailgun webhook signing key (16 to 256 printable characters, no spaces: the HTTP webhook signing key Mailgun shows)`,
+    );
+  return mailgunSigningKey(text);
 }

@@ -3,7 +3,8 @@ import { generateKeyPairSync } from 'node:crypto';
 import { ConfigError } from '@outreach/shared';
 import { TEST_SNS_TOPIC_ARN } from './fixtures/feedback-fixtures.js';
 import { describe, expect, it } from 'vitest';
-import { checkConfig, sendGridWebhookKey, sesTopicArns } from '../src/config.js';
+import { createHmac } from 'node:crypto';
+import { checkConfig, mailgunWebhookSigningKey, sendGridWebhookKey, sesTopicArns } from '../src/config.js';
 import { configOf } from './config-env.js';
 
 const ec = generateKeyPairSync('ec', { namedCurve: 'prime256v1' }).publicKey;
@@ -61,6 +62,58 @@ describe('SENDGRID_WEBHOOK_PUBLIC_KEY[_FILE]', () => {
       expect(() => sendGridWebhookKey(configOf({ SENDGRID_WEBHOOK_PUBLIC_KEY: value }))).toThrow(
         /SENDGRID_WEBHOOK_PUBLIC_KEY is not an EC P-256 public key/,
       );
+    }
+  });
+});
+
+describe('MAILGUN_WEBHOOK_SIGNING_KEY[_FILE]', () => {
+  const KEY = 'key-0123456789abcdef0123456789abcdef';
+  const read = (files: Record<string, string>) => (path: string) => {
+    const text = files[path];
+    if (text === undefined) throw Object.assign(new Error('no such file'), { code: 'ENOENT' });
+    return text;
+  };
+  /** What the key signs with: the HMAC Mailgun would send for timestamp + token. */
+  const signs = (key: ReturnType<typeof mailgunWebhookSigningKey>) =>
+    key && createHmac('sha256', key).update('1768471200token').digest('hex');
+  const expected = createHmac('sha256', KEY).update('1768471200token').digest('hex');
+
+  it('is off when neither is set; reads the key inline or from a file (its one trailing newline dropped)', () => {
+    expect(mailgunWebhookSigningKey(configOf({}))).toBeUndefined();
+    expect(signs(mailgunWebhookSigningKey(configOf({ MAILGUN_WEBHOOK_SIGNING_KEY: KEY })))).toBe(expected);
+    const fromFile = mailgunWebhookSigningKey(
+      configOf({ MAILGUN_WEBHOOK_SIGNING_KEY_FILE: '/k/mailgun' }),
+      read({ '/k/mailgun': `${KEY}\n` }),
+    );
+    expect(signs(fromFile)).toBe(expected);
+  });
+
+  it('refuses both at once, an unreadable or empty file, and values that cannot be a signing key, never quoting them', () => {
+    expect(() =>
+      mailgunWebhookSigningKey(
+        configOf({ MAILGUN_WEBHOOK_SIGNING_KEY: KEY, MAILGUN_WEBHOOK_SIGNING_KEY_FILE: '/k/mailgun' }),
+      ),
+    ).toThrow(/not both/);
+    expect(() => mailgunWebhookSigningKey(configOf({ MAILGUN_WEBHOOK_SIGNING_KEY_FILE: '/nope' }), read({}))).toThrow(
+      /MAILGUN_WEBHOOK_SIGNING_KEY_FILE \(\/nope\) cannot be read \(ENOENT\)/,
+    );
+    for (const content of ['', '\n', `${KEY}\n${KEY}\n`, `\uFEFF${KEY}`])
+      expect(() =>
+        mailgunWebhookSigningKey(
+          configOf({ MAILGUN_WEBHOOK_SIGNING_KEY_FILE: '/k/mailgun' }),
+          read({ '/k/mailgun': content }),
+        ),
+      ).toThrow(ConfigError);
+    for (const value of ['short', `${KEY} ${KEY}`, `${KEY}\u00a0`, 'k'.repeat(257)]) {
+      let error: unknown;
+      try {
+        mailgunWebhookSigningKey(configOf({ MAILGUN_WEBHOOK_SIGNING_KEY: value }));
+      } catch (caught) {
+        error = caught;
+      }
+      expect(error, value).toBeInstanceOf(ConfigError);
+      expect((error as Error).message).toMatch(/MAILGUN_WEBHOOK_SIGNING_KEY is not a Mailgun webhook signing key/);
+      expect((error as Error).message).not.toContain(value);
     }
   });
 });

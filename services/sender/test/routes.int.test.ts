@@ -18,6 +18,7 @@ const svc = routesUnderTest(
     SENDGRID_WEBHOOK_PUBLIC_KEY: generateKeyPairSync('ec', { namedCurve: 'prime256v1' })
       .publicKey.export({ type: 'spki', format: 'der' })
       .toString('base64'),
+    MAILGUN_WEBHOOK_SIGNING_KEY: 'test-mailgun-signing-key-0123456789abcdef',
   }),
 );
 
@@ -42,6 +43,7 @@ describe('sender routes', () => {
     // Provider webhooks, authenticated by their signatures; the bounce mailbox hook holds a token.
     'POST /v1/feedback/ses': 'public',
     'POST /v1/feedback/sendgrid': 'public',
+    'POST /v1/feedback/mailgun': 'public',
     'POST /v1/feedback/dsn': 'dsn',
   });
 

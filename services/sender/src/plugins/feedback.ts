@@ -2,12 +2,18 @@ import type { KeyObject } from 'node:crypto';
 import { AppError, credentialRateLimit, type CredentialRateLimit, type Logger } from '@outreach/shared';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
+import { MailgunFeedbackIntake } from '../adapters/feedback/mailgun-intake.js';
 import { SnsCertificateCache } from '../adapters/feedback/sns-certificates.js';
 import { SnsFeedbackIntake } from '../adapters/feedback/sns-intake.js';
 import { FeedbackRepository } from '../adapters/feedback-repository.js';
 import { SharedErrorWindow } from '../adapters/incident-controls.js';
-import { sendGridWebhookKey, sesTopicArns, type Config } from '../config.js';
-import { DEFAULT_SNS_LIMITS, DEFAULT_SNS_TIME_WINDOW, SNS_MAX_BODY_BYTES } from '../domain/feedback/index.js';
+import { mailgunWebhookSigningKey, sendGridWebhookKey, sesTopicArns, type Config } from '../config.js';
+import {
+  DEFAULT_MAILGUN_LIMITS,
+  DEFAULT_SNS_LIMITS,
+  DEFAULT_SNS_TIME_WINDOW,
+  SNS_MAX_BODY_BYTES,
+} from '../domain/feedback/index.js';
 import { unsubscribeKey } from '../domain/unsubscribe-token.js';
 import { FeedbackIntake } from '../workflow/feedback-intake.js';
 import { Unsubscribes } from '../workflow/unsubscribe.js';
@@ -18,10 +24,14 @@ export interface FeedbackWiring {
   readonly ses: SnsFeedbackIntake | undefined;
   /** Off (undefined) while no SendGrid verification key is configured. */
   readonly sendGridKey: KeyObject | undefined;
+  /** Off (undefined) while no Mailgun webhook signing key is configured. */
+  readonly mailgun: MailgunFeedbackIntake | undefined;
   /** The body limit of the SendGrid and DSN routes (FEEDBACK_MAX_BODY_BYTES). */
   readonly maxBodyBytes: number;
   /** The SES route's: what an SNS delivery can be (SNS_MAX_BODY_BYTES), or FEEDBACK_MAX_BODY_BYTES if lower. */
   readonly maxSnsBodyBytes: number;
+  /** The Mailgun route's: one event (DEFAULT_MAILGUN_LIMITS), or FEEDBACK_MAX_BODY_BYTES if lower. */
+  readonly maxMailgunBodyBytes: number;
 }
 
 declare module 'fastify' {
@@ -36,23 +46,25 @@ declare module 'fastify' {
      * The limits of the routes anyone may call, one per route purpose, each checked after the
      * request's own credential (credentialRateLimit): the unsubscribe page (GET, which link scanners
      * fetch), the one-click unsubscribe (POST), and each provider's webhook. A person over the limit
-     * is told 429; a provider's verified webhook 503, which SNS and SendGrid retry (SNS drops a 4xx
-     * for good).
+     * is told 429; a provider's verified webhook 503, which SNS, SendGrid and Mailgun retry (SNS
+     * drops a 4xx for good).
      */
     readonly publicRateLimit: {
       readonly unsubscribePage: CredentialRateLimit;
       readonly unsubscribe: CredentialRateLimit;
       readonly ses: CredentialRateLimit;
       readonly sendgrid: CredentialRateLimit;
+      readonly mailgun: CredentialRateLimit;
     };
   }
 }
 
-/** Wires unsubscribes and delivery feedback: tokens, SNS and SendGrid verification, intake, limits. */
+/** Wires unsubscribes and delivery feedback: tokens, SNS, SendGrid and Mailgun verification, intake, limits. */
 export default fp(
   async (app: FastifyInstance, { config }: { config: Config }) => {
     const topicArns = sesTopicArns(config);
     const sendGridKey = sendGridWebhookKey(config);
+    const mailgunKey = mailgunWebhookSigningKey(config);
     const logger = app.log.child({ component: 'feedback' }) as Logger;
     const intake = new FeedbackIntake({
       repository: new FeedbackRepository(app.pg, app.suppressions, app.emailHashKey, app.sends),
@@ -73,12 +85,19 @@ export default fp(
             snsLimits: { ...DEFAULT_SNS_LIMITS, maxBytes: maxSnsBodyBytes },
             timeWindow: { ...DEFAULT_SNS_TIME_WINDOW, maxAgeMs: config.SNS_MAX_MESSAGE_AGE_MS },
           });
+    const maxMailgunBodyBytes = Math.min(config.FEEDBACK_MAX_BODY_BYTES, DEFAULT_MAILGUN_LIMITS.maxBytes);
+    const mailgun =
+      mailgunKey === undefined
+        ? undefined
+        : new MailgunFeedbackIntake({ signingKey: mailgunKey, limits: { maxBytes: maxMailgunBodyBytes } });
     app.decorate('feedback', {
       intake,
       ses,
       sendGridKey,
+      mailgun,
       maxBodyBytes: config.FEEDBACK_MAX_BODY_BYTES,
       maxSnsBodyBytes,
+      maxMailgunBodyBytes,
     });
     app.decorate(
       'unsubscribes',
@@ -106,6 +125,7 @@ export default fp(
       unsubscribe: credentialRateLimit(app, { purpose: 'unsubscribe', ...limits, refuse: person }),
       ses: credentialRateLimit(app, { purpose: 'ses', ...limits, refuse: webhook }),
       sendgrid: credentialRateLimit(app, { purpose: 'sendgrid', ...limits, refuse: webhook }),
+      mailgun: credentialRateLimit(app, { purpose: 'mailgun', ...limits, refuse: webhook }),
     });
   },
   { name: 'feedback', dependencies: ['sender'] },

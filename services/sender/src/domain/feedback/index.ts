@@ -44,3 +44,15 @@ export {
   type SendGridVerification,
 } from './sendgrid.js';
 export { DEFAULT_DSN_LIMITS, parseDeliveryStatusNotification, type DsnLimits } from './dsn.js';
+export {
+  DEFAULT_MAILGUN_LIMITS,
+  DEFAULT_MAILGUN_TOLERANCE_MS,
+  mailgunSigningKey,
+  parseMailgunEvent,
+  receiveMailgunWebhook,
+  verifyMailgunSignature,
+  type MailgunLimits,
+  type MailgunSigned,
+  type MailgunVerification,
+  type MailgunWebhookResult,
+} from './mailgun.js';

@@ -6,6 +6,10 @@
  *                               SES_SNS_TOPIC_ARNS is empty.
  *   POST /v1/feedback/sendgrid  The SendGrid Signed Event Webhook. `public`: the ECDSA signature over
  *                               timestamp + raw body authenticates. 404 without a verification key.
+ *   POST /v1/feedback/mailgun   Mailgun's webhooks, one event each. `public`: the HMAC of timestamp +
+ *                               token under the webhook signing key authenticates, and each token is
+ *                               taken once (adapters/feedback/mailgun-intake.ts: the signature does
+ *                               not cover the event). 404 without a signing key.
  *   POST /v1/feedback/dsn       One message from the bounce mailbox, as an inbound mail hook delivers
  *                               it (message/rfc822). Scope `dsn`, the hook's own: its token lives in
  *                               a mail system outside the platform, so it must not be one that also
@@ -15,13 +19,14 @@
  *
  * Signatures are over the bytes as sent, so in this file's scope every body is kept as received
  * (never parsed as JSON first), up to FEEDBACK_MAX_BODY_BYTES (the SES route: what an SNS delivery
- * can be, SNS_MAX_BODY_BYTES; larger is 413), and its JSON depth is bounded before it is parsed.
+ * can be, SNS_MAX_BODY_BYTES; the Mailgun route: one event, DEFAULT_MAILGUN_LIMITS; larger is 413),
+ * and its JSON depth is bounded before it is parsed (Mailgun's signature is inside the body).
  * The webhooks' rate limits are counted after the signature check (credentialRateLimit): a verified
  * delivery in its message's own bucket, anything else in the client address's, so garbage never
- * uses up what SNS and SendGrid need. Answers: 400 unreadable, 403 refused signature or origin, 413
- * too large, 422 mail that is no DSN, 429 a client whose requests keep being refused, 503 (retried by
- * SNS and SendGrid) when a dependency says later or one message is delivered too often; 200 with
- * counts, never an address.
+ * uses up what SNS, SendGrid and Mailgun need. Answers: 400 unreadable, 403 refused signature or
+ * origin (and a Mailgun token taken before), 413 too large, 422 mail that is no DSN, 429 a client
+ * whose requests keep being refused, 503 (retried by SNS, SendGrid and Mailgun) when a dependency
+ * says later or one message is delivered too often; 200 with counts, never an address.
  */
 import { createHash } from 'node:crypto';
 import { AppError } from '@outreach/shared';
@@ -71,7 +76,7 @@ function summary(received: number, ignoredEntries: number, applied: FeedbackTake
 }
 
 export default async function feedbackRoutes(app: FastifyInstance): Promise<void> {
-  const { maxBodyBytes, maxSnsBodyBytes } = app.feedback;
+  const { maxBodyBytes, maxSnsBodyBytes, maxMailgunBodyBytes } = app.feedback;
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: maxBodyBytes }, (_request, body, done) =>
     done(null, new RawBody(body as Buffer)),
@@ -153,6 +158,53 @@ export default async function feedbackRoutes(app: FastifyInstance): Promise<void
     if (result.kind === 'invalid') throw new AppError('BAD_REQUEST', result.reason);
     return summary(result.events.length, result.ignored, await take(result.events, request));
   });
+
+  app.post(
+    '/feedback/mailgun',
+    { config: { scope: 'public' }, bodyLimit: maxMailgunBodyBytes },
+    async (request, reply) => {
+      const { mailgun } = app.feedback;
+      const limit = app.publicRateLimit.mailgun;
+      if (!mailgun) {
+        await limit.unverified(request, reply);
+        throw new AppError('NOT_FOUND', 'Mailgun feedback intake is not configured');
+      }
+      const now = new Date();
+      const result = mailgun.receive(bytesOf(request), now);
+      // A verified delivery is named by what Mailgun signed (timestamp and token): a captured pair
+      // replayed with other events, or its signature spelled otherwise, counts in that one bucket.
+      if (result.kind !== 'ok') await limit.unverified(request, reply);
+      else
+        await limit.verified(
+          request,
+          reply,
+          createHash('sha256')
+            .update(result.signed.timestamp)
+            .update('\n')
+            .update(result.signed.token)
+            .digest('base64url'),
+        );
+      if (result.kind === 'refused') {
+        request.log.warn({ reason: result.reason }, 'Mailgun feedback refused');
+        throw new AppError('FORBIDDEN', result.reason);
+      }
+      if (result.kind === 'invalid') throw new AppError('BAD_REQUEST', result.reason);
+      const claim = mailgun.claim(result.signed, now);
+      if (claim === 'replayed') {
+        request.log.warn({ reason: 'token taken before' }, 'Mailgun feedback refused');
+        throw new AppError('FORBIDDEN', 'Mailgun signature token already used');
+      }
+      if (claim === 'full')
+        throw new AppError('UNAVAILABLE', 'too many Mailgun deliveries within the replay window; retry later');
+      try {
+        return summary(result.events.length, result.ignored, await take(result.events, request));
+      } catch (error) {
+        // Not taken: Mailgun's retry of this delivery may carry the same token.
+        mailgun.release(result.signed);
+        throw error;
+      }
+    },
+  );
 
   app.post('/feedback/dsn', { config: { scope: 'dsn' }, bodyLimit: maxBodyBytes }, async (request) => {
     const result = parseDeliveryStatusNotification(
