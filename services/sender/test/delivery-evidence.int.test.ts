@@ -275,10 +275,10 @@ describe('delivery evidence settles a send in doubt', { timeout: 60_000 }, () =>
     expect((await postSendGrid([delivered(email, elsewhere)])).statusCode).toBe(200);
     expect((await postSuccessDsn(email, { messageId: elsewhere })).statusCode).toBe(200);
     // A verified identifier of a send that does not exist here: counted, nothing else.
-    const unknownBefore = await metric('outreach_sender_delivery_evidence_total', { outcome: 'unknown_send' });
+    const unknownBefore = await metric('outreach_sender_delivery_evidence_total', { outcome: 'unmatched' });
     const stranger = randomUUID();
     expect((await postSendGrid([delivered('x@example.com', messageIdOf(stranger))])).statusCode).toBe(200);
-    expect(await metric('outreach_sender_delivery_evidence_total', { outcome: 'unknown_send' })).toBe(
+    expect(await metric('outreach_sender_delivery_evidence_total', { outcome: 'unmatched' })).toBe(
       unknownBefore + 1,
     );
     expect(await rowOf(stranger)).toBeUndefined();

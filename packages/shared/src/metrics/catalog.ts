@@ -280,7 +280,7 @@ export const METRICS = {
   outreach_sender_delivery_evidence_total: {
     type: 'counter',
     owner: 'sender',
-    help: 'Delivery evidence taken in (a report that a message went out, naming a send whose identifier verified), by source and what it did: settled (a send in doubt is now sent), kept (the send was not in doubt: applied if it comes to be), unknown_send (a verified identifier of no stored send)',
+    help: 'Delivery evidence taken in (a report that a message went out, naming a send whose identifier verified), by source and what it did: settled (a send in doubt is now sent), kept (the send was not in doubt: applied if it comes to be), unmatched (a verified identifier of no stored send to that recipient)',
     labels: ['source', 'outcome'],
   },
   outreach_sender_settled_by_evidence_total: {

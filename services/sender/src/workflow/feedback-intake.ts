@@ -103,7 +103,7 @@ export class FeedbackIntake {
         });
       else if (isDeliveryEvidence(entry.feedback.kind) && (names[i] as Naming).sendId !== undefined)
         // A verified identifier, and no stored send of it to that recipient: nothing to settle.
-        this.evidence.inc({ source: entry.feedback.source, outcome: 'unknown_send' });
+        this.evidence.inc({ source: entry.feedback.source, outcome: 'unmatched' });
       const refusal = (names[i] as Naming).unverified;
       if (refusal !== undefined) {
         unverified++;
