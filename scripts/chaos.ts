@@ -7,10 +7,12 @@
  *   duplicates  emails delivered more than once for one send or one campaign+address+step: must be 0
  *   lost        requests without exactly one terminal outcome in the sent log: must be 0
  *   ambiguous   sends whose provider call may or may not have happened: at most the sends in flight
- *               at the faults (concurrency × processes hit); per kill where the sender is SIGKILLed
+ *               at the faults (concurrency × processes hit); per kill where the sender is SIGKILLed;
+ *               none where the provider pushes delivery evidence for every message it takes
+ *   evidence    where it does: no report of its refused, no forged one trusted
  *   mismatched  `sent` rows with no delivery, or deliveries recorded as failed, suppressed or not at all: 0
  *
- *   npm run chaos                       the full configuration (3,000 requests × 10 scenarios)
+ *   npm run chaos                       the full configuration (3,000 requests × 12 scenarios)
  *   npm run chaos -- --config short     a few hundred per scenario (part of `npm test`)
  *   npm run chaos -- --only kafka-restart,postgres-restart
  *   npm run chaos -- --out /tmp/chaos   the reports elsewhere (a partial run leaves the committed ones)

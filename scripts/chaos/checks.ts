@@ -5,7 +5,11 @@
  *   duplicates  emails delivered more than once for one send or one campaign+address(+step): must be 0
  *   lost        requests without a terminal outcome in the sent log: must be 0
  *   ambiguous   sends whose provider call may or may not have happened: at most the sends in flight
- *               at the faults, plus the connections the SMTP server cut after it had the message
+ *               at the faults, plus the connections the SMTP server cut after it had the message;
+ *               none where the provider reports every message it takes (delivery evidence settles
+ *               each send in doubt, or its absence licenses the retry)
+ *   evidence    delivery evidence a provider would send that the sender refused, and forged evidence
+ *               it trusted (forged-evidence.ts): both must be 0
  *   mismatched  `sent` rows with no delivery, or deliveries recorded as failed, suppressed or not at all: 0
  */
 import type { DeliveredMessage } from '@outreach/testkit';
@@ -16,6 +20,7 @@ export const TERMINAL: ReadonlySet<string> = new Set(['sent', 'failed', 'suppres
 export interface SentRow {
   readonly sendId: string;
   readonly status: string;
+  readonly reason?: string | null;
 }
 
 export interface Evidence {
@@ -32,6 +37,12 @@ export interface Evidence {
    * campaign); a run with several steps adds the step.
    */
   readonly slotOf?: (delivery: DeliveredMessage) => string;
+  /** The provider reports every message it takes (PROVIDER_LOOKUP=evidence): no send may stay ambiguous. */
+  readonly evidenceSettles?: boolean;
+  /** Evidence reports the sender refused (4xx), in words: each is a violation. */
+  readonly evidenceRefused?: readonly string[];
+  /** Forged evidence the sender trusted (not refused, or verified), in words: each is a violation. */
+  readonly forgeriesTrusted?: readonly string[];
 }
 
 export interface Verdict {
@@ -56,6 +67,9 @@ export function judge({
   inFlightAtFaults,
   cut,
   slotOf = campaignAndAddress,
+  evidenceSettles = false,
+  evidenceRefused = [],
+  forgeriesTrusted = [],
 }: Evidence): Verdict {
   const bySendId = new Map(log.map((r) => [r.sendId, r]));
   const perMessageId = new Map<string, number>();
@@ -80,13 +94,19 @@ export function judge({
   const outcomes: Record<string, number> = {};
   for (const r of log) outcomes[r.status] = (outcomes[r.status] ?? 0) + 1;
   const ambiguous = outcomes.ambiguous ?? 0;
-  const ambiguousBound = inFlightAtFaults + cut;
+  const ambiguousBound = evidenceSettles ? 0 : inFlightAtFaults + cut;
   const violations = [
     duplicates > 0 && `${duplicates} duplicate deliveries`,
     lost > 0 && `${lost} requests without a terminal outcome`,
     unexpectedRows > 0 && `${unexpectedRows} sends that match no request`,
     ambiguous > ambiguousBound &&
-      `${ambiguous} ambiguous sends, more than the ${ambiguousBound} in flight at the faults or cut by the server`,
+      (evidenceSettles
+        ? `${ambiguous} ambiguous sends left, though the provider reports every message it takes`
+        : `${ambiguous} ambiguous sends, more than the ${ambiguousBound} in flight at the faults or cut by the server`),
+    evidenceRefused.length > 0 &&
+      `${evidenceRefused.length} delivery evidence reports refused by the sender (${evidenceRefused.slice(0, 3).join('; ')})`,
+    forgeriesTrusted.length > 0 &&
+      `${forgeriesTrusted.length} forged delivery evidence reports trusted (${forgeriesTrusted.slice(0, 3).join('; ')})`,
     sentUndelivered > 0 && `${sentUndelivered} sends recorded as sent that the SMTP sink never received`,
     deliveredUnsent > 0 && `${deliveredUnsent} deliveries recorded as failed, suppressed or not at all`,
   ].filter((v): v is string => typeof v === 'string');

@@ -9,6 +9,7 @@ import { waitFor, type SmtpSink } from '@outreach/testkit';
 import { ingressBody, type Stack } from '../lib/stack.js';
 import type { OwnInfra } from './own-infra.js';
 import type { Kafka, PublishOptions, Run } from './scenario.js';
+import type { SenderMetrics } from './sender-metrics.js';
 
 /** How long a restarted broker or database stays down, at most, waiting for the sender to notice. */
 const OUTAGE_NOTICE_MS = 15_000;
@@ -28,6 +29,7 @@ export class Driver implements Run {
     readonly requests: readonly OutreachRequested[],
     own: OwnInfra,
     private readonly timeoutMs: number,
+    private readonly metrics?: SenderMetrics,
   ) {
     this.producer = new EventProducer(kafka);
     this.requestsTopic = topicName('outreachRequested', stack.prefix);
@@ -42,6 +44,10 @@ export class Driver implements Run {
   /** Requests handed to the ingress so far, repeats included. */
   get published(): number {
     return this.publishedCount;
+  }
+
+  async beforeSenderKill(): Promise<void> {
+    await this.metrics?.sample();
   }
 
   note(text: string): void {

@@ -3,6 +3,7 @@ import type { createKafka } from '@outreach/shared';
 import type { OutreachRequested } from '@outreach/contracts';
 import type { SmtpHostility, SmtpSink } from '@outreach/testkit';
 import type { Stack } from '../lib/stack.js';
+import type { EvidenceSource } from './evidence.js';
 
 export type Kafka = ReturnType<typeof createKafka>;
 
@@ -28,6 +29,8 @@ export interface Run {
   /** Stop, stay down until the sender reports it unready (at most 15 s), start. True if it noticed. */
   restartKafka?(): Promise<boolean>;
   restartPostgres?(): Promise<boolean>;
+  /** Right before the sender is SIGKILLed: its counters are read, since the kill loses them. */
+  beforeSenderKill(): Promise<void>;
   note(text: string): void;
 }
 
@@ -50,6 +53,13 @@ export interface Scenario {
    * Message-ID (PROVIDER_LOOKUP=mailpit, ADR 009) instead of leaving them ambiguous.
    */
   readonly lookup?: boolean;
+  /**
+   * A provider that reports every message the SMTP sink stores posts delivery evidence to the sender
+   * (evidence.ts: SendGrid events, or success DSNs from a sink that offers DSN), and the sender runs
+   * with PROVIDER_LOOKUP=evidence: a send in doubt is settled from that evidence, or retried once no
+   * evidence came within DELIVERY_EVIDENCE_WINDOW_MS. No send may be left ambiguous.
+   */
+  readonly evidence?: EvidenceSource;
   /** How many times the scenario SIGKILLs the sender: the report gives ambiguous sends per kill. */
   readonly kills?: number;
   /** Starts the processes and publishes the load (default: one planner, one sender, each request once). */

@@ -1,6 +1,7 @@
 /**
- * The reliability scenarios, each one fault injected into real processes: sender SIGKILLs (with and
- * without the delivery lookup that settles sends in doubt), a hostile SMTP server, rebalancing
+ * The reliability scenarios, each one fault injected into real processes: sender SIGKILLs (without a
+ * lookup, with the delivery lookup that settles sends in doubt, and with delivery evidence pushed
+ * by a SendGrid-shaped provider or as success DSNs), a hostile SMTP server, rebalancing
  * senders, a broker restart, a database restart, triple-published requests, a partition increase,
  * a sender whose clock runs 2 hours ahead, and a sender SIGKILL with everything on SASL_SSL (sasl-ssl.ts).
  */
@@ -25,6 +26,7 @@ async function killSender(run: Run, kills: number): Promise<number> {
   const points = Array.from({ length: kills }, () => 0.1 + Math.random() * 0.75).sort((a, b) => a - b);
   for (const point of points) {
     await run.progress(point);
+    await run.beforeSenderKill();
     await run.stack.stop('sender', 'SIGKILL');
     await run.stack.start('sender');
   }
@@ -47,6 +49,24 @@ export const scenarios: readonly Scenario[] = [
     sinkDelayMs: 10,
     kills: 5,
     lookup: true,
+    inject: (run) => killSender(run, 5),
+  },
+  {
+    name: 'sender-sigkill-x5-sendgrid',
+    fault:
+      'the sender is SIGKILLed at five random points and restarted after each, while the provider (SendGrid-shaped) posts a signed processed or delivered event for every message it takes, retrying while the sender is down; PROVIDER_LOOKUP=evidence',
+    sinkDelayMs: 10,
+    kills: 5,
+    evidence: 'sendgrid',
+    inject: (run) => killSender(run, 5),
+  },
+  {
+    name: 'sender-sigkill-x5-dsn',
+    fault:
+      'the sender is SIGKILLed at five random points and restarted after each, with success DSNs asked for (SMTP_DSN_SUCCESS) from an SMTP server that offers DSN and posts an RFC 3464 success DSN to the DSN hook for every message it takes, retrying while the sender is down; PROVIDER_LOOKUP=evidence',
+    sinkDelayMs: 10,
+    kills: 5,
+    evidence: 'dsn',
     inject: (run) => killSender(run, 5),
   },
   {

@@ -33,6 +33,11 @@ export interface DeliveredMessage {
   readonly user: string | undefined;
   /** The ENVID of MAIL FROM (RFC 3461), when the sink offered DSN and the client gave one. */
   readonly envelopeId: string | undefined;
+  /**
+   * The NOTIFY values of each recipient's RCPT TO (RFC 3461: SUCCESS, FAILURE, DELAY or NEVER),
+   * upper-cased, by recipient as in `to`; none for a recipient without NOTIFY or when DSN is off.
+   */
+  readonly notify: ReadonlyMap<string, readonly string[]>;
 }
 
 /** How a transaction goes wrong, by the protocol moment it goes wrong at. */
@@ -69,8 +74,13 @@ export interface SmtpSinkOptions {
   readonly tls?: { readonly key: string; readonly cert: string; readonly implicit?: boolean };
   /** Offer AUTH (PLAIN, LOGIN) for this one user; without it the sink offers no AUTH. */
   readonly auth?: { readonly user: string; readonly password: string };
-  /** Offer the DSN extension (RFC 3461), so a client may give an ENVID; off by default. */
+  /** Offer the DSN extension (RFC 3461), so a client may give an ENVID and NOTIFY; off by default. */
   readonly dsn?: boolean;
+  /**
+   * Told of each message once it is recorded (before the final dot is answered): a stand-in
+   * provider reports its deliveries from here.
+   */
+  readonly onMessage?: (message: DeliveredMessage) => void;
 }
 
 export interface MailpitApiOptions {
@@ -206,7 +216,7 @@ export class SmtpSink {
             const headers = new Map<string, string>();
             for (const line of parsed.headerLines)
               headers.set(line.key, line.line.slice(line.line.indexOf(':') + 1).trim());
-            this.messages.push({
+            const message: DeliveredMessage = {
               from: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
               to,
               messageId: parsed.messageId,
@@ -217,7 +227,10 @@ export class SmtpSink {
               secure: session.secure,
               user: typeof session.user === 'string' ? session.user : undefined,
               envelopeId: envelopeIdOf(session.envelope),
-            });
+              notify: new Map(session.envelope.rcptTo.flatMap((r) => notifyOf(r))),
+            };
+            this.messages.push(message);
+            this.options.onMessage?.(message);
             if (plan?.at === 'dot' && plan.act === 'drop') {
               this.play(plan);
               this.socketOf(session)?.destroy();
@@ -380,6 +393,14 @@ export class SmtpSink {
 function envelopeIdOf(envelope: object): string | undefined {
   const envid = (envelope as { dsn?: { envid?: unknown } }).dsn?.envid;
   return typeof envid === 'string' ? envid : undefined;
+}
+
+/** A recipient's NOTIFY values, which smtp-server keeps on the address when it offered DSN (undeclared too). */
+function notifyOf(recipient: { address: string }): Array<[string, readonly string[]]> {
+  const notify = (recipient as { dsn?: { notify?: unknown } }).dsn?.notify;
+  return Array.isArray(notify) && notify.every((v) => typeof v === 'string')
+    ? [[recipient.address, notify.map((v: string) => v.toUpperCase())]]
+    : [];
 }
 
 /** Mailpit stores a Message-ID without its angle brackets. */
