@@ -15,6 +15,7 @@ import { eventCodec, uuidV5, type SendRecorded } from '@outreach/contracts';
 import { readTopic, selfSignedCertificate, waitFor, type SmtpHostility } from '@outreach/testkit';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { EvidenceLookup } from '../src/adapters/providers/evidence-lookup.js';
 import { SendCommands } from '../src/workflow/send-commands.js';
 import {
   deliveryStatusNotification,
@@ -278,9 +279,7 @@ describe('delivery evidence settles a send in doubt', { timeout: 60_000 }, () =>
     const unknownBefore = await metric('outreach_sender_delivery_evidence_total', { outcome: 'unmatched' });
     const stranger = randomUUID();
     expect((await postSendGrid([delivered('x@example.com', messageIdOf(stranger))])).statusCode).toBe(200);
-    expect(await metric('outreach_sender_delivery_evidence_total', { outcome: 'unmatched' })).toBe(
-      unknownBefore + 1,
-    );
+    expect(await metric('outreach_sender_delivery_evidence_total', { outcome: 'unmatched' })).toBe(unknownBefore + 1);
     expect(await rowOf(stranger)).toBeUndefined();
     // The right identifier, about another recipient: proves nothing about this send.
     expect((await postSendGrid([delivered('mallory@example.com', messageIdOf(sendId))])).statusCode).toBe(200);
@@ -402,6 +401,29 @@ describe('delivery evidence settles a send in doubt', { timeout: 60_000 }, () =>
     app.reconciler.wake();
     await until(sendId, 'sent');
     expect(copiesTo(email)).toBe(2);
+  });
+
+  it('the evidence store as a lookup: found, not found, and no trust in absence before a whole window of listening', async () => {
+    const email = 'jo@example.com';
+    const { sendId } = await request(email, { at: 'dot', act: 'drop' });
+    await until(sendId, 'ambiguous');
+    let now = Date.now();
+    const lookup = new EvidenceLookup(app.pg, 60_000, () => now);
+    const messageId = messageIdOf(sendId);
+    // Just started: no evidence yet proves nothing (the provider may be holding its reports for us).
+    expect(await lookup.find({ messageId })).toEqual({
+      kind: 'unavailable',
+      reason: 'evidence: listening for less than the window since this replica started',
+    });
+    now += 60_000;
+    expect(await lookup.find({ messageId })).toEqual({ kind: 'not_found' });
+    await postSendGrid([delivered(email, messageId)]);
+    expect(await lookup.find({ messageId })).toMatchObject({
+      kind: 'found',
+      providerId: expect.stringMatching(/^sg-/),
+    });
+    // Not one of our Message-IDs: it cannot tell.
+    expect((await lookup.find({ messageId: '<not-ours@outreach.local>' })).kind).toBe('unavailable');
   });
 
   it('10,000 events for one send: accepted in signed batches, settle it once, one SendRecorded sent', async () => {

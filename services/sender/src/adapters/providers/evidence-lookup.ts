@@ -6,6 +6,12 @@
  * `processed`, Mailgun `accepted`, success DSNs from the relay), within DELIVERY_EVIDENCE_WINDOW_MS:
  * so no evidence past that window is the provider's statement that it never took the message.
  *
+ * Evidence reaches us only while our webhooks answer: a provider queues its reports while every
+ * replica is down and retries them later. So absence is trusted only from a replica that has been
+ * listening for a whole window: until then "not there" is `unavailable` (asked again later), and a
+ * restart after an outage never retries a send whose evidence is still queued at the provider.
+ * (An outage longer than the provider's own retry schedule needs a window that covers it: docs.)
+ *
  * The Message-ID it is asked about is the one the attempt went out with; its sendId is the local part
  * up to the first dot (ADR 012). A Message-ID of another shape, or a database that does not answer, is
  * `unavailable`, never `not_found`.
@@ -23,6 +29,9 @@ export class EvidenceLookup implements DeliveryLookup {
     private readonly pool: Pool,
     /** DELIVERY_EVIDENCE_WINDOW_MS: how long after acceptance the evidence may still be on its way. */
     readonly settleMs: number,
+    private readonly clock: () => number = Date.now,
+    /** When this replica started taking evidence in (its webhooks answer from its start on). */
+    private readonly listeningSince: number = clock(),
   ) {}
 
   async find(query: LookupQuery): Promise<LookupResult> {
@@ -35,7 +44,10 @@ export class EvidenceLookup implements DeliveryLookup {
         [sendId, EVIDENCE_KINDS],
       );
       const row = rows[0];
-      if (row === undefined) return { kind: 'not_found' };
+      if (row === undefined)
+        return this.clock() - this.listeningSince < this.settleMs
+          ? { kind: 'unavailable', reason: 'evidence: listening for less than the window since this replica started' }
+          : { kind: 'not_found' };
       return { kind: 'found', at: row.at, ...(row.providerId === null ? {} : { providerId: row.providerId }) };
     } catch {
       return { kind: 'unavailable', reason: 'evidence: database unavailable' };
