@@ -14,7 +14,14 @@ ALTER TABLE feedback_events
   ADD CONSTRAINT feedback_events_decision_check CHECK (decision IN ('suppress', 'count', 'record', 'evidence', 'ignore')),
   ADD COLUMN provider_message_id text CHECK (length(provider_message_id) BETWEEN 1 AND 256);
 
+-- Whether the send's last attempt may have handed the message over (it became ambiguous): only then
+-- does evidence settle a retry waiting for its fence. An attempt the server certainly refused before
+-- the body (retried as not sent) leaves it false, so its leaked ENVID cannot be used to forge a
+-- "sent" for a message that never went out. Set false at each fence.
+ALTER TABLE sends ADD COLUMN last_attempt_in_doubt boolean NOT NULL DEFAULT false;
+
 -- Down Migration
+ALTER TABLE sends DROP COLUMN last_attempt_in_doubt;
 ALTER TABLE feedback_events
   DROP COLUMN provider_message_id,
   DROP CONSTRAINT feedback_events_decision_check,

@@ -87,7 +87,15 @@ export class FeedbackRepository {
       let ignored = 0;
       const soft: SendRef[] = [];
       const firstSeen = new Set<number>();
-      for (const [i, entry] of entries.entries()) {
+      // Suppressions are written in the addresses' order, so two deliveries naming the same addresses in
+      // different orders (a provider's concurrent batches) queue on each other instead of deadlocking.
+      const inAddressOrder = [...entries.keys()].sort((a, b) => {
+        const x = (entries[a] as FeedbackEntry).feedback.recipient;
+        const y = (entries[b] as FeedbackEntry).feedback.recipient;
+        return x < y ? -1 : x > y ? 1 : a - b;
+      });
+      for (const i of inAddressOrder) {
+        const entry = entries[i] as FeedbackEntry;
         // Claimed once: the same report twice in one body is a duplicate too.
         const key = `${entry.feedback.source}\u0000${entry.eventId}\u0000${hashes[i] as string}`;
         if (!fresh.delete(key)) continue;

@@ -31,6 +31,8 @@ export interface SendRow extends RecordedSend {
    * `<sendId@domain>`).
    */
   readonly messageKeyId: string | null;
+  /** The last attempt became ambiguous: it may have handed the message over (delivery evidence, ADR 009). */
+  readonly lastAttemptInDoubt: boolean;
   readonly claimedAt: Date;
   readonly sentAt: Date | null;
   readonly updatedAt: Date;
@@ -47,7 +49,7 @@ export function sendColumns(p = ''): string {
   ${p}experiment_id AS "experimentId", ${p}variant, ${p}subject, ${p}body, ${p}request_id AS "requestId",
   ${p}correlation_id AS "correlationId", ${p}request_event_id::text AS "causationId",
   ${p}conversation_id AS "conversationId", ${p}source, ${p}status, ${p}attempts, ${p}reason,
-  ${p}provider_message_id AS "providerMessageId", ${p}message_key_id AS "messageKeyId", ${p}claimed_at AS "claimedAt", ${p}sent_at AS "sentAt",
+  ${p}provider_message_id AS "providerMessageId", ${p}message_key_id AS "messageKeyId", ${p}last_attempt_in_doubt AS "lastAttemptInDoubt", ${p}claimed_at AS "claimedAt", ${p}sent_at AS "sentAt",
   ${p}updated_at AS "updatedAt", ${p}lease_expires_at AS "leaseExpiresAt"`;
 }
 export const SEND_COLUMNS = sendColumns();

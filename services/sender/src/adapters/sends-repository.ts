@@ -134,19 +134,25 @@ const IN_FLIGHT_TIMES = `coalesce(attempt_started_at, updated_at) AS "attemptSta
 
 const SETTLE_BY_EVIDENCE = sqlTransition(transition('SettleByEvidence', 'SettledByEvidence'));
 const EVIDENCE = EVIDENCE_KINDS.map((kind) => `'${kind}'`).join(', ');
-/** The first delivery evidence stored for the send `s`, if any (feedback_events_send_idx). */
+/**
+ * The first delivery evidence stored for the send `s` since its last attempt started, if any
+ * (feedback_events_send_idx; database clock on both sides). Evidence received before that attempt
+ * is about no message of it: before the first attempt nothing existed, and a retry waits for its
+ * fence only after an attempt that was in doubt (whose start is still `attempt_started_at`).
+ */
 const FIRST_EVIDENCE = `SELECT e.source, e.provider_message_id FROM feedback_events e
-  WHERE e.send_id = s.send_id AND e.kind IN (${EVIDENCE}) ORDER BY e.occurred_at LIMIT 1`;
+  WHERE e.send_id = s.send_id AND e.decision = 'evidence' AND e.kind IN (${EVIDENCE})
+    AND e.received_at >= s.attempt_started_at
+  ORDER BY e.occurred_at LIMIT 1`;
 
 /** Which sends to settle from their stored evidence: those named, or the reconciler's sweep. */
 export type EvidenceScope =
   | { readonly sendIds: readonly string[] }
   /**
-   * The sweep: retries and lapsed attempts of sends already attempted, and sends that became
-   * ambiguous within `windowMs` (evidence is applied when it comes, or when the send becomes
-   * ambiguous; this catches what a crash between the two left).
+   * The sweep: lapsed attempts and retries of sends already attempted. (An ambiguous send gets its
+   * evidence where the evidence arrives or where it becomes ambiguous, both under its row lock.)
    */
-  | { readonly windowMs: number; readonly limit: number };
+  | { readonly limit: number };
 
 /** A send settled by delivery evidence. */
 export interface SettledSend {
@@ -466,6 +472,7 @@ export class SendsRepository {
     if (claims.length === 0) return [];
     const { rows } = await client.query<SendRow>(
       `UPDATE sends SET status = ${FENCE.to}, attempts = attempts + 1, updated_at = now(), attempt_started_at = now(),
+              last_attempt_in_doubt = false,
               lease_expires_at = now() + make_interval(secs => $3::float8 / 1000), message_key_id = $4
        FROM unnest($1::uuid[], $2::uuid[]) AS f(send_id, token)
        WHERE sends.send_id = f.send_id AND sends.claim_token = f.token AND sends.status IN (${FENCE.from})
@@ -522,6 +529,7 @@ export class SendsRepository {
                 provider_message_id = coalesce(r.provider_message_id, sends.provider_message_id),
                 sent_at = CASE WHEN r.accepted THEN now() ELSE sends.sent_at END,
                 lease_expires_at = CASE WHEN r.verdict_ms > 0 THEN now() + make_interval(secs => r.verdict_ms / 1000) END,
+                last_attempt_in_doubt = sends.last_attempt_in_doubt OR r.to_status = 'ambiguous',
                 updated_at = now()
          FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bool[], $8::float8[])
            AS r(send_id, token, from_statuses, to_status, reason, provider_message_id, accepted, verdict_ms)
@@ -597,19 +605,19 @@ export class SendsRepository {
         ? `SELECT ${decidableColumns('s.')}, ev.source AS "evidenceSource", ev.provider_message_id AS "evidenceId"
            FROM sends s CROSS JOIN LATERAL (${FIRST_EVIDENCE}) ev
            WHERE s.send_id = ANY($1::uuid[]) ORDER BY s.send_id FOR UPDATE OF s`
-        : `SELECT ${decidableColumns('s.')}, ev.source AS "evidenceSource", ev.provider_message_id AS "evidenceId"
+        : // No ORDER BY: ordered by send_id the planner walks the primary key through every row.
+          `SELECT ${decidableColumns('s.')}, ev.source AS "evidenceSource", ev.provider_message_id AS "evidenceId"
            FROM sends s CROSS JOIN LATERAL (${FIRST_EVIDENCE}) ev
-           WHERE s.attempts > 0 AND (
-             (s.status IN ('claimed', 'sending') AND s.lease_expires_at < now())
-             OR (s.status = 'ambiguous' AND s.attempt_started_at > now() - make_interval(secs => $1::float8 / 1000)))
-           ORDER BY s.send_id LIMIT $2 FOR UPDATE OF s SKIP LOCKED`,
-      named ? [scope.sendIds] : [scope.windowMs, scope.limit],
+           WHERE s.status IN ('claimed', 'sending') AND s.lease_expires_at < now() AND s.attempts > 0
+           LIMIT $1 FOR UPDATE OF s SKIP LOCKED`,
+      named ? [scope.sendIds] : [scope.limit],
     );
     const decided = rows.flatMap(({ evidenceSource, evidenceId, ...row }) => {
       const [event] = decide(stateOf(row), {
         type: 'SettleByEvidence',
         source: evidenceSource,
         providerMessageId: evidenceId,
+        lastAttemptInDoubt: row.lastAttemptInDoubt,
       });
       return event?.type === 'SettledByEvidence' ? [{ row, event }] : [];
     });
@@ -658,8 +666,8 @@ export class SendsRepository {
   }
 
   /** The reconciler's evidence sweep (EvidenceScope), in its own transaction: the sends it settled. */
-  async settleStoredEvidence(windowMs: number, limit: number): Promise<readonly SettledSend[]> {
-    const settled = await withTransaction(this.pool, (client) => this.settleByEvidence(client, { windowMs, limit }));
+  async settleStoredEvidence(limit: number): Promise<readonly SettledSend[]> {
+    const settled = await withTransaction(this.pool, (client) => this.settleByEvidence(client, { limit }));
     if (settled.length > 0) this.onSettled?.(settled);
     return settled;
   }

@@ -137,6 +137,13 @@ export type SendCommand =
       readonly type: 'SettleByEvidence';
       readonly source: EvidenceSource;
       readonly providerMessageId: string | null;
+      /**
+       * The send's last attempt became ambiguous: it may have handed the message over. A retry
+       * waiting for its fence after an attempt the server refused before the body has nothing
+       * evidence could be about (the repository also only offers evidence received after the last
+       * attempt started).
+       */
+      readonly lastAttemptInDoubt: boolean;
     }
   /** The reconciler's (or the backfill's) delivery lookup for an ambiguous send. */
   | { readonly type: 'LookUp'; readonly token: string; readonly lookup: LeaseLookup; readonly policy: OutcomePolicy }
@@ -167,6 +174,8 @@ export type Refusal =
   | 'verdict_pending'
   /** Evidence for a send never attempted: no message of it can have gone out, so it proves nothing. */
   | 'never_attempted'
+  /** Evidence for a retry whose last attempt certainly handed nothing over: it proves nothing. */
+  | 'not_in_doubt'
   /** The provider's delivery evidence may still arrive: a retry now could mail a second copy. */
   | 'evidence_pending';
 
@@ -471,6 +480,8 @@ function choose(state: SendState, command: SendCommand): TransitionEvent | Refus
       }
     case 'SettleByEvidence':
       if (state.attempts === 0) return refused('never_attempted');
+      if ((state.status === 'claimed' || state.status === 'held') && !command.lastAttemptInDoubt)
+        return refused('not_in_doubt');
       if (state.status === 'sending' && state.lease === 'running') return refused('lease_running');
       return { type: 'SettledByEvidence', source: command.source, providerMessageId: command.providerMessageId };
     case 'LookUp':

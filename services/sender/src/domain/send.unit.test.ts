@@ -134,7 +134,7 @@ const COMMANDS = {
   'Resume (still paused)': { type: 'Resume', newToken: B, paused: false, sendingPaused: true },
   'Resolve (sent)': { type: 'Resolve', resolution: 'sent' },
   'Resolve (retry)': { type: 'Resolve', resolution: 'retry', newToken: B },
-  SettleByEvidence: { type: 'SettleByEvidence', source: 'ses', providerMessageId: 'ses-1' },
+  SettleByEvidence: { type: 'SettleByEvidence', source: 'ses', providerMessageId: 'ses-1', lastAttemptInDoubt: true },
 } satisfies Record<string, SendCommand>;
 
 type Cell = readonly [EventType, Status] | 'no change';
@@ -690,6 +690,19 @@ describe('SettleByEvidence: a provider or relay says the message went out (ADR 0
     spec([claimed, fenced, { type: 'Ambiguous', reason: 'smtp no reply', verdictWithinMs: 60_000 }])
       .when(evidence)
       .then([settled]);
+  });
+
+  it('refuses a retry whose last attempt handed nothing over: a leaked ENVID proves nothing (not_in_doubt)', () => {
+    const notInDoubt = { ...evidence, lastAttemptInDoubt: false };
+    spec([claimed, fenced, { type: 'RetryScheduled', reason: 'smtp 421 before DATA', retryInMs: 0 }])
+      .when(notInDoubt)
+      .then([{ type: 'Refused', command: 'SettleByEvidence', why: 'not_in_doubt' }]);
+    spec(REACH.held)
+      .when(notInDoubt)
+      .then([{ type: 'Refused', command: 'SettleByEvidence', why: 'not_in_doubt' }]);
+    // An attempt in flight or in doubt is settled whatever the flag says of the one before.
+    spec([claimed, fenced, lapsed]).when(notInDoubt).then([settled]);
+    spec(REACH.ambiguous).when(notInDoubt).then([settled]);
   });
 
   it("settles a retry before its fence, so the retry (an operator's, or one a lookup scheduled) never goes out", () => {

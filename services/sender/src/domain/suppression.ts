@@ -113,6 +113,7 @@ export function feedbackEventId(feedback: DeliveryFeedback): string {
       JSON.stringify([
         feedback.kind,
         feedback.messageId ?? null,
+        feedback.envelopeId ?? null,
         feedback.providerMessageId ?? null,
         feedback.at.getTime(),
         feedback.diagnostic ?? null,

@@ -56,13 +56,6 @@ export interface ReconcilerOptions {
 
 type SettleCommand = 'ExpireSendingLease' | 'LookUp';
 
-/**
- * How far back the evidence sweep looks for ambiguous sends with stored evidence. Evidence settles a
- * send where it arrives (the intake) or where the send becomes ambiguous (recordMany), both under the
- * send's row lock; the sweep is the backstop, and takes lapsed attempts and retries whatever their age.
- */
-export const EVIDENCE_SWEEP_WINDOW_MS = 60 * 60_000;
-
 export class Reconciler {
   /** Its periodic sweep (whose liveness the plugin watches). */
   readonly loop: PeriodicTask;
@@ -109,7 +102,7 @@ export class Reconciler {
     let moved = 0;
     // Delivery evidence first (ADR 009): a send it settles is neither retried nor looked up.
     while (!this.stopped) {
-      const settled = await this.repository.settleStoredEvidence(EVIDENCE_SWEEP_WINDOW_MS, this.batchSize);
+      const settled = await this.repository.settleStoredEvidence(this.batchSize);
       for (const send of settled)
         this.logger.info(
           { sendId: send.sendId, from: send.from, source: send.source },

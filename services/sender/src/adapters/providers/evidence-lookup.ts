@@ -39,8 +39,12 @@ export class EvidenceLookup implements DeliveryLookup {
     if (!UUID.test(sendId)) return { kind: 'unavailable', reason: 'evidence: not one of our Message-IDs' };
     try {
       const { rows } = await this.pool.query<{ at: Date; providerId: string | null }>(
-        `SELECT occurred_at AS at, provider_message_id AS "providerId" FROM feedback_events
-         WHERE send_id = $1 AND kind = ANY($2::text[]) ORDER BY occurred_at LIMIT 1`,
+        // Only evidence received since the attempt asked about started (as the settling rule).
+        `SELECT e.occurred_at AS at, e.provider_message_id AS "providerId" FROM feedback_events e
+         JOIN sends s ON s.send_id = e.send_id
+         WHERE e.send_id = $1 AND e.decision = 'evidence' AND e.kind = ANY($2::text[])
+           AND e.received_at >= s.attempt_started_at
+         ORDER BY e.occurred_at LIMIT 1`,
         [sendId, EVIDENCE_KINDS],
       );
       const row = rows[0];

@@ -106,9 +106,8 @@ function parse(lines: string[], now: Date, limits: DsnLimits): FeedbackParse {
     normalizeMessageId(header(perMessage, 'original-message-id')) ??
     normalizeMessageId(header(message.headers, 'original-message-id')) ??
     normalizeMessageId(header(message.headers, 'x-original-message-id'));
-  const envelopeId = token(header(perMessage, 'original-envelope-id')?.trim(), 100);
+  const envelopeId = token(xtextDecoded(header(perMessage, 'original-envelope-id')?.trim()), 100);
   const ownId = normalizeMessageId(header(message.headers, 'message-id'));
-  const eventId = ownId && `dsn-${createHash('sha256').update(ownId).digest('hex').slice(0, 32)}`;
   const reportDate = header(message.headers, 'date');
   const fallbackAt = reportDate === undefined ? undefined : instant(reportDate, now);
 
@@ -124,6 +123,15 @@ function parse(lines: string[], now: Date, limits: DsnLimits): FeedbackParse {
       ignored++;
       continue;
     }
+    // The report's own Message-ID is anyone's to choose: alone it would let a forged DSN mailed first
+    // take the dedupe slot of the relay's genuine one (same source, id and recipient). So the id also
+    // covers what the report says and which message it names; a retry of the same report keeps it.
+    const eventId =
+      ownId &&
+      `dsn-${createHash('sha256')
+        .update([ownId, kind, messageId ?? '', envelopeId ?? '', status ?? ''].join('\u0000'))
+        .digest('hex')
+        .slice(0, 32)}`;
     events.push(
       feedback(kind, 'dsn', recipient, instant(header(group, 'last-attempt-date'), now, fallbackAt), {
         messageId,
@@ -210,19 +218,25 @@ function address(field: string | undefined, global: boolean): string | undefined
   return recipientOf(value);
 }
 
+/** RFC 3461 xtext (`+2B` for `+`): how ENVID travels; a relay may encode more than it must. */
+function xtextDecoded(value: string | undefined): string | undefined {
+  return value?.replace(/\+([0-9A-Fa-f]{2})/g, (_, hex: string) => String.fromCharCode(parseInt(hex, 16)));
+}
+
 function kindOf(action: string | undefined, status: string | undefined): FeedbackKind | undefined {
   switch (action?.toLowerCase().replace(/\s*\(.*$/, '')) {
     case 'failed':
       return status?.startsWith('5.') ? 'hard_bounce' : 'soft_bounce';
     case 'delayed':
       return 'soft_bounce';
+    // Success with a failure status is no report of success: not taken as evidence either way.
     case 'delivered':
-      return 'delivered';
+      return status === undefined || status.startsWith('2.') ? 'delivered' : undefined;
     // Handed on by a relay that does not return DSNs, or delivered to a list that expands: our
     // message went out, which is all an in-doubt send needs to know (not that it reached a mailbox).
     case 'relayed':
     case 'expanded':
-      return 'accepted';
+      return status === undefined || status.startsWith('2.') ? 'accepted' : undefined;
     default:
       return undefined;
   }
