@@ -11,8 +11,9 @@
  * - `ambiguous` with no late verdict awaited, attempted within LOOKUP_GIVE_UP_MS: with a lookup,
  *   asked the same way, one bounded batch per sweep (an answer not yet decidable marks the row as
  *   awaiting a verdict until it is worth asking again, so the sweep never spins on it).
- * - first of all, sends in doubt with delivery evidence stored (ADR 009) are settled `sent`
- *   (SettleByEvidence): a retry waiting for its fence, a lapsed attempt, an ambiguous send.
+ * - first of all, lapsed attempts and retries with delivery evidence stored (ADR 009) are settled
+ *   `sent` (SettleByEvidence); ambiguous sends get theirs where the evidence arrives or where they
+ *   become ambiguous, both under the send's row lock.
  * domain/send.ts decides every one of these (ExpireSendingLease, LookUp); `decideAfterLookup` turns
  * the provider's answer and the attempt's timing, on the database clock, into what it was told.
  * Several instances may sweep at once: claims are taken with SKIP LOCKED, and every transition is
