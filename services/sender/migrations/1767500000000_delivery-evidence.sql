@@ -14,6 +14,10 @@ ALTER TABLE feedback_events
   ADD CONSTRAINT feedback_events_decision_check CHECK (decision IN ('suppress', 'count', 'record', 'evidence', 'ignore')),
   ADD COLUMN provider_message_id text CHECK (length(provider_message_id) BETWEEN 1 AND 256);
 
+-- The retention purge deletes by age (FEEDBACK_RETENTION_DAYS).
+CREATE INDEX feedback_events_received_idx ON feedback_events (received_at);
+CREATE INDEX soft_bounced_sends_counted_idx ON soft_bounced_sends (counted_at);
+
 -- Whether the send's last attempt may have handed the message over (it became ambiguous): only then
 -- does evidence settle a retry waiting for its fence. An attempt the server certainly refused before
 -- the body (retried as not sent) leaves it false, so its leaked ENVID cannot be used to forge a
@@ -22,6 +26,8 @@ ALTER TABLE sends ADD COLUMN last_attempt_in_doubt boolean NOT NULL DEFAULT fals
 
 -- Down Migration
 ALTER TABLE sends DROP COLUMN last_attempt_in_doubt;
+DROP INDEX soft_bounced_sends_counted_idx;
+DROP INDEX feedback_events_received_idx;
 ALTER TABLE feedback_events
   DROP COLUMN provider_message_id,
   DROP CONSTRAINT feedback_events_decision_check,

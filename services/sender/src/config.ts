@@ -133,9 +133,19 @@ export const ConfigSchema = Type.Object({
   /**
    * How old an SNS message (its signed Timestamp) may be and still be taken: SNS retries an HTTPS
    * delivery for at most an hour, so anything older is a replay. At most 7 days, well inside the
-   * 90 days feedback_events rows (the replay protection past this window) are kept.
+   * FEEDBACK_RETENTION_DAYS (at least 8) that feedback_events rows, the replay protection past this
+   * window, are kept.
    */
   SNS_MAX_MESSAGE_AGE_MS: Type.Integer({ minimum: 60_000, maximum: 7 * 86_400_000, default: 2 * 3_600_000 }),
+  /**
+   * How long feedback reports (`feedback_events`: the providers' reports, the delivery evidence, the
+   * dedupe of their retries) and the soft bounces counted toward auto-pause are kept: rows received
+   * longer ago are purged by a periodic task. At least 8 days, past every replay window (SNS's at
+   * most 7 days, SendGrid's and Mailgun's 10 minutes), so a report delivered again is still known.
+   */
+  FEEDBACK_RETENTION_DAYS: Type.Integer({ minimum: 8, maximum: 3_650, default: 90 }),
+  /** How often the sender purges feedback reports past their retention. */
+  FEEDBACK_PURGE_INTERVAL_MS: Type.Integer({ minimum: 100, default: 3_600_000 }),
   /** The largest feedback request body read (SNS, SendGrid batches, a DSN); at most the service body limit. */
   FEEDBACK_MAX_BODY_BYTES: Type.Integer({ minimum: 1024, maximum: MAX_BODY_BYTES, default: MAX_BODY_BYTES }),
   /** Events handed to the pipeline at once (one claim statement). */

@@ -16,6 +16,7 @@ import { readTopic, selfSignedCertificate, waitFor, type SmtpHostility } from '@
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { EvidenceLookup } from '../src/adapters/providers/evidence-lookup.js';
+import { FeedbackRepository } from '../src/adapters/feedback-repository.js';
 import { SendCommands } from '../src/workflow/send-commands.js';
 import {
   deliveryStatusNotification,
@@ -464,5 +465,48 @@ describe('delivery evidence settles a send in doubt', { timeout: 60_000 }, () =>
     );
     expect(stored?.n).toBe(10_001);
     expect(copiesTo(email)).toBe(1);
+  });
+
+  it('feedback reports past FEEDBACK_RETENTION_DAYS are purged in batches; younger ones, and what they settled, stay', async () => {
+    const email = 'kim@example.com';
+    const { sendId } = await request(email, { at: 'dot', act: 'drop' });
+    await until(sendId, 'ambiguous');
+    await postSendGrid(Array.from({ length: 25 }, () => delivered(email, messageIdOf(sendId))));
+    expect((await rowOf(sendId))?.status).toBe('sent');
+    // 20 of them received 100 days ago; a soft bounce counted as long ago, and one counted today.
+    await t.query(
+      `UPDATE feedback_events SET received_at = now() - interval '100 days'
+       WHERE ctid = ANY(ARRAY(SELECT ctid FROM feedback_events WHERE send_id = $1 LIMIT 20))`,
+      [sendId],
+    );
+    const oldBounce = randomUUID();
+    const newBounce = randomUUID();
+    await t.query(
+      `INSERT INTO soft_bounced_sends (send_id, campaign_id, counted_at)
+       VALUES ($1, 'c', now() - interval '100 days'), ($2, 'c', now())`,
+      [oldBounce, newBounce],
+    );
+    const repository = new FeedbackRepository(app.pg, app.suppressions, app.emailHashKey, app.sends);
+    const purged: Array<{ reports: number; softBounces: number }> = [];
+    for (;;) {
+      const round = await repository.purgeOlderThan(90, 8);
+      purged.push(round);
+      if (round.reports < 8 && round.softBounces < 8) break;
+    }
+    // At most a batch a statement: 20 old reports in rounds of 8, 8 and 4 (plus any older rows of earlier tests: none).
+    expect(purged.map((r) => r.reports)).toEqual([8, 8, 4]);
+    expect(purged.reduce((n, r) => n + r.softBounces, 0)).toBe(1);
+    const [left] = await t.query<{ n: number }>(`SELECT count(*)::int AS n FROM feedback_events WHERE send_id = $1`, [
+      sendId,
+    ]);
+    expect(left?.n).toBe(5);
+    const bounces = await t.query<{ sendId: string }>(
+      `SELECT send_id AS "sendId" FROM soft_bounced_sends WHERE send_id = ANY($1::uuid[])`,
+      [[oldBounce, newBounce]],
+    );
+    expect(bounces.map((b) => b.sendId)).toEqual([newBounce]);
+    expect((await rowOf(sendId))?.status).toBe('sent');
+    // Nothing younger than the retention goes, however often it runs.
+    expect(await repository.purgeOlderThan(90, 8)).toEqual({ reports: 0, softBounces: 0 });
   });
 });

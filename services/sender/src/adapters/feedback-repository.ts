@@ -42,6 +42,25 @@ export class FeedbackRepository {
     private readonly sends: Pick<SendsRepository, 'settleByEvidence'>,
   ) {}
 
+  /**
+   * Forgets feedback reports received more than `retentionDays` ago, and the soft bounces counted
+   * that long ago: at most `batch` rows of each per call (through their age indexes, so a statement
+   * holds its locks briefly). Returns how many of each went.
+   */
+  async purgeOlderThan(retentionDays: number, batch: number): Promise<{ reports: number; softBounces: number }> {
+    const reports = await this.pool.query(
+      `DELETE FROM feedback_events WHERE ctid = ANY(ARRAY(
+         SELECT ctid FROM feedback_events WHERE received_at < now() - make_interval(days => $1) LIMIT $2))`,
+      [retentionDays, batch],
+    );
+    const softBounces = await this.pool.query(
+      `DELETE FROM soft_bounced_sends WHERE send_id = ANY(ARRAY(
+         SELECT send_id FROM soft_bounced_sends WHERE counted_at < now() - make_interval(days => $1) LIMIT $2))`,
+      [retentionDays, batch],
+    );
+    return { reports: reports.rowCount ?? 0, softBounces: softBounces.rowCount ?? 0 };
+  }
+
   async apply(entries: readonly FeedbackEntry[], correlationId: string): Promise<FeedbackApplied> {
     if (entries.length === 0)
       return { fresh: new Set(), suppressed: 0, softBounced: [], recorded: 0, ignored: 0, evidence: 0, settled: [] };

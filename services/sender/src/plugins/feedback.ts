@@ -1,5 +1,12 @@
 import type { KeyObject } from 'node:crypto';
-import { AppError, credentialRateLimit, type CredentialRateLimit, type Logger } from '@outreach/shared';
+import {
+  AppError,
+  credentialRateLimit,
+  PeriodicTask,
+  registerPeriodicTask,
+  type CredentialRateLimit,
+  type Logger,
+} from '@outreach/shared';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { MailgunFeedbackIntake } from '../adapters/feedback/mailgun-intake.js';
@@ -59,6 +66,10 @@ declare module 'fastify' {
   }
 }
 
+/** Feedback rows purged per statement, and statements per run of the retention task. */
+const FEEDBACK_PURGE_BATCH = 1_000;
+const FEEDBACK_PURGE_ROUNDS = 50;
+
 /** Wires unsubscribes and delivery feedback: tokens, SNS, SendGrid and Mailgun verification, intake, limits. */
 export default fp(
   async (app: FastifyInstance, { config }: { config: Config }) => {
@@ -66,8 +77,9 @@ export default fp(
     const sendGridKey = sendGridWebhookKey(config);
     const mailgunKey = mailgunWebhookSigningKey(config);
     const logger = app.log.child({ component: 'feedback' }) as Logger;
+    const repository = new FeedbackRepository(app.pg, app.suppressions, app.emailHashKey, app.sends);
     const intake = new FeedbackIntake({
-      repository: new FeedbackRepository(app.pg, app.suppressions, app.emailHashKey, app.sends),
+      repository,
       sends: app.sendQueries,
       errorWindow: new SharedErrorWindow(app.pg, config.AUTO_PAUSE_WINDOW_MS),
       messageIdDomain: config.MESSAGE_ID_DOMAIN,
@@ -108,6 +120,29 @@ export default fp(
       ),
     );
     app.decorate('unsubscribeMailto', config.UNSUBSCRIBE_MAILTO);
+
+    // Feedback reports past FEEDBACK_RETENTION_DAYS: in batches, bounded per run and ended by a
+    // shutdown, so a backlog never holds one up (the next run goes on).
+    const retentionLog = app.log.child({ component: 'feedback-retention' }) as Logger;
+    registerPeriodicTask(
+      app,
+      new PeriodicTask(
+        'feedback-retention',
+        async (stopping) => {
+          for (let round = 0; round < FEEDBACK_PURGE_ROUNDS && !stopping.aborted; round++) {
+            const purged = await repository.purgeOlderThan(config.FEEDBACK_RETENTION_DAYS, FEEDBACK_PURGE_BATCH);
+            if (purged.reports > 0 || purged.softBounces > 0)
+              retentionLog.info(
+                { ...purged, retentionDays: config.FEEDBACK_RETENTION_DAYS },
+                'purged feedback reports',
+              );
+            if (purged.reports < FEEDBACK_PURGE_BATCH && purged.softBounces < FEEDBACK_PURGE_BATCH) break;
+          }
+        },
+        config.FEEDBACK_PURGE_INTERVAL_MS,
+        retentionLog,
+      ),
+    );
 
     // Each purpose its own buckets, so a flood of one kind (link scanners' GETs, garbage posted at
     // a webhook) never uses up another's, nor a verified caller's (credentialRateLimit).
