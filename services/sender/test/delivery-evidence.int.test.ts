@@ -8,99 +8,41 @@
  * and applied when the send becomes ambiguous; an operator's retry loses to evidence, before and
  * after it was asked for.
  */
-import { generateKeyPairSync, randomUUID } from 'node:crypto';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { eventCodec, uuidV5, type SendRecorded } from '@outreach/contracts';
-import { readTopic, selfSignedCertificate, waitFor, type SmtpHostility } from '@outreach/testkit';
+import { randomUUID } from 'node:crypto';
+import { uuidV5 } from '@outreach/contracts';
+import { waitFor, type SmtpHostility } from '@outreach/testkit';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { EvidenceLookup } from '../src/adapters/providers/evidence-lookup.js';
 import { FeedbackRepository } from '../src/adapters/feedback-repository.js';
 import { SendCommands } from '../src/workflow/send-commands.js';
-import {
-  deliveryStatusNotification,
-  sesNotification,
-  signedSnsMessage,
-  signSendGridWebhook,
-  TEST_SNS_TOPIC_ARN,
-} from './fixtures/feedback-fixtures.js';
-import {
-  API_TOKEN,
-  messageIdOf,
-  senderTestEnv,
-  sendRequested,
-  testIdentifiers,
-  type SenderTestEnv,
-} from './harness.js';
+import { startEvidenceEnv, identifierOf, type EvidenceEnv } from './evidence-env.js';
+import { deliveryStatusNotification, sesNotification, signSendGridWebhook } from './fixtures/feedback-fixtures.js';
+import { API_TOKEN, messageIdOf, testIdentifiers, type SenderTestEnv } from './harness.js';
 
 const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
 const operate = { authorization: `Bearer ${API_TOKEN}` };
-const hook = { authorization: 'Bearer dsn-hook-token' };
-const sendGrid = generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
-const SNS_ORIGIN = 'https://sns.us-east-1.amazonaws.com/';
-const sns = selfSignedCertificate({ commonName: 'sns.amazonaws.com' });
-/** Stands in for SNS's certificate host (as in feedback-routes.int.test.ts). */
-let snsServer: Server;
 
+let e: EvidenceEnv;
 let t: SenderTestEnv;
 let app: FastifyInstance;
-/** What the SMTP server does in transaction `n` (counted at MAIL FROM); it behaves in every other. */
-let plan: { readonly n: number; readonly hostility: SmtpHostility } | undefined;
 
-interface Row {
-  readonly status: string;
-  readonly attempts: number;
-  readonly reason: string | null;
-  readonly providerMessageId: string | null;
-}
-
-async function rowOf(sendId: string): Promise<Row | undefined> {
-  const rows = await t.query<Row>(
-    `SELECT status, attempts, reason, provider_message_id AS "providerMessageId" FROM sends WHERE send_id = $1`,
-    [sendId],
-  );
-  return rows[0];
-}
-
-async function until(sendId: string, status: string, timeoutMs = 20_000): Promise<Row> {
-  let last: Row | undefined;
-  await waitFor(
-    async () => {
-      last = await rowOf(sendId);
-      return last?.status === status;
-    },
-    { timeoutMs, description: `send ${sendId} to become ${status}` },
-  ).catch((error: unknown) => {
-    throw new Error(`${String(error)}; last ${JSON.stringify(last)}`);
-  });
-  return last as Row;
-}
+const rowOf = (sendId: string) => e.rowOf(sendId);
+const until = (sendId: string, status: string, timeoutMs?: number) => e.until(sendId, status, timeoutMs);
+const copiesTo = (email: string) => e.copiesTo(email);
+const metric = (name: string, labels: Record<string, string>) => e.metric(name, labels);
+const recordedFor = (sendId: string, count: number) => e.recordedFor(sendId, count);
+/** The ENVID the attempt's envelope carried: the Message-ID's local part (ADR 012). */
+const envelopeIdOf = identifierOf;
 
 /** One request to `email`, the SMTP server doing `hostility` with it; returns its sendId. */
-async function request(email: string, hostility?: SmtpHostility, campaignId = `ev-${randomUUID().slice(0, 8)}`) {
-  plan = hostility === undefined ? undefined : { n: t.sink.transactions + 1, hostility };
-  const send = sendRequested({ campaignId, candidateId: email.split('@')[0] as string, email });
-  await t.publishRequests([send]);
-  return { sendId: send.sendId, campaignId };
-}
+const request = (email: string, hostility?: SmtpHostility, campaignId = `ev-${randomUUID().slice(0, 8)}`) =>
+  e.request(email, campaignId, hostility);
 
 /** A signed SendGrid webhook delivery of `events` (each gets a fresh sg_event_id unless it has one). */
 function postSendGrid(events: ReadonlyArray<Record<string, unknown>>) {
-  const body = JSON.stringify(
-    events.map((e) => ({ timestamp: Math.floor(Date.now() / 1000), sg_event_id: randomUUID(), ...e })),
-  );
-  const timestamp = String(Math.floor(Date.now() / 1000));
-  return app.inject({
-    method: 'POST',
-    url: '/v1/feedback/sendgrid',
-    headers: {
-      'content-type': 'application/json',
-      'x-twilio-email-event-webhook-timestamp': timestamp,
-      'x-twilio-email-event-webhook-signature': signSendGridWebhook(body, timestamp, sendGrid.privateKey),
-    },
-    payload: body,
-  });
+  const timestamp = Math.floor(Date.now() / 1000);
+  return e.postSignedSendGrid(JSON.stringify(events.map((x) => ({ timestamp, sg_event_id: randomUUID(), ...x }))));
 }
 
 const delivered = (email: string, messageId: string, event = 'delivered') => ({
@@ -111,99 +53,29 @@ const delivered = (email: string, messageId: string, event = 'delivered') => ({
 });
 
 /** A success DSN from the bounce mailbox, naming the message by ENVID and/or Message-ID. */
-function postSuccessDsn(email: string, ids: { envelopeId?: string; messageId?: string }, action = 'delivered') {
-  return app.inject({
-    method: 'POST',
-    url: '/v1/feedback/dsn',
-    headers: { ...hook, 'content-type': 'message/rfc822' },
-    payload: deliveryStatusNotification({
+const postSuccessDsn = (email: string, ids: { envelopeId?: string; messageId?: string }, action = 'delivered') =>
+  e.postRawDsn(
+    deliveryStatusNotification({
       recipients: [{ address: email, action, status: '2.0.0' }],
       ...(ids.envelopeId === undefined ? {} : { originalEnvelopeId: ids.envelopeId }),
       ...(ids.messageId === undefined ? {} : { originalMessageId: ids.messageId }),
       returned: ids.messageId === undefined ? 'none' : 'headers',
       reportMessageId: `<dsn-${randomUUID()}@mx.receiver.test>`,
     }),
-  });
-}
-
-async function metric(name: string, labels: Record<string, string>): Promise<number> {
-  const values = (await app.metrics.getSingleMetric(name)?.get())?.values ?? [];
-  return values
-    .filter((v) => Object.entries(labels).every(([k, value]) => v.labels[k] === value))
-    .reduce((sum, v) => sum + v.value, 0);
-}
-
-/** The ENVID the attempt's envelope carried: the Message-ID's local part (ADR 012). */
-const envelopeIdOf = (sendId: string): string => messageIdOf(sendId).slice(1).split('@')[0] as string;
-
-const copiesTo = (email: string) => t.sink.deliveredTo(email).length;
-
-/** The SendRecorded events of `sendId` on the topic, once there are `count` of them. */
-async function recordedFor(sendId: string, count: number): Promise<SendRecorded[]> {
-  const mine = (messages: ReadonlyArray<{ value: Buffer | null }>) =>
-    messages.map((m) => eventCodec.decode(m.value as Buffer) as SendRecorded).filter((e) => e.sendId === sendId);
-  return mine(await readTopic(t.kafka, t.topic('sendRecorded'), (m) => mine(m).length >= count));
-}
-
-beforeAll(async () => {
-  snsServer = createServer((request, response) => {
-    if (request.url?.endsWith('.pem')) response.writeHead(200).end(sns.certificatePem);
-    else response.writeHead(404).end();
-  });
-  await new Promise<void>((resolve) => snsServer.listen(0, '127.0.0.1', resolve));
-  const { port } = snsServer.address() as AddressInfo;
-  t = await senderTestEnv(infra, {
-    sink: {
-      dsn: true,
-      hostile: (n) => (n === plan?.n ? plan.hostility : undefined),
-    },
-    env: {
-      API_TOKENS_DSN: 'dsn-hook-token',
-      SENDGRID_WEBHOOK_PUBLIC_KEY: sendGrid.publicKey.export({ type: 'spki', format: 'der' }).toString('base64'),
-      // A late reply to the final dot is awaited this long after our 2 s timeout.
-      SMTP_FINAL_REPLY_TIMEOUT_MS: '8000',
-      SMTP_DSN_SUCCESS: 'true',
-      SES_SNS_TOPIC_ARNS: TEST_SNS_TOPIC_ARN,
-    },
-  });
-  // The app is built while `fetch` sends SNS's origin to the local certificate server: the intake's
-  // real certificate fetch and cache run, and it keeps that reference.
-  const realFetch = globalThis.fetch;
-  globalThis.fetch = (input, init) => {
-    const url = input instanceof Request ? input.url : String(input);
-    if (!url.startsWith(SNS_ORIGIN)) return Promise.reject(new Error(`test refused a request to ${url}`));
-    return realFetch(`http://127.0.0.1:${port}/${url.slice(SNS_ORIGIN.length)}`, init);
-  };
-  try {
-    app = await t.startApp();
-  } finally {
-    globalThis.fetch = realFetch;
-  }
-});
-
-afterAll(async () => {
-  await t?.cleanup();
-  snsServer?.closeAllConnections();
-  await new Promise((resolve) => snsServer?.close(resolve));
-});
+  );
 
 /** An SES `Delivery` for `recipient` naming `messageId`, as SNS delivers it, signed, stamped now. */
 const sesDelivery = (recipient: string, messageId: string) =>
-  app.inject({
-    method: 'POST',
-    url: '/v1/feedback/ses',
-    headers: { 'content-type': 'text/plain; charset=UTF-8' },
-    payload: JSON.stringify(
-      signedSnsMessage(
-        {
-          MessageId: randomUUID(),
-          Timestamp: new Date().toISOString(),
-          Message: sesNotification({ type: 'Delivery', recipients: [recipient], messageId }),
-        },
-        sns.privateKey,
-      ),
-    ),
-  });
+  e.postSes(sesNotification({ type: 'Delivery', recipients: [recipient], messageId }));
+
+beforeAll(async () => {
+  e = await startEvidenceEnv(infra);
+  ({ t, app } = e);
+});
+
+afterAll(async () => {
+  await e?.cleanup();
+});
 
 describe('delivery evidence settles a send in doubt', { timeout: 60_000 }, () => {
   it('SendGrid `delivered` naming the signed Message-ID settles an ambiguous send sent, once, with its SendRecorded', async () => {
@@ -294,7 +166,7 @@ describe('delivery evidence settles a send in doubt', { timeout: 60_000 }, () =>
       headers: {
         'content-type': 'application/json',
         'x-twilio-email-event-webhook-timestamp': timestamp,
-        'x-twilio-email-event-webhook-signature': signSendGridWebhook(`${body} `, timestamp, sendGrid.privateKey),
+        'x-twilio-email-event-webhook-signature': signSendGridWebhook(`${body} `, timestamp, e.sendGridPrivateKey),
       },
       payload: body,
     });
@@ -441,21 +313,7 @@ describe('delivery evidence settles a send in doubt', { timeout: 60_000 }, () =>
     // The same batch again (a provider's retry): nothing new.
     const replay = JSON.stringify([{ ...delivered(email, messageId), timestamp: 1, sg_event_id: 'replayed-1' }]);
     const timestamp = String(Math.floor(Date.now() / 1000));
-    for (let i = 0; i < 2; i++)
-      expect(
-        (
-          await app.inject({
-            method: 'POST',
-            url: '/v1/feedback/sendgrid',
-            headers: {
-              'content-type': 'application/json',
-              'x-twilio-email-event-webhook-timestamp': timestamp,
-              'x-twilio-email-event-webhook-signature': signSendGridWebhook(replay, timestamp, sendGrid.privateKey),
-            },
-            payload: replay,
-          })
-        ).statusCode,
-      ).toBe(200);
+    for (let i = 0; i < 2; i++) expect((await e.postSignedSendGrid(replay, timestamp)).statusCode).toBe(200);
     expect(await rowOf(sendId)).toMatchObject({ status: 'sent', reason: 'settled by delivery evidence (sendgrid)' });
     const recorded = await recordedFor(sendId, 2);
     expect(recorded.map((e) => e.outcome)).toEqual(['ambiguous', 'sent']);

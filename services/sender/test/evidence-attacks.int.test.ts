@@ -14,81 +14,49 @@
  * written (the outside attacker's round of issue #32) and hold since the fixes; they
  * are the findings of this attack, kept as the regression tests of their fixes.
  */
-import { generateKeyPairSync, randomUUID } from 'node:crypto';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { eventCodec, type SendRecorded } from '@outreach/contracts';
+import { randomUUID } from 'node:crypto';
 import type { Logger } from '@outreach/shared';
-import { readTopic, selfSignedCertificate, waitFor, type SmtpHostility } from '@outreach/testkit';
+import { waitFor, type SmtpHostility } from '@outreach/testkit';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { EvidenceLookup } from '../src/adapters/providers/evidence-lookup.js';
 import type { DeliveryLookup } from '../src/adapters/providers/lookup.js';
 import { Reconciler } from '../src/workflow/reconciler.js';
 import type { SendPipeline } from '../src/workflow/send-pipeline.js';
+import { identifierOf, startEvidenceEnv, type EvidenceEnv } from './evidence-env.js';
 import {
   deliveryStatusNotification,
   sesNotification,
-  signedSnsMessage,
   signSendGridWebhook,
-  TEST_SNS_TOPIC_ARN,
   type DsnOptions,
 } from './fixtures/feedback-fixtures.js';
-import { API_TOKEN, messageIdOf, senderTestEnv, sendRequested, type SenderTestEnv } from './harness.js';
+import { API_TOKEN, messageIdOf, type SenderTestEnv } from './harness.js';
 
 const infra = { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') };
 const operate = { authorization: `Bearer ${API_TOKEN}` };
-const hook = { authorization: 'Bearer dsn-hook-token' };
-const sendGrid = generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
-const SNS_ORIGIN = 'https://sns.us-east-1.amazonaws.com/';
-const sns = selfSignedCertificate({ commonName: 'sns.amazonaws.com' });
 const DOMAIN = 'outreach.local';
 /** FEEDBACK_MAX_BODY_BYTES as this sender runs (small, so the limit is cheap to reach). */
 const MAX_BODY_BYTES = 256 * 1024;
-let snsServer: Server;
 
+let e: EvidenceEnv;
 let t: SenderTestEnv;
 let app: FastifyInstance;
 /** What the SMTP server does in transaction n (counted at MAIL FROM); it behaves in every other. */
-const plans = new Map<number, SmtpHostility>();
+let plans: Map<number, SmtpHostility>;
 
-interface Row {
-  readonly status: string;
-  readonly attempts: number;
-  readonly reason: string | null;
-  readonly providerMessageId: string | null;
-}
-
-async function rowOf(sendId: string): Promise<Row | undefined> {
-  const rows = await t.query<Row>(
-    `SELECT status, attempts, reason, provider_message_id AS "providerMessageId" FROM sends WHERE send_id = $1`,
-    [sendId],
-  );
-  return rows[0];
-}
-
-async function until(sendId: string, statuses: string | readonly string[], timeoutMs = 20_000): Promise<Row> {
-  const wanted = typeof statuses === 'string' ? [statuses] : statuses;
-  let last: Row | undefined;
-  await waitFor(
-    async () => {
-      last = await rowOf(sendId);
-      return last !== undefined && wanted.includes(last.status);
-    },
-    { timeoutMs, description: `send ${sendId} to become ${wanted.join(' or ')}` },
-  ).catch((error: unknown) => {
-    throw new Error(`${String(error)}; last ${JSON.stringify(last)}`);
-  });
-  return last as Row;
-}
+const rowOf = (sendId: string) => e.rowOf(sendId);
+const until = (sendId: string, statuses: string | readonly string[], timeoutMs?: number) =>
+  e.until(sendId, statuses, timeoutMs);
+const copiesTo = (email: string) => e.copiesTo(email);
+const metric = (name: string, labels: Record<string, string>) => e.metric(name, labels);
+const recordedFor = (sendId: string, count: number) => e.recordedFor(sendId, count);
+const postSignedSendGrid = (body: string, timestamp?: string) => e.postSignedSendGrid(body, timestamp);
+const postSes = (message: string) => e.postSes(message);
+const postRawDsn = (payload: string | Buffer) => e.postRawDsn(payload);
 
 /** One request to `email`, the SMTP server doing `hostility` in its transaction; returns its sendId. */
-async function request(email: string, hostility?: SmtpHostility, campaignId = `atk-${randomUUID().slice(0, 8)}`) {
-  if (hostility !== undefined) plans.set(t.sink.transactions + 1, hostility);
-  const send = sendRequested({ campaignId, candidateId: email.split('@')[0] as string, email });
-  await t.publishRequests([send]);
-  return { sendId: send.sendId, campaignId };
-}
+const request = (email: string, hostility?: SmtpHostility, campaignId = `atk-${randomUUID().slice(0, 8)}`) =>
+  e.request(email, campaignId, hostility);
 
 /** A send in doubt with one copy at the server (the connection dropped after the final dot). */
 async function ambiguousDelivered(email: string, campaignId?: string) {
@@ -106,28 +74,10 @@ async function ambiguousUndelivered(email: string) {
   return sent;
 }
 
-/** The send identifier (ENVID, and the Message-ID's local part) a send carries (ADR 012). */
-const identifierOf = (sendId: string): string => messageIdOf(sendId).slice(1).split('@')[0] as string;
-
-const copiesTo = (email: string) => t.sink.deliveredTo(email).length;
-
 /** A signed SendGrid delivery of `events` (each gets a fresh sg_event_id unless it has one). */
 function postSendGrid(events: ReadonlyArray<Record<string, unknown>>, timestamp = Math.floor(Date.now() / 1000)) {
-  const body = JSON.stringify(events.map((e) => ({ timestamp, sg_event_id: randomUUID(), ...e })));
+  const body = JSON.stringify(events.map((x) => ({ timestamp, sg_event_id: randomUUID(), ...x })));
   return postSignedSendGrid(body, String(timestamp));
-}
-
-function postSignedSendGrid(body: string, timestamp = String(Math.floor(Date.now() / 1000))) {
-  return app.inject({
-    method: 'POST',
-    url: '/v1/feedback/sendgrid',
-    headers: {
-      'content-type': 'application/json',
-      'x-twilio-email-event-webhook-timestamp': timestamp,
-      'x-twilio-email-event-webhook-signature': signSendGridWebhook(body, timestamp, sendGrid.privateKey),
-    },
-    payload: body,
-  });
 }
 
 const sgEvent = (email: string, messageId: string, event = 'delivered') => ({
@@ -149,43 +99,12 @@ function postDsn(options: DsnOptions, { withoutOwnMessageId = false } = {}) {
   return postRawDsn(payload);
 }
 
-function postRawDsn(payload: string | Buffer) {
-  return app.inject({
-    method: 'POST',
-    url: '/v1/feedback/dsn',
-    headers: { ...hook, 'content-type': 'message/rfc822' },
-    payload,
-  });
-}
-
 const delivered = (address: string, extra: Partial<DsnOptions['recipients'][number]> = {}) => ({
   address,
   action: 'delivered',
   status: '2.0.0',
   ...extra,
 });
-
-/** An SES notification as SNS delivers it, signed, stamped now. */
-function postSes(message: string) {
-  return app.inject({
-    method: 'POST',
-    url: '/v1/feedback/ses',
-    headers: { 'content-type': 'text/plain; charset=UTF-8' },
-    payload: JSON.stringify(
-      signedSnsMessage(
-        { MessageId: randomUUID(), Timestamp: new Date().toISOString(), Message: message },
-        sns.privateKey,
-      ),
-    ),
-  });
-}
-
-/** The SendRecorded events of `sendId` on the topic, once there are at least `count`. */
-async function recordedFor(sendId: string, count: number): Promise<SendRecorded[]> {
-  const mine = (messages: ReadonlyArray<{ value: Buffer | null }>) =>
-    messages.map((m) => eventCodec.decode(m.value as Buffer) as SendRecorded).filter((e) => e.sendId === sendId);
-  return mine(await readTopic(t.kafka, t.topic('sendRecorded'), (m) => mine(m).length >= count));
-}
 
 async function suppressed(email: string): Promise<boolean> {
   const rows = await t.query<{ n: number }>(`SELECT count(*)::int AS n FROM suppressions WHERE email_norm = $1`, [
@@ -208,13 +127,6 @@ function rowsReadFrom(table: string, plan: unknown): number {
   return total;
 }
 
-async function metric(name: string, labels: Record<string, string>): Promise<number> {
-  const values = (await app.metrics.getSingleMetric(name)?.get())?.values ?? [];
-  return values
-    .filter((v) => Object.entries(labels).every(([k, value]) => v.labels[k] === value))
-    .reduce((sum, v) => sum + v.value, 0);
-}
-
 const resolveRetry = (sendId: string) =>
   app.inject({
     method: 'POST',
@@ -224,41 +136,12 @@ const resolveRetry = (sendId: string) =>
   });
 
 beforeAll(async () => {
-  snsServer = createServer((req, res) => {
-    if (req.url?.endsWith('.pem')) res.writeHead(200).end(sns.certificatePem);
-    else res.writeHead(404).end();
-  });
-  await new Promise<void>((resolve) => snsServer.listen(0, '127.0.0.1', resolve));
-  const { port } = snsServer.address() as AddressInfo;
-  t = await senderTestEnv(infra, {
-    sink: { dsn: true, hostile: (n) => plans.get(n) },
-    env: {
-      API_TOKENS_DSN: 'dsn-hook-token',
-      SENDGRID_WEBHOOK_PUBLIC_KEY: sendGrid.publicKey.export({ type: 'spki', format: 'der' }).toString('base64'),
-      SMTP_FINAL_REPLY_TIMEOUT_MS: '8000',
-      SMTP_DSN_SUCCESS: 'true',
-      SES_SNS_TOPIC_ARNS: TEST_SNS_TOPIC_ARN,
-      FEEDBACK_MAX_BODY_BYTES: String(MAX_BODY_BYTES),
-    },
-  });
-  // SNS's certificate host is the local server while the app is built (it keeps that fetch).
-  const realFetch = globalThis.fetch;
-  globalThis.fetch = (input, init) => {
-    const url = input instanceof Request ? input.url : String(input);
-    if (!url.startsWith(SNS_ORIGIN)) return Promise.reject(new Error(`test refused a request to ${url}`));
-    return realFetch(`http://127.0.0.1:${port}/${url.slice(SNS_ORIGIN.length)}`, init);
-  };
-  try {
-    app = await t.startApp();
-  } finally {
-    globalThis.fetch = realFetch;
-  }
+  e = await startEvidenceEnv(infra, { FEEDBACK_MAX_BODY_BYTES: String(MAX_BODY_BYTES) });
+  ({ t, app, plans } = e);
 });
 
 afterAll(async () => {
-  await t?.cleanup();
-  snsServer?.closeAllConnections();
-  await new Promise((resolve) => snsServer?.close(resolve));
+  await e?.cleanup();
 });
 
 describe('attacks on delivery evidence', { timeout: 90_000 }, () => {
@@ -743,7 +626,7 @@ describe('attacks on delivery evidence', { timeout: 90_000 }, () => {
           headers: {
             'content-type': 'application/json',
             'x-twilio-email-event-webhook-timestamp': timestamp,
-            'x-twilio-email-event-webhook-signature': signSendGridWebhook(`${body} `, timestamp, sendGrid.privateKey),
+            'x-twilio-email-event-webhook-signature': signSendGridWebhook(`${body} `, timestamp, e.sendGridPrivateKey),
           },
           payload: body,
         }),
