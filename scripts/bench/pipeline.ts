@@ -6,7 +6,7 @@
  */
 import { join } from 'node:path';
 import { createKafka, EventProducer, topicName } from '@outreach/shared';
-import { eventCodec, type SendRecorded } from '@outreach/contracts';
+import { eventCodec, type SendRecorded, type SendRequested } from '@outreach/contracts';
 import { services, type Service } from '../lib/stack.js';
 import {
   duplicateDeliveries,
@@ -18,7 +18,7 @@ import {
   type BenchRequest,
 } from './common.js';
 import { benchStack, bindBenchCodec, feed, runId, until, type BenchEnv } from './harness.js';
-import type { DatabaseCost, SystemResult } from './report.js';
+import type { DatabaseCost, Hop, SystemResult } from './report.js';
 import pg from 'pg';
 import { waitFor } from '@outreach/testkit';
 
@@ -72,6 +72,8 @@ export async function pipeline(
   // SendRecorded, by sendId, with its Kafka timestamp (the broker's append time).
   const recorded = new Map<string, number>();
   const outcomes = new Map<string, number>();
+  // SendRecorded event ids → sendId: the liveness projection's rows name their source event.
+  const recordedEventIds = new Map<string, string>();
   const reader = kafka.consumer({ groupId: `${run}-reader`, maxWaitTimeInMs: 100 });
   await reader.connect();
   await reader.subscribe({ topic: topicName('sendRecorded', stack.prefix), fromBeginning: true });
@@ -80,10 +82,26 @@ export async function pipeline(
       for (const message of batch.messages) {
         if (!message.value) continue;
         const event = eventCodec.decode(message.value) as SendRecorded;
+        recordedEventIds.set(event.eventId, event.sendId);
         if (!recorded.has(event.sendId)) {
           recorded.set(event.sendId, Number(message.timestamp));
           outcomes.set(event.outcome, (outcomes.get(event.outcome) ?? 0) + 1);
         }
+      }
+    },
+  });
+
+  // SendRequested, by sendId, with its Kafka timestamp: the per-hop table's "on the log" time.
+  const requestedOnLog = new Map<string, number>();
+  const requestedReader = kafka.consumer({ groupId: `${run}-requested-reader`, maxWaitTimeInMs: 100 });
+  await requestedReader.connect();
+  await requestedReader.subscribe({ topic: topicName('sendRequested', stack.prefix), fromBeginning: true });
+  await requestedReader.run({
+    eachBatch: async ({ batch }) => {
+      for (const message of batch.messages) {
+        if (!message.value) continue;
+        const event = eventCodec.decode(message.value) as SendRequested;
+        if (!requestedOnLog.has(event.sendId)) requestedOnLog.set(event.sendId, Number(message.timestamp));
       }
     },
   });
@@ -135,6 +153,7 @@ export async function pipeline(
   } finally {
     await producer.disconnect();
     await reader.disconnect();
+    await requestedReader.disconnect();
   }
   // The projections (liveness, experiment) may still be working through the last SendRecorded events:
   // the statements are read once the services are down to their idle rate for a second. Idle is not
@@ -173,6 +192,14 @@ export async function pipeline(
   const latencies = [...recorded].map(([sendId, at]) => at - (publishedAt.get(sendId) ?? at));
   const deliveries = readDeliveryLog(deliveryLog);
   if (database) database = { ...database, rowsPerSend: await rowWrites(env.databaseUrl, run, distinct) };
+  const hops = options.kills
+    ? undefined
+    : await hopLatencies(env.databaseUrl, run, {
+        published: publishedAt,
+        requestedOnLog,
+        recordedOnLog: recorded,
+        recordedEventIds,
+      });
   await stack.dropData(services);
   return {
     system: 'outreach (ours)',
@@ -187,7 +214,80 @@ export async function pipeline(
     usage,
     kills,
     ...(database ? { database } : {}),
+    ...(hops ? { hops } : {}),
   };
+}
+
+/**
+ * Where a send's time goes, hop by hop (p50/p95/p99 in ms over every send that has both ends):
+ * timestamps from the driver (request published), the services' rows (`now()` of the transaction
+ * that wrote them: planned, claimed, fenced, recorded, projected) and the broker (each record's
+ * timestamp, set by the producing client when it sent the batch). One clock: everything runs on
+ * this machine.
+ */
+async function hopLatencies(
+  databaseUrl: string,
+  run: string,
+  log: {
+    published: ReadonlyMap<string, number>;
+    requestedOnLog: ReadonlyMap<string, number>;
+    recordedOnLog: ReadonlyMap<string, number>;
+    recordedEventIds: ReadonlyMap<string, string>;
+  },
+): Promise<Hop[]> {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    const ms = async (sql: string): Promise<Map<string, number>> => {
+      const { rows } = await client.query<{ id: string; at: number }>(sql);
+      return new Map(rows.map((r) => [r.id, Number(r.at)]));
+    };
+    const epoch = (column: string) => `(extract(epoch FROM ${column}) * 1000)::float8`;
+    const schema = (service: string) => `"${run}_${service}"`;
+    const planned = await ms(
+      `SELECT send_id::text AS id, ${epoch('planned_at')} AS at FROM ${schema('planner')}.request_sends`,
+    );
+    const sends = await client.query<{ id: string; claimed: number; fenced: number; recorded: number }>(
+      `SELECT send_id::text AS id, ${epoch('claimed_at')} AS claimed, ${epoch('attempt_started_at')} AS fenced,
+              ${epoch('updated_at')} AS recorded
+       FROM ${schema('sender')}.sends WHERE status = 'sent'`,
+    );
+    const claimed = new Map(sends.rows.map((r) => [r.id, Number(r.claimed)]));
+    const fenced = new Map(sends.rows.map((r) => [r.id, Number(r.fenced)]));
+    const recordedInSender = new Map(sends.rows.map((r) => [r.id, Number(r.recorded)]));
+    const livenessProjected = new Map<string, number>();
+    for (const [eventId, at] of await ms(
+      `SELECT event_id::text AS id, ${epoch('projected_at')} AS at
+       FROM ${schema('liveness')}.conversation_events WHERE event_type = 'SendRecorded'`,
+    )) {
+      const sendId = log.recordedEventIds.get(eventId);
+      if (sendId !== undefined) livenessProjected.set(sendId, at);
+    }
+    const statusProjected = await ms(
+      `SELECT send_id::text AS id, ${epoch('updated_at')} AS at FROM ${schema('planner')}.send_outcomes`,
+    );
+    const hop = (name: string, from: ReadonlyMap<string, number>, to: ReadonlyMap<string, number>): Hop => {
+      const samples: number[] = [];
+      for (const [id, start] of from) {
+        const end = to.get(id);
+        if (end !== undefined) samples.push(Math.max(0, end - start));
+      }
+      return { hop: name, ...latencyOf(samples) };
+    };
+    return [
+      hop('request published → planner transaction', log.published, planned),
+      hop('planner transaction → SendRequested on the log (outbox relay)', planned, log.requestedOnLog),
+      hop('SendRequested on the log → sender claim', log.requestedOnLog, claimed),
+      hop('sender claim → fence', claimed, fenced),
+      hop('fence → provider answered and recorded', fenced, recordedInSender),
+      hop('recorded → SendRecorded on the log (outbox relay)', recordedInSender, log.recordedOnLog),
+      hop('SendRecorded on the log → liveness projection', log.recordedOnLog, livenessProjected),
+      hop('SendRecorded on the log → planner request status', log.recordedOnLog, statusProjected),
+      hop('end to end: request published → SendRecorded on the log', log.published, log.recordedOnLog),
+    ];
+  } finally {
+    await client.end();
+  }
 }
 
 const round2 = (n: number) => Math.round(n * 100) / 100;

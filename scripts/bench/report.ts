@@ -21,6 +21,13 @@ export interface SystemResult {
   readonly note?: string;
   /** What the run cost the database, per distinct send (ours only: the services count their statements). */
   readonly database?: DatabaseCost;
+  /** Where a send's time went, hop by hop (ours only, runs without kills). */
+  readonly hops?: readonly Hop[];
+}
+
+/** One hop of the pipeline: latency percentiles over the sends that have both of its timestamps. */
+export interface Hop extends Latency {
+  readonly hop: string;
 }
 
 /** PostgreSQL's work per send over one run: statements by service, and the server's commits and WAL. */
@@ -205,11 +212,13 @@ export function markdown(report: BenchReport, options: MarkdownOptions): string 
     'CPU microseconds per send, by process: ' + main.map((r) => `**${r.system}**: ${cpuPerSend(r)}`).join('; ') + '.',
     '',
     ...main.filter((r) => r.database).map((r) => databaseLine(r)),
+    ...main.filter((r) => r.hops).map((r) => hopTable(r, 'every request published at once: queueing dominates')),
     `## Latency at a steady ${options.steadyRate} requests/s`,
     '',
     systemHeader,
     ...steady.map(systemRow),
     '',
+    ...steady.filter((r) => r.hops).map((r) => hopTable(r, `a steady ${options.steadyRate} requests/s`)),
     `## Worker SIGKILL ×3 mid-run, at ${options.steadyRate} requests/s, provider answering 50 ms after accepting (sender for ours; one of two workers for the peers; restarted each time)`,
     '',
     'A delivery the provider accepted but whose answer was lost to the kill: the peers run the job again once their',
@@ -265,6 +274,19 @@ export function markdown(report: BenchReport, options: MarkdownOptions): string 
       '',
     );
   return lines.join('\n');
+}
+
+/** Where a send's time went, hop by hop, as a table for the report. */
+export function hopTable(r: SystemResult, what: string): string {
+  if (!r.hops?.length) return '';
+  return [
+    `Per hop, **${r.system}** (${what}); ms, over the sends with both timestamps:`,
+    '',
+    '| hop | p50 | p95 | p99 | max | sends |',
+    '|---|---|---|---|---|---|',
+    ...r.hops.map((h) => `| ${h.hop} | ${h.p50} | ${h.p95} | ${h.p99} | ${h.max} | ${h.count} |`),
+    '',
+  ].join('\n');
 }
 
 /** The database's work per send of one run, as a sentence for the report. */
