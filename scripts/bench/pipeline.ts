@@ -123,6 +123,8 @@ export async function pipeline(
   const topic = topicName('outreachRequested', stack.prefix);
   const started = Date.now();
   let kills = 0;
+  /** Per kill: ms from the SIGKILL to the first claim after it (the partitions working again), or -1. */
+  const resumedAfterKillMs: number[] = [];
   try {
     // The kills run while the requests are still arriving.
     const feeding = feed(
@@ -139,9 +141,11 @@ export async function pipeline(
         600_000,
         10, // kill within milliseconds of the mark, while work is in flight
       );
+      const killedAt = Date.now();
       await stack.stop('sender', 'SIGKILL');
       await stack.start('sender');
       kills++;
+      resumedAfterKillMs.push(await firstClaimAfter(env.databaseUrl, `"${run}_sender"`, killedAt));
     }
     publishedAt = await feeding;
     await until(
@@ -213,6 +217,7 @@ export async function pipeline(
     duplicates: duplicateDeliveries(deliveries),
     usage,
     kills,
+    ...(kills ? { resumedAfterKillMs } : {}),
     ...(database ? { database } : {}),
     ...(hops ? { hops } : {}),
   };
@@ -291,6 +296,35 @@ async function hopLatencies(
 }
 
 const round2 = (n: number) => Math.round(n * 100) / 100;
+
+/**
+ * Milliseconds from `since` to the first send claimed after it: a claim is made only by a consumer
+ * that holds the partition, so after a SIGKILL of the only sender this is the failover (the group
+ * waiting out the dead member's session, the rebalance, the restarted process's first fetch). -1 if
+ * none within a minute (every request was already claimed when the kill came).
+ */
+async function firstClaimAfter(databaseUrl: string, sendsSchema: string, since: number): Promise<number> {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    let first: number | undefined;
+    await waitFor(
+      async () => {
+        const { rows } = await client.query<{ at: number | null }>(
+          `SELECT (extract(epoch FROM min(claimed_at)) * 1000)::float8 AS at FROM ${sendsSchema}.sends
+           WHERE claimed_at > to_timestamp($1 / 1000.0)`,
+          [since],
+        );
+        first = rows[0]?.at ?? undefined;
+        return first !== undefined;
+      },
+      { timeoutMs: 60_000, intervalMs: 100, description: 'a claim after the kill' },
+    ).catch(() => undefined);
+    return first === undefined ? -1 : Math.round(first - since);
+  } finally {
+    await client.end();
+  }
+}
 
 /** The four services' statements per second when they have nothing to do (relay polls, sweeps, gauges). */
 const IDLE_STATEMENTS_PER_SECOND = 50;
