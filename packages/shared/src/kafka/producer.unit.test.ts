@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import {
+  childTraceparent,
+  randomHex,
   fitsAlone,
   isMessageTooLarge,
   planRequests,
@@ -66,5 +68,41 @@ describe('request planning by bytes', () => {
     expect(isMessageTooLarge(Object.assign(new Error('broker'), { type: 'MESSAGE_TOO_LARGE' }))).toBe(true);
     expect(isMessageTooLarge(new Error('other', { cause: { type: 'MESSAGE_TOO_LARGE' } }))).toBe(true);
     expect(isMessageTooLarge(new Error('other'))).toBe(false);
+  });
+});
+
+describe('childTraceparent', () => {
+  const shape = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
+
+  it('continues the parent trace with a new span id, and keeps its flags', () => {
+    const parent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00';
+    const child = childTraceparent(parent);
+    const [, traceId, spanId, flags] = shape.exec(child) ?? [];
+    expect(traceId).toBe('0af7651916cd43dd8448eb211c80319c');
+    expect(spanId).not.toBe('b7ad6b7169203331');
+    expect(flags).toBe('00');
+  });
+
+  it('starts a sampled trace without a parent, or with one that is malformed or all zeros', () => {
+    for (const parent of [undefined, 'garbage', `00-${'0'.repeat(32)}-b7ad6b7169203331-01`]) {
+      const [, traceId, , flags] = shape.exec(childTraceparent(parent)) ?? [];
+      expect(traceId).toMatch(/^[0-9a-f]{32}$/);
+      expect(traceId).not.toBe('0'.repeat(32));
+      expect(flags).toBe('01');
+    }
+  });
+
+  it('draws distinct ids across many refills of the random pool', () => {
+    const spans = new Set<string>();
+    const traces = new Set<string>();
+    for (let i = 0; i < 5_000; i++) {
+      const [, traceId, spanId] = shape.exec(childTraceparent()) ?? [];
+      traces.add(traceId as string);
+      spans.add(spanId as string);
+    }
+    // 5,000 trace ids of 16 bytes and span ids of 8 bytes: 120 KB drawn, about 30 refills of the pool.
+    expect(traces.size).toBe(5_000);
+    expect(spans.size).toBe(5_000);
+    expect(randomHex(3000)).toMatch(/^[0-9a-f]{6000}$/);
   });
 });
