@@ -4,6 +4,7 @@
  * CSRF token on every POST, and the operator role for actions. A route says what it is in its
  * config: `console: 'open'` (sign-in, assets), `'page'` (signed in), `'action'` (a POST by an operator).
  */
+import { readFileSync } from 'node:fs';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { ConfigError, readSecretFile, reloadingSecret } from '@outreach/shared';
@@ -104,10 +105,10 @@ export default fp(
     let users: readonly LocalUser[] = [];
     if (config.CONSOLE_USERS_FILE !== '') {
       try {
-        users = parseUsers(readSecretFile('CONSOLE_USERS_FILE', config.CONSOLE_USERS_FILE));
+        users = parseUsers(readFileSync(config.CONSOLE_USERS_FILE, 'utf8'));
       } catch (error) {
-        if (error instanceof ConfigError) throw error;
-        throw new ConfigError(`invalid configuration: CONSOLE_USERS_FILE: ${(error as Error).message}`);
+        const reason = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
+        throw new ConfigError(`invalid configuration: CONSOLE_USERS_FILE (${config.CONSOLE_USERS_FILE}): ${reason}`);
       }
     }
     if (users.length === 0 && trust === undefined)
@@ -180,7 +181,8 @@ export default fp(
       request.session = session;
     });
 
-    app.addHook('preHandler', async (request, reply) => {
+    // Before validation: a forged or tokenless POST is a 403, whatever its fields.
+    app.addHook('preValidation', async (request, reply) => {
       const access = request.routeOptions.config.console;
       if (access === undefined) return;
       const { session } = request;

@@ -16,6 +16,10 @@ export default async function assetRoutes(app: FastifyInstance): Promise<void> {
   app.get('/assets/htmx.min.js', { config: { scope: 'public' } }, async (_request, reply) =>
     reply.type('text/javascript; charset=utf-8').header('cache-control', cache).send(htmx),
   );
+  // Browsers ask for it on every site: an empty answer, not a 404 in every page's console.
+  app.get('/favicon.ico', { config: { scope: 'public' } }, async (_request, reply) =>
+    reply.code(204).header('cache-control', cache).send(),
+  );
   app.get('/assets/console.css', { config: { scope: 'public' } }, async (_request, reply) =>
     reply.type('text/css; charset=utf-8').header('cache-control', cache).send(css),
   );
