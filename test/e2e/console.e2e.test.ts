@@ -16,7 +16,7 @@ import { freePort, SmtpSink, startProcess, waitFor, type RunningProcess } from '
 import { chromium, type Browser, type BrowserContext, type Locator, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { ingressBody, outreachRequest, Stack } from '../../scripts/lib/stack.js';
-import { hashPassword } from '../../services/console/src/domain/users.js';
+import { hashPassword } from '../../services/console/src/security/users.js';
 
 const root = join(import.meta.dirname, '..', '..');
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
@@ -38,7 +38,8 @@ let attackerUrl: string;
 let dir: string;
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (or set CHROMIUM_PATH)`);
+  if (!existsSync(CHROMIUM))
+    throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (or set CHROMIUM_PATH)`);
   // Mail to `slow…` is answered long after the sender stopped waiting: an ambiguous send.
   sink = await new SmtpSink({ behaviour: (to) => (to.startsWith('slow') ? { delayMs: 1_500 } : undefined) }).start();
   stack = new Stack({
@@ -131,7 +132,9 @@ afterAll(async () => {
 }, 60_000);
 
 /** A fresh browser context whose page fails the test on any dialog (an alert means script ran). */
-async function newPage(extraHTTPHeaders?: Record<string, string>): Promise<{ context: BrowserContext; page: Page; problems: string[] }> {
+async function newPage(
+  extraHTTPHeaders?: Record<string, string>,
+): Promise<{ context: BrowserContext; page: Page; problems: string[] }> {
   const context = await browser.newContext({ ...(extraHTTPHeaders ? { extraHTTPHeaders } : {}) });
   const page = await context.newPage();
   const problems: string[] = [];
@@ -151,10 +154,19 @@ async function text(locator: Locator, expected: string, how: 'is' | 'contains' =
   let last = '';
   await waitFor(
     async () => {
-      last = (await locator.first().innerText({ timeout: 1_000 }).catch(() => '')).trim();
+      last = (
+        await locator
+          .first()
+          .innerText({ timeout: 1_000 })
+          .catch(() => '')
+      ).trim();
       return how === 'is' ? last === expected : last.includes(expected);
     },
-    { timeoutMs: 10_000, intervalMs: 100, description: `text ${how} ${JSON.stringify(expected)} (last: ${JSON.stringify(last)})` },
+    {
+      timeoutMs: 10_000,
+      intervalMs: 100,
+      description: `text ${how} ${JSON.stringify(expected)} (last: ${JSON.stringify(last)})`,
+    },
   );
 }
 
@@ -179,7 +191,9 @@ async function request(requestId: string, campaignId: string, email: string): Pr
 }
 
 async function senderSend(sendId: string): Promise<{ status: string } | undefined> {
-  const response = await fetch(stack.url('sender', `/v1/sends/${sendId}`), { headers: { authorization: `Bearer ${TOKEN}` } });
+  const response = await fetch(stack.url('sender', `/v1/sends/${sendId}`), {
+    headers: { authorization: `Bearer ${TOKEN}` },
+  });
   return response.ok ? ((await response.json()) as { status: string }) : undefined;
 }
 
@@ -224,7 +238,7 @@ describe('the operations console in a browser', () => {
     await page.goto(`${consoleUrl}/`);
     await text(page.getByTestId('kill-switch'), 'off');
     await text(page.getByTestId('ready-sender'), 'ready');
-    expect(await page.evaluate(() => typeof (window as unknown as { htmx?: unknown }).htmx)).toBe('object');
+    expect(await page.evaluate(() => typeof (globalThis as { htmx?: unknown }).htmx)).toBe('object');
 
     // The session cookie: httpOnly, SameSite=Strict.
     const cookie = (await context.cookies()).find((c) => c.name === 'console_session');

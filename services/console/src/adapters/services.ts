@@ -63,7 +63,11 @@ export class Services {
       });
     } catch (error) {
       const timedOut = error instanceof Error && error.name === 'TimeoutError';
-      return { status: 0, body: undefined, message: `the ${service} ${timedOut ? 'did not answer in time' : 'cannot be reached'}` };
+      return {
+        status: 0,
+        body: undefined,
+        message: `the ${service} ${timedOut ? 'did not answer in time' : 'cannot be reached'}`,
+      };
     }
     const text = await readCapped(response);
     let parsed: unknown = text;

@@ -4,8 +4,8 @@
  * and prints the CONSOLE_USERS_FILE line for it. The password never appears in the arguments.
  */
 import { createInterface } from 'node:readline';
-import { hashPassword } from '../domain/users.js';
-import { roles } from '../domain/session.js';
+import { hashPassword } from '../security/users.js';
+import { roles } from '../security/session.js';
 
 const [name, role] = process.argv.slice(2);
 if (!name || !/^[A-Za-z0-9._@+-]{1,128}$/.test(name) || !(roles as readonly string[]).includes(role ?? '')) {

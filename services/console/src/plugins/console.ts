@@ -10,9 +10,9 @@ import fp from 'fastify-plugin';
 import { ConfigError, readSecretFile, reloadingSecret } from '@outreach/shared';
 import { AuditRepository } from '../adapters/audit-repository.js';
 import { Services } from '../adapters/services.js';
-import { parseCidrs, proxyIdentity, type ProxyTrust } from '../domain/proxy.js';
-import { csrfMatches, newSession, signSession, verifySession, type Session } from '../domain/session.js';
-import { parseUsers, type LocalUser } from '../domain/users.js';
+import { parseCidrs, proxyIdentity, type ProxyTrust } from '../security/proxy.js';
+import { csrfMatches, newSession, signSession, verifySession, type Session } from '../security/session.js';
+import { parseUsers, type LocalUser } from '../security/users.js';
 import type { Config } from '../config.js';
 import { notice, sendPage } from '../views/layout.js';
 
@@ -91,7 +91,13 @@ export default fp(
       } catch (error) {
         throw new ConfigError(`invalid configuration: CONSOLE_PROXY_CIDRS: ${(error as Error).message}`);
       }
-      const groups = (text: string) => new Set(text.split(',').map((g) => g.trim()).filter(Boolean));
+      const groups = (text: string) =>
+        new Set(
+          text
+            .split(',')
+            .map((g) => g.trim())
+            .filter(Boolean),
+        );
       trust = {
         cidrs,
         secret: () => proxySecret.current(),
@@ -196,7 +202,8 @@ export default fp(
         // A cross-site form is refused before its token is even looked at; a same-site one needs the token.
         if (request.headers['sec-fetch-site'] === 'cross-site') return refuse(request, reply, 'a cross-site request');
         const token = (request.body as Record<string, unknown> | undefined)?._csrf;
-        if (!csrfMatches(session, token)) return refuse(request, reply, 'the form has expired or did not come from this console; reload the page');
+        if (!csrfMatches(session, token))
+          return refuse(request, reply, 'the form has expired or did not come from this console; reload the page');
       }
       if (access === 'action' && session.role !== 'operator') return refuse(request, reply, 'your role may only read');
       return undefined;

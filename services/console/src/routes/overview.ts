@@ -32,7 +32,11 @@ export function heldByCampaign(samples: readonly Sample[]): Array<{ campaign: st
 }
 
 const card = (label: string, value: unknown, testId: string, note = '') =>
-  html`<div class="card"><div>${label}</div><div class="value" data-testid="${testId}">${value === undefined ? 'unknown' : String(value)}</div>${note ? html`<small>${note}</small>` : ''}</div>`;
+  html`<div class="card">
+    <div>${label}</div>
+    <div class="value" data-testid="${testId}">${value === undefined ? 'unknown' : String(value)}</div>
+    ${note ? html`<small>${note}</small>` : ''}
+  </div>`;
 
 export default async function overviewRoutes(app: FastifyInstance): Promise<void> {
   app.get('/', { config: { scope: 'public', console: 'page' } }, async (request, reply) => {
@@ -53,24 +57,52 @@ export default async function overviewRoutes(app: FastifyInstance): Promise<void
       0,
     );
     const killSwitch = sending.status === 200 ? (sending.body as KillSwitch) : undefined;
-    const stalledBody = stalled.status === 200 ? (stalled.body as { conversations: unknown[]; next: string | null }) : undefined;
-    const content = html`
-<div class="cards">
-${card('Ambiguous sends', total(sender, 'outreach_sender_ambiguous_sends'), 'ambiguous-count', 'waiting for an operator')}
-${card('Held sends', total(sender, 'outreach_sender_held_sends'), 'held-count', 'campaign or sending paused')}
-${card('Campaigns holding sends', held.length, 'held-campaigns')}
-${card('Kill switch', killSwitch ? (killSwitch.paused ? 'ON: all sending stopped' : 'off') : undefined, 'kill-switch')}
-${card('Stalled conversations', stalledBody ? `${stalledBody.conversations.length}${stalledBody.next ? '+' : ''}` : undefined, 'stalled-count')}
-${card('Dead-lettered since start', deadLettered, 'dead-lettered', 'no service API gives DLQ depth: see docs/operations.md, section 7')}
-</div>
-${sending.status === 200 ? '' : answerNotice(sending)}
-${killSwitch?.paused ? html`<p>Sending stopped: <span data-testid="kill-reason">${killSwitch.reason}</span> (${killSwitch.changedAt})</p>` : ''}
-<h2>Services</h2>
-<table><tr><th>service</th><th>ready</th></tr>
-${serviceNames.map((s, i) => html`<tr><td>${s}</td><td data-testid="ready-${s}">${ready[i]?.status === 200 ? 'ready' : ready[i]?.status === 0 ? 'unreachable' : 'not ready'}</td></tr>`)}
-</table>
-<h2>Campaigns holding sends</h2>
-${held.length === 0 ? html`<p>None.</p>` : html`<table><tr><th>campaign</th><th>held</th></tr>${held.map((c) => html`<tr><td><a href="/campaigns?campaignId=${encodeURIComponent(c.campaign)}">${c.campaign}</a></td><td>${c.held}</td></tr>`)}</table>`}`;
+    const stalledBody =
+      stalled.status === 200 ? (stalled.body as { conversations: unknown[]; next: string | null }) : undefined;
+    const content = html` <div class="cards">
+        ${card('Ambiguous sends', total(sender, 'outreach_sender_ambiguous_sends'), 'ambiguous-count', 'waiting for an operator')}
+        ${card('Held sends', total(sender, 'outreach_sender_held_sends'), 'held-count', 'campaign or sending paused')}
+        ${card('Campaigns holding sends', held.length, 'held-campaigns')}
+        ${card('Kill switch', killSwitch ? (killSwitch.paused ? 'ON: all sending stopped' : 'off') : undefined, 'kill-switch')}
+        ${card('Stalled conversations', stalledBody ? `${stalledBody.conversations.length}${stalledBody.next ? '+' : ''}` : undefined, 'stalled-count')}
+        ${card('Dead-lettered since start', deadLettered, 'dead-lettered', 'no service API gives DLQ depth: see docs/operations.md, section 7')}
+      </div>
+      ${sending.status === 200 ? '' : answerNotice(sending)}
+      ${killSwitch?.paused ? html`<p>Sending stopped: <span data-testid="kill-reason">${killSwitch.reason}</span> (${killSwitch.changedAt})</p>` : ''}
+      <h2>Services</h2>
+      <table>
+        <tr>
+          <th>service</th>
+          <th>ready</th>
+        </tr>
+        ${serviceNames.map(
+          (s, i) =>
+            html`<tr>
+              <td>${s}</td>
+              <td data-testid="ready-${s}">
+                ${ready[i]?.status === 200 ? 'ready' : ready[i]?.status === 0 ? 'unreachable' : 'not ready'}
+              </td>
+            </tr>`,
+        )}
+      </table>
+      <h2>Campaigns holding sends</h2>
+      ${
+        held.length === 0
+          ? html`<p>None.</p>`
+          : html`<table>
+              <tr>
+                <th>campaign</th>
+                <th>held</th>
+              </tr>
+              ${held.map(
+                (c) =>
+                  html`<tr>
+                    <td><a href="/campaigns?campaignId=${encodeURIComponent(c.campaign)}">${c.campaign}</a></td>
+                    <td>${c.held}</td>
+                  </tr>`,
+              )}
+            </table>`
+      }`;
     return sendPage(reply, request, 'Overview', content, '/');
   });
 }

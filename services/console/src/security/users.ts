@@ -22,7 +22,10 @@ const scrypt = (password: string, salt: Buffer, length: number, options: ScryptO
 const DEFAULT_COST = { N: 32_768, r: 8, p: 1 } as const;
 const NAME = /^[A-Za-z0-9._@+-]{1,128}$/;
 
-export async function hashPassword(password: string, cost = DEFAULT_COST): Promise<string> {
+export async function hashPassword(
+  password: string,
+  cost: { readonly N: number; readonly r: number; readonly p: number } = DEFAULT_COST,
+): Promise<string> {
   const salt = randomBytes(16);
   const hash = await scrypt(password, salt, 32, { ...cost, maxmem: 128 * cost.N * cost.r * 2 });
   return `scrypt$${cost.N}$${cost.r}$${cost.p}$${salt.toString('base64url')}$${hash.toString('base64url')}`;

@@ -50,7 +50,11 @@ export function signSession(session: Session, key: Buffer): string {
 }
 
 /** The session a cookie holds, or undefined when it is malformed, forged (any of `keys`) or expired. */
-export function verifySession(cookie: string | undefined, keys: readonly Buffer[], now = Date.now()): Session | undefined {
+export function verifySession(
+  cookie: string | undefined,
+  keys: readonly Buffer[],
+  now = Date.now(),
+): Session | undefined {
   if (cookie === undefined || cookie.length > 4096) return undefined;
   const [payload, given, ...rest] = cookie.split('.');
   if (payload === undefined || given === undefined || rest.length > 0) return undefined;
