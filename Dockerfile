@@ -20,6 +20,7 @@ COPY services/planner/package.json services/planner/
 COPY services/sender/package.json services/sender/
 COPY services/experiment/package.json services/experiment/
 COPY services/liveness/package.json services/liveness/
+COPY services/console/package.json services/console/
 # A build behind a TLS-inspecting proxy needs its CA: pass it as a secret, which is mounted for this
 # step only and never lands in a layer (the runtime stage starts from the base again):
 #   docker build --secret id=build_ca,src=/path/to/ca-bundle.pem .

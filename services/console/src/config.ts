@@ -1,0 +1,93 @@
+import { BaseConfigSchema, ConfigError } from '@outreach/shared';
+import { Type, type Static } from '@sinclair/typebox';
+import { envSchema } from 'env-schema';
+
+const URL = { pattern: '^https?://[^/?#@\\s]+(/\\S*)?$' };
+
+/**
+ * The console's settings (docs/operations.md, "The operations console"). It needs PostgreSQL (its
+ * audit table) and the four services' URLs, and no Kafka: of the base settings it takes the HTTP,
+ * PostgreSQL and secret-refresh ones.
+ */
+export const ConfigSchema = Type.Composite([
+  Type.Pick(BaseConfigSchema, [
+    'NODE_ENV',
+    'LOG_LEVEL',
+    'HTTP_HOST',
+    'HTTP_PORT',
+    'DATABASE_URL',
+    'DATABASE_SSL_MODE',
+    'DATABASE_SSL_CA_FILE',
+    'DATABASE_SSL_CERT_FILE',
+    'DATABASE_SSL_KEY_FILE',
+    'DATABASE_PASSWORD_FILE',
+    'DATABASE_SESSION_URL',
+    'DATABASE_RUNTIME_ROLE',
+    'MIGRATE_ON_START',
+    'SECRET_FILE_REFRESH_MS',
+    'RATE_LIMIT_MAX',
+    'RATE_LIMIT_WINDOW_MS',
+    'HTTP_REQUEST_TIMEOUT_MS',
+    'HTTP_CONNECTION_TIMEOUT_MS',
+    'READINESS_REFRESH_MS',
+    'SHUTDOWN_TIMEOUT_MS',
+  ]),
+  Type.Object({
+    /** The console's own schema: its audit table. */
+    DATABASE_SCHEMA: Type.String({ default: 'console', pattern: '^[a-z_][a-z0-9_]*$' }),
+    /** The four services' base URLs, as the console reaches them (inside the cluster). */
+    PLANNER_URL: Type.String(URL),
+    SENDER_URL: Type.String(URL),
+    EXPERIMENT_URL: Type.String(URL),
+    LIVENESS_URL: Type.String(URL),
+    /**
+     * The console's tokens for the services' APIs: a `read` one for every page, an `operate` one for
+     * the actions alone (CONSOLE_READ_TOKEN_FILE, CONSOLE_OPERATE_TOKEN_FILE: mounted Secrets, read
+     * again every SECRET_FILE_REFRESH_MS). The browser never sees them.
+     */
+    CONSOLE_READ_TOKEN: Type.String({ default: '' }),
+    CONSOLE_READ_TOKEN_FILE: Type.String({ default: '' }),
+    CONSOLE_OPERATE_TOKEN: Type.String({ default: '' }),
+    CONSOLE_OPERATE_TOKEN_FILE: Type.String({ default: '' }),
+    /** Deadline of one call to a service. */
+    UPSTREAM_TIMEOUT_MS: Type.Integer({ minimum: 100, maximum: 60_000, default: 5_000 }),
+    /** The key that signs session cookies: at least 32 bytes (CONSOLE_SESSION_KEY_FILE in production). */
+    CONSOLE_SESSION_KEY: Type.String({ default: '' }),
+    CONSOLE_SESSION_KEY_FILE: Type.String({ default: '' }),
+    /** How long a sign-in lasts. */
+    CONSOLE_SESSION_TTL_MS: Type.Integer({ minimum: 60_000, maximum: 7 * 86_400_000, default: 8 * 3_600_000 }),
+    /** Cookies only over HTTPS (and named `__Host-…`). Off only for a local demo over plain HTTP. */
+    CONSOLE_COOKIE_SECURE: Type.Boolean({ default: true }),
+    /** Local operators: `name reader|operator scrypt$…` per line (console-hash-password). Empty: none. */
+    CONSOLE_USERS_FILE: Type.String({ default: '' }),
+    /**
+     * The OIDC proxy's addresses (comma-separated addresses or CIDRs). Empty: proxy headers are never
+     * believed. A request from one of them must also carry CONSOLE_PROXY_SECRET in its header.
+     */
+    CONSOLE_PROXY_CIDRS: Type.String({ default: '' }),
+    CONSOLE_PROXY_SECRET: Type.String({ default: '' }),
+    CONSOLE_PROXY_SECRET_FILE: Type.String({ default: '' }),
+    CONSOLE_PROXY_SECRET_HEADER: Type.String({ default: 'x-console-proxy-secret', pattern: '^[a-z0-9-]+$' }),
+    CONSOLE_PROXY_EMAIL_HEADER: Type.String({ default: 'x-forwarded-email', pattern: '^[a-z0-9-]+$' }),
+    CONSOLE_PROXY_GROUPS_HEADER: Type.String({ default: 'x-forwarded-groups', pattern: '^[a-z0-9-]+$' }),
+    /** Groups (comma-separated) whose members operate; members of the reader groups only read. */
+    CONSOLE_OPERATOR_GROUPS: Type.String({ default: 'outreach-operators' }),
+    CONSOLE_READER_GROUPS: Type.String({ default: 'outreach-readers' }),
+    /** Rows per page of the lists (ambiguous sends, audit). */
+    CONSOLE_PAGE_SIZE: Type.Integer({ minimum: 1, maximum: 500, default: 50 }),
+  }),
+]);
+
+export type Config = Static<typeof ConfigSchema>;
+
+/** Validates the environment; a missing or malformed variable is a ConfigError naming it. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  try {
+    const data = { ...env };
+    if (data.NODE_ENV !== undefined) data.NODE_ENV = data.NODE_ENV.trim().toLowerCase() || undefined;
+    return envSchema<Config>({ schema: ConfigSchema, data, dotenv: false, env: false });
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    throw new ConfigError(`invalid configuration: ${message.replace(/\benv\b/g, 'environment')}`);
+  }
+}

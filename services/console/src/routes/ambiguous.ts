@@ -1,0 +1,163 @@
+import { Type, type Static } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import { html, path, query } from '../domain/html.js';
+import { answerNotice, csrfField, isOperator, notice, sendPage } from '../views/layout.js';
+
+/** What the sender's API shows of a send (never the address or the body). */
+export interface SendView {
+  readonly sendId: string;
+  readonly campaignId: string;
+  readonly candidateKey: string;
+  readonly emailHash: string;
+  readonly step: string;
+  readonly experimentId: string | null;
+  readonly variant: string | null;
+  readonly status: string;
+  readonly reason: string | null;
+  readonly source?: string | null;
+  readonly attempts: number;
+  readonly providerMessageId: string | null;
+  readonly claimedAt: string | null;
+  readonly sentAt: string | null;
+  readonly updatedAt: string;
+}
+
+const ListQuery = Type.Object({
+  campaignId: Type.Optional(Type.String({ maxLength: 256 })),
+  after: Type.Optional(Type.String({ format: 'uuid' })),
+});
+const ResolveBody = Type.Object({
+  _csrf: Type.String({ maxLength: 128 }),
+  sendId: Type.String({ format: 'uuid' }),
+  resolution: Type.Union([Type.Literal('sent'), Type.Literal('retry')]),
+  reason: Type.String({ minLength: 1, maxLength: 400 }),
+});
+
+export default async function ambiguousRoutes(app: FastifyInstance): Promise<void> {
+  /** The work queue: ambiguous sends with the evidence the sender gives, a page at a time. */
+  app.get<{ Querystring: Static<typeof ListQuery> }>(
+    '/ambiguous',
+    { config: { scope: 'public', console: 'page' }, schema: { querystring: ListQuery } },
+    async (request, reply) => {
+      const campaignId = request.query.campaignId?.trim() || undefined;
+      const limit = app.consoleConfig.CONSOLE_PAGE_SIZE;
+      const answer = await app.services.read(
+        'sender',
+        `/v1/sends${query({ status: 'ambiguous', campaignId, after: request.query.after, limit })}`,
+      );
+      if (answer.status !== 200)
+        return sendPage(reply, request, 'Ambiguous sends', answerNotice(answer), '/ambiguous', 502);
+      const { sends, next } = answer.body as { sends: SendView[]; next: string | null };
+      const operator = isOperator(request.session);
+      const content = html` <p>
+          Each send was handed to the provider and its answer was lost. Look its Message-ID up in the provider's logs,
+          then say what happened: <em>sent</em> (it went out) or <em>retry</em> (it did not: send it once). Delivery
+          evidence and a lookup settle most before they reach this list (docs/operations.md, section 5).
+        </p>
+        <form method="get" action="/ambiguous">
+          <label>Campaign id <input name="campaignId" value="${campaignId ?? ''}" maxlength="256" /></label
+          ><button type="submit">Filter</button>
+        </form>
+        ${sends.length === 0 ? html`<p data-testid="empty">No ambiguous send${campaignId ? ' in this campaign' : ''}.</p>` : ''}
+        ${
+          sends.length === 0
+            ? ''
+            : html`<table data-testid="ambiguous">
+                <tr>
+                  <th>send</th>
+                  <th>campaign</th>
+                  <th>candidate key</th>
+                  <th>step</th>
+                  <th>reason</th>
+                  <th>attempts</th>
+                  <th>provider message id</th>
+                  <th>claimed</th>
+                  <th>updated</th>
+                  ${operator ? html`<th>resolve</th>` : ''}
+                </tr>
+                ${sends.map(
+                  (s) =>
+                    html`<tr data-send="${s.sendId}">
+                      <td>
+                        <a href="/sends${query({ sendId: s.sendId })}"><code>${s.sendId}</code></a>
+                      </td>
+                      <td>${s.campaignId}</td>
+                      <td>${s.candidateKey}</td>
+                      <td>${s.step}</td>
+                      <td>${s.reason}</td>
+                      <td>${s.attempts}</td>
+                      <td><code>${s.providerMessageId}</code></td>
+                      <td>${s.claimedAt}</td>
+                      <td>${s.updatedAt}</td>
+                      ${
+                        operator
+                          ? html`<td>
+                              <form method="post" action="/ambiguous/resolve">
+                                ${csrfField(request.session)}<input type="hidden" name="sendId" value="${s.sendId}" />
+                                <select name="resolution" aria-label="resolution">
+                                  <option value="sent">sent: it went out</option>
+                                  <option value="retry">retry: it did not</option>
+                                </select>
+                                <input
+                                  name="reason"
+                                  required
+                                  maxlength="400"
+                                  placeholder="reason (audit)"
+                                  aria-label="reason"
+                                />
+                                <button type="submit">Resolve</button>
+                              </form>
+                            </td>`
+                          : ''
+                      }
+                    </tr>`,
+                )}
+              </table>`
+        }
+        ${next ? html`<p><a data-testid="next-page" href="/ambiguous${query({ campaignId, after: next })}">Next page</a></p>` : ''}`;
+      return sendPage(reply, request, 'Ambiguous sends', content, '/ambiguous');
+    },
+  );
+
+  app.post<{ Body: Static<typeof ResolveBody> }>(
+    '/ambiguous/resolve',
+    { config: { scope: 'public', console: 'action' }, schema: { body: ResolveBody } },
+    async (request, reply) => {
+      const { sendId, resolution, reason } = request.body;
+      const answer = await app.services.operate('sender', 'POST', `${path('/v1/sends', sendId)}/resolve`, {
+        resolution,
+      });
+      const ok = answer.status === 200;
+      const refused = answer.status >= 400 && answer.status < 500;
+      await app.audit.record({
+        actor: request.session.user as string,
+        via: request.session.via as 'local' | 'proxy',
+        action: `send.resolve.${resolution}`,
+        target: sendId,
+        reason,
+        outcome: ok ? 'done' : refused ? 'refused' : 'failed',
+        detail: ok ? `status ${(answer.body as SendView).status}` : `${answer.status}: ${answer.message}`,
+      });
+      const content = html`${
+          ok
+            ? notice(
+                'ok',
+                html`Send <code>${sendId}</code> resolved as ${resolution}; it is now
+                  ${(answer.body as SendView).status}.`,
+              )
+            : answerNotice(answer)
+        }
+        <p>
+          <a href="/ambiguous">Back to the ambiguous sends</a> · <a href="/sends${query({ sendId })}">The send</a>
+        </p>`;
+      return sendPage(
+        reply,
+        request,
+        'Resolve an ambiguous send',
+        content,
+        '/ambiguous',
+        ok ? 200 : refused ? answer.status : 502,
+      );
+    },
+  );
+}

@@ -1,0 +1,54 @@
+/**
+ * The console's process: configuration, its migrations, listen, and a graceful shutdown. It has no
+ * Kafka and writes no event, so it does not go through runService (which binds the schema registry
+ * and checks Kafka's settings); the steps it shares are the same calls.
+ */
+import closeWithGrace from 'close-with-grace';
+import { ConfigError, createLogger, migrate } from '@outreach/shared';
+import { buildApp, migrationsDir } from './app.js';
+import { loadConfig, type Config } from './config.js';
+
+let config: Config;
+try {
+  config = loadConfig();
+} catch (error) {
+  if (error instanceof ConfigError) {
+    process.stderr.write(`console: ${error.message}\n`);
+    process.exit(78);
+  }
+  throw error;
+}
+const logger = createLogger({ name: 'console', level: config.LOG_LEVEL });
+const runMigrations = () =>
+  migrate({
+    databaseUrl: config.DATABASE_SESSION_URL || config.DATABASE_URL,
+    schema: config.DATABASE_SCHEMA,
+    dir: migrationsDir,
+    outbox: false,
+    logger: { info: (m) => logger.info(m), debug: (m) => logger.debug(m) },
+    ...(config.DATABASE_RUNTIME_ROLE ? { runtimeRole: config.DATABASE_RUNTIME_ROLE } : {}),
+  });
+
+if (process.argv[2] === 'migrate') {
+  await runMigrations();
+  logger.info('migrations up to date');
+  process.exit(0);
+}
+if (config.MIGRATE_ON_START) await runMigrations();
+let app;
+try {
+  app = await buildApp({ config, logger });
+} catch (error) {
+  if (error instanceof ConfigError) {
+    process.stderr.write(`console: ${error.message}\n`);
+    process.exit(78);
+  }
+  throw error;
+}
+closeWithGrace({ delay: config.SHUTDOWN_TIMEOUT_MS, logger }, async ({ signal, err }) => {
+  if (err) logger.error({ err }, 'fatal error, shutting down');
+  else logger.info({ signal }, 'shutting down');
+  await app.close();
+});
+await app.listen({ host: config.HTTP_HOST, port: config.HTTP_PORT });
+logger.info({ port: config.HTTP_PORT }, 'console started');

@@ -1,0 +1,413 @@
+/**
+ * The operations console (#33) in a real browser: Debian's Chromium, headless, driven by
+ * playwright-core, against the console and the four services as processes on the real Kafka and
+ * PostgreSQL. An operator signs in, every page renders under the console's CSP, a pause and a resume
+ * change what the planner reports for a request, and an ambiguous send resolved in the work queue
+ * changes the sender's status (a second verdict is refused 409 and the page says why). The attacks:
+ * a reader sees no action and is refused 403 when it posts one anyway, a cross-site form and a POST
+ * without the CSRF token are refused, proxy headers from an address outside the proxy's CIDR are
+ * ignored even with the right secret, and script in a reason or a campaign id renders as text.
+ */
+import { createServer, type Server } from 'node:http';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { freePort, SmtpSink, startProcess, waitFor, type RunningProcess } from '@outreach/testkit';
+import { chromium, type Browser, type BrowserContext, type Locator, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { ingressBody, outreachRequest, Stack } from '../../scripts/lib/stack.js';
+import { hashPassword } from '../../services/console/src/security/users.js';
+
+const root = join(import.meta.dirname, '..', '..');
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const TOKEN = 'console-e2e-token';
+// The console's own tokens: the services accept each in one scope only.
+const READ_TOKEN = 'console-e2e-read-token';
+const OPERATE_TOKEN = 'console-e2e-operate-token';
+const PROXY_SECRET = 'console-e2e-proxy-secret-0123456789';
+const PASSWORDS = { ada: 'ada-operator-pass', rita: 'rita-reader-pass' };
+const run = `console${Date.now().toString(36)}`;
+
+let stack: Stack;
+let sink: SmtpSink;
+let consoleProc: RunningProcess;
+let consoleUrl: string;
+let browser: Browser;
+let attacker: Server;
+let attackerUrl: string;
+let dir: string;
+
+beforeAll(async () => {
+  if (!existsSync(CHROMIUM))
+    throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (or set CHROMIUM_PATH)`);
+  // Mail to `slow…` is answered long after the sender stopped waiting: an ambiguous send.
+  sink = await new SmtpSink({ behaviour: (to) => (to.startsWith('slow') ? { delayMs: 1_500 } : undefined) }).start();
+  stack = new Stack({
+    run,
+    kafkaBrokers: inject('kafkaBrokers'),
+    databaseUrl: inject('databaseUrl'),
+    portBase: 18_880,
+    token: TOKEN,
+    smtpPort: sink.port,
+    env: (service) => ({
+      API_TOKENS_READ: `${TOKEN},${READ_TOKEN}`,
+      API_TOKENS_OPERATE: `${TOKEN},${OPERATE_TOKEN}`,
+      ...(service === 'sender' ? { PROVIDER_TIMEOUT_MS: '500', SMTP_FINAL_REPLY_TIMEOUT_MS: '800' } : {}),
+    }),
+  });
+  dir = mkdtempSync(join(tmpdir(), 'console-e2e-'));
+  const cheap = { N: 1024, r: 8, p: 1 } as const;
+  const file = (name: string, text: string) => {
+    writeFileSync(join(dir, name), text, { mode: 0o600 });
+    return join(dir, name);
+  };
+  const users = file(
+    'users',
+    `ada operator ${await hashPassword(PASSWORDS.ada, cheap)}\nrita reader ${await hashPassword(PASSWORDS.rita, cheap)}\n`,
+  );
+  await stack.createTopics(3);
+  for (const service of ['experiment', 'sender', 'liveness', 'planner'] as const) await stack.start(service);
+
+  const port = await freePort();
+  consoleUrl = `http://127.0.0.1:${port}`;
+  consoleProc = startProcess(join(root, 'services', 'console', 'dist', 'server.js'), {
+    PATH: process.env.PATH,
+    DATABASE_URL: inject('databaseUrl'),
+    DATABASE_SCHEMA: `${run}_console`,
+    HTTP_HOST: '127.0.0.1',
+    HTTP_PORT: String(port),
+    LOG_LEVEL: 'warn',
+    PLANNER_URL: stack.url('planner', ''),
+    SENDER_URL: stack.url('sender', ''),
+    EXPERIMENT_URL: stack.url('experiment', ''),
+    LIVENESS_URL: stack.url('liveness', ''),
+    CONSOLE_READ_TOKEN_FILE: file('read-token', READ_TOKEN),
+    CONSOLE_OPERATE_TOKEN_FILE: file('operate-token', OPERATE_TOKEN),
+    CONSOLE_SESSION_KEY_FILE: file('session-key', 'k'.repeat(48)),
+    CONSOLE_USERS_FILE: users,
+    CONSOLE_COOKIE_SECURE: 'false',
+    // A proxy network the test never comes from (TEST-NET-3): its headers must be ignored.
+    CONSOLE_PROXY_CIDRS: '203.0.113.0/24',
+    CONSOLE_PROXY_SECRET_FILE: file('proxy-secret', PROXY_SECRET),
+    CONSOLE_PAGE_SIZE: '20',
+  });
+  await waitFor(
+    async () => {
+      if (consoleProc.child.exitCode !== null) throw new Error(`console exited: ${consoleProc.stderrLines.join('\n')}`);
+      return (await fetch(`${consoleUrl}/health/ready`).catch(() => undefined))?.ok;
+    },
+    { timeoutMs: 30_000, description: 'the console to report ready' },
+  );
+
+  // Another site (localhost is not 127.0.0.1): a page whose form posts to the console by itself.
+  attacker = createServer((_request, response) => {
+    response.setHeader('content-type', 'text/html');
+    response.end(`<!doctype html><form id="f" method="post" action="${consoleUrl}/campaigns/pause">
+<input name="campaignId" value="console-csrf"><input name="reason" value="forged"></form>
+<script>document.getElementById('f').submit()</script>`);
+  });
+  await new Promise<void>((resolve) => attacker.listen(0, '127.0.0.1', resolve));
+  attackerUrl = `http://localhost:${(attacker.address() as { port: number }).port}/`;
+
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--no-sandbox', '--disable-background-networking', '--disable-component-update', '--no-first-run'],
+  });
+}, 240_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await new Promise((resolve) => (attacker ? attacker.close(resolve) : resolve(undefined)));
+  await consoleProc?.stop('SIGTERM');
+  await stack?.stopAll('SIGKILL');
+  await sink?.stop();
+  await stack?.dropData(['planner', 'sender', 'experiment', 'liveness']);
+  const { default: pg } = await import('pg');
+  const client = new pg.Client({ connectionString: inject('databaseUrl') });
+  await client.connect();
+  await client.query(`DROP SCHEMA IF EXISTS "${run}_console" CASCADE`);
+  await client.end();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+}, 60_000);
+
+/** A fresh browser context whose page fails the test on any dialog (an alert means script ran). */
+async function newPage(
+  extraHTTPHeaders?: Record<string, string>,
+): Promise<{ context: BrowserContext; page: Page; problems: string[] }> {
+  const context = await browser.newContext({ ...(extraHTTPHeaders ? { extraHTTPHeaders } : {}) });
+  const page = await context.newPage();
+  const problems: string[] = [];
+  page.on('dialog', (dialog) => {
+    problems.push(`dialog: ${dialog.message()}`);
+    void dialog.dismiss();
+  });
+  // A CSP refusal on the console's own pages is a bug: nothing inline is meant to be there.
+  page.on('console', (message) => {
+    if (message.type() === 'error' && page.url().startsWith(consoleUrl)) problems.push(message.text());
+  });
+  return { context, page, problems };
+}
+
+/** Waits (up to 10 s) for the locator's text to equal, or contain, `expected`. */
+async function text(locator: Locator, expected: string, how: 'is' | 'contains' = 'is'): Promise<void> {
+  let last = '';
+  await waitFor(
+    async () => {
+      last = (
+        await locator
+          .first()
+          .innerText({ timeout: 1_000 })
+          .catch(() => '')
+      ).trim();
+      return how === 'is' ? last === expected : last.includes(expected);
+    },
+    {
+      timeoutMs: 10_000,
+      intervalMs: 100,
+      description: `text ${how} ${JSON.stringify(expected)} (last: ${JSON.stringify(last)})`,
+    },
+  );
+}
+
+async function signIn(page: Page, user: keyof typeof PASSWORDS, next = '/'): Promise<void> {
+  await page.goto(`${consoleUrl}/login?next=${encodeURIComponent(next)}`);
+  await page.fill('input[name=username]', user);
+  await page.fill('input[name=password]', PASSWORDS[user]);
+  await Promise.all([page.waitForURL((url) => !url.pathname.startsWith('/login')), page.click('button[type=submit]')]);
+}
+
+async function plannerStatus(requestId: string): Promise<string | undefined> {
+  const response = await fetch(stack.url('planner', `/v1/outreach-requests/${requestId}`), {
+    headers: { authorization: `Bearer ${TOKEN}` },
+  });
+  return response.ok ? ((await response.json()) as { status: string }).status : undefined;
+}
+
+async function request(requestId: string, campaignId: string, email: string): Promise<string> {
+  const body = ingressBody(outreachRequest({ requestId, campaignId, candidateId: requestId, email }));
+  const answer = await stack.json<{ sendId: string }>('planner', '/v1/outreach-requests', { method: 'POST', body });
+  return answer.sendId;
+}
+
+async function senderSend(sendId: string): Promise<{ status: string } | undefined> {
+  const response = await fetch(stack.url('sender', `/v1/sends/${sendId}`), {
+    headers: { authorization: `Bearer ${TOKEN}` },
+  });
+  return response.ok ? ((await response.json()) as { status: string }) : undefined;
+}
+
+async function campaignPaused(campaignId: string): Promise<boolean> {
+  return (await stack.json<{ paused: boolean }>('sender', `/v1/campaigns/${encodeURIComponent(campaignId)}`)).paused;
+}
+
+/** Pause or resume through the console's confirmation step. */
+async function campaignAction(page: Page, campaignId: string, label: 'Pause…' | 'Resume…', reason: string) {
+  await page.goto(`${consoleUrl}/campaigns?campaignId=${encodeURIComponent(campaignId)}`);
+  await page.locator(`tr[data-campaign="${campaignId.replace(/["\\]/g, '\\$&')}"] a`, { hasText: label }).click();
+  await text(page.getByTestId('confirm-campaign'), campaignId);
+  await page.fill('textarea[name=reason]', reason);
+  await page.getByTestId('confirm').click();
+  await page.getByTestId('notice-ok').waitFor();
+}
+
+describe('the operations console in a browser', () => {
+  it('signs an operator in, renders every page under its CSP, and sends the security headers', async () => {
+    const { context, page, problems } = await newPage();
+    await page.goto(`${consoleUrl}/ambiguous`);
+    expect(new URL(page.url()).pathname).toBe('/login');
+    await signIn(page, 'ada', '/ambiguous');
+    expect(new URL(page.url()).pathname).toBe('/ambiguous');
+    await text(page.getByTestId('whoami'), 'ada (operator)');
+
+    for (const [path, title] of [
+      ['/', 'Overview'],
+      ['/campaigns', 'Campaigns'],
+      ['/ambiguous', 'Ambiguous sends'],
+      ['/sends', 'Send lookup'],
+      ['/audit', 'Audit'],
+    ] as const) {
+      const response = await page.goto(`${consoleUrl}${path}`);
+      expect(response?.status(), path).toBe(200);
+      await text(page.locator('h1'), title);
+      const headers = response?.headers() ?? {};
+      expect(headers['content-security-policy']).toMatch(/script-src 'self'.*frame-ancestors 'none'/);
+      expect(headers['content-security-policy']).not.toMatch(/unsafe-inline|unsafe-eval/);
+      expect(headers['x-frame-options']).toBe('DENY');
+    }
+    await page.goto(`${consoleUrl}/`);
+    await text(page.getByTestId('kill-switch'), 'off');
+    await text(page.getByTestId('ready-sender'), 'ready');
+    expect(await page.evaluate(() => typeof (globalThis as { htmx?: unknown }).htmx)).toBe('object');
+
+    // The session cookie: httpOnly, SameSite=Strict.
+    const cookie = (await context.cookies()).find((c) => c.name === 'console_session');
+    expect(cookie).toMatchObject({ httpOnly: true, sameSite: 'Strict' });
+    expect(problems).toEqual([]);
+    await context.close();
+  });
+
+  it('a pause holds the next send (the planner reports held) and a resume sends it (sent), both audited', async () => {
+    const { context, page, problems } = await newPage();
+    await signIn(page, 'ada');
+    await campaignAction(page, 'console-pause', 'Pause…', 'incident 7: wrong template');
+    expect(await campaignPaused('console-pause')).toBe(true);
+
+    await request('console-pause-1', 'console-pause', 'held-1@example.com');
+    await waitFor(async () => (await plannerStatus('console-pause-1')) === 'held', {
+      timeoutMs: 60_000,
+      intervalMs: 300,
+      description: 'the planner to report the request held',
+    });
+    await page.goto(`${consoleUrl}/campaigns?campaignId=console-pause`);
+    await text(page.locator('tr[data-campaign="console-pause"] [data-testid=campaign-status]'), 'paused');
+
+    await campaignAction(page, 'console-pause', 'Resume…', 'template fixed');
+    await waitFor(async () => (await plannerStatus('console-pause-1')) === 'sent', {
+      timeoutMs: 60_000,
+      intervalMs: 300,
+      description: 'the planner to report the request sent',
+    });
+    expect(sink.deliveredTo('held-1@example.com')).toHaveLength(1);
+
+    await page.goto(`${consoleUrl}/audit`);
+    const audit = page.getByTestId('audit');
+    await text(audit, 'campaign.pause', 'contains');
+    await text(audit, 'incident 7: wrong template', 'contains');
+    await text(audit, 'campaign.resume', 'contains');
+    await text(audit, 'ada (local)', 'contains');
+    expect(problems).toEqual([]);
+    await context.close();
+  });
+
+  it('resolves an ambiguous send from the work queue (the sender reports it sent); a second verdict shows the 409 and its reason', async () => {
+    const sendId = await request('console-amb-1', 'console-amb', 'slow-1@example.com');
+    await waitFor(async () => (await senderSend(sendId))?.status === 'ambiguous', {
+      timeoutMs: 60_000,
+      intervalMs: 300,
+      description: 'the send to become ambiguous',
+    });
+    const { context, page, problems } = await newPage();
+    await signIn(page, 'ada', '/ambiguous?campaignId=console-amb');
+    const row = page.locator(`tr[data-send="${sendId}"]`);
+    await text(row, 'console-amb', 'contains');
+    // A second tab with the same list: it will go stale.
+    const stale = await context.newPage();
+    await stale.goto(`${consoleUrl}/ambiguous?campaignId=console-amb`);
+
+    await row.locator('select[name=resolution]').selectOption('sent');
+    await row.locator('input[name=reason]').fill('found in the provider log');
+    await row.locator('button', { hasText: 'Resolve' }).click();
+    await text(page.getByTestId('notice-ok'), 'it is now sent', 'contains');
+    expect((await senderSend(sendId))?.status).toBe('sent');
+
+    const staleRow = stale.locator(`tr[data-send="${sendId}"]`);
+    await staleRow.locator('select[name=resolution]').selectOption('retry');
+    await staleRow.locator('input[name=reason]').fill('not in the log');
+    await staleRow.locator('button', { hasText: 'Resolve' }).click();
+    await text(stale.getByTestId('notice-refused'), '409', 'contains');
+    await text(stale.getByTestId('notice-refused'), 'only an ambiguous send can be resolved', 'contains');
+    expect((await senderSend(sendId))?.status).toBe('sent');
+
+    // Send lookup, through htmx: the result swaps in.
+    await page.goto(`${consoleUrl}/sends`);
+    await page.fill('input[name=sendId]', sendId);
+    await page.click('main button[type=submit]');
+    await text(page.locator('#lookup-result [data-field=status]'), 'sent');
+    expect(new URL(page.url()).searchParams.get('sendId')).toBe(sendId);
+
+    await page.goto(`${consoleUrl}/audit`);
+    await text(page.getByTestId('audit'), 'send.resolve.retry', 'contains');
+    await text(page.getByTestId('audit'), 'refused', 'contains');
+    expect(problems).toEqual([]);
+    await context.close();
+  });
+
+  it('a reader sees no action, and its POST is refused 403 even with its own CSRF token', async () => {
+    const { context, page } = await newPage();
+    await signIn(page, 'rita', '/campaigns?campaignId=console-readonly');
+    await text(page.getByTestId('whoami'), 'rita (reader)');
+    await page.locator('tr[data-campaign="console-readonly"]').waitFor();
+    expect(await page.locator('main a', { hasText: /Pause|Resume|Stop all|Restart/ }).count()).toBe(0);
+    expect(await page.locator('main form[method=post]').count()).toBe(0);
+    await page.goto(`${consoleUrl}/ambiguous`);
+    expect(await page.locator('main button', { hasText: 'Resolve' }).count()).toBe(0);
+
+    const csrf = await page.locator('header input[name=_csrf]').inputValue();
+    const refused = await context.request.post(`${consoleUrl}/campaigns/pause`, {
+      form: { _csrf: csrf, campaignId: 'console-readonly', reason: 'a reader tries' },
+      maxRedirects: 0,
+    });
+    expect(refused.status()).toBe(403);
+    expect(await refused.text()).toContain('your role may only read');
+    const kill = await context.request.post(`${consoleUrl}/sending`, {
+      form: { _csrf: csrf, paused: 'true', reason: 'a reader tries' },
+      maxRedirects: 0,
+    });
+    expect(kill.status()).toBe(403);
+    expect(await campaignPaused('console-readonly')).toBe(false);
+    expect(await (await stack.json<{ paused: boolean }>('sender', '/v1/sending')).paused).toBe(false);
+    await context.close();
+  });
+
+  it('refuses a cross-site form and a POST without the CSRF token', async () => {
+    const { context, page } = await newPage();
+    await signIn(page, 'ada');
+    // The attacker's page posts a pause to the console as soon as it loads.
+    const posted = page.waitForResponse((r) => r.url() === `${consoleUrl}/campaigns/pause`);
+    await page.goto(attackerUrl);
+    expect((await posted).status()).toBe(403);
+    // Same site, the operator's own cookie, no token.
+    const noToken = await context.request.post(`${consoleUrl}/campaigns/pause`, {
+      form: { campaignId: 'console-csrf', reason: 'no token' },
+      maxRedirects: 0,
+    });
+    expect(noToken.status()).toBe(403);
+    const wrongToken = await context.request.post(`${consoleUrl}/campaigns/pause`, {
+      form: { _csrf: 'x'.repeat(43), campaignId: 'console-csrf', reason: 'wrong token' },
+      maxRedirects: 0,
+    });
+    expect(wrongToken.status()).toBe(403);
+    expect(await campaignPaused('console-csrf')).toBe(false);
+    await context.close();
+  });
+
+  it('ignores proxy headers from an address outside the proxy CIDR, even with the right secret', async () => {
+    const { context, page } = await newPage({
+      'x-forwarded-email': 'mallory@example.com',
+      'x-forwarded-groups': 'outreach-operators',
+      'x-console-proxy-secret': PROXY_SECRET,
+    });
+    await page.goto(`${consoleUrl}/campaigns`);
+    expect(new URL(page.url()).pathname).toBe('/login');
+    expect(await page.locator('[data-testid=whoami]').count()).toBe(0);
+    const post = await context.request.post(`${consoleUrl}/sending`, {
+      form: { paused: 'true', reason: 'forged' },
+      maxRedirects: 0,
+    });
+    expect(post.status()).toBe(403);
+    await context.close();
+  });
+
+  it('renders script in a reason and in a campaign id as text', async () => {
+    const { context, page, problems } = await newPage();
+    await signIn(page, 'ada');
+    const payload = '<script>alert("reason")</script><img src=x onerror="alert(1)">';
+    await campaignAction(page, 'console-xss', 'Pause…', payload);
+    await page.goto(`${consoleUrl}/campaigns?campaignId=console-xss`);
+    const row = page.locator('tr[data-campaign="console-xss"]');
+    await text(row, '<script>alert("reason")</script>', 'contains');
+    expect(await row.locator('img, script').count()).toBe(0);
+
+    const hostileId = '<script>alert("id")</script>';
+    await page.goto(`${consoleUrl}/campaigns?campaignId=${encodeURIComponent(hostileId)}`);
+    await text(page.locator('main'), hostileId, 'contains');
+    expect(await page.locator('main script').count()).toBe(0);
+
+    await page.goto(`${consoleUrl}/audit`);
+    await text(page.getByTestId('audit'), payload, 'contains');
+    expect(await page.locator('main img, main script').count()).toBe(0);
+    expect(problems.filter((p) => p.startsWith('dialog'))).toEqual([]);
+    await context.close();
+  });
+});
