@@ -88,13 +88,13 @@ describe('TokenVerifier', () => {
     expect(id).not.toContain('reader');
     expect(id).not.toBe(verifier.verify('shared')?.id);
     // Another process (another key) gives another id: nothing recomputable from the token alone.
-    expect(new TokenVerifier({ publish: [], operate: [], read: ['reader'], dsn: [] }).verify('reader')?.id).not.toBe(
+    expect(new TokenVerifier({ publish: [], operate: [], read: ['reader'], dsn: [], erase: [] }).verify('reader')?.id).not.toBe(
       id,
     );
   });
 
   it('knows which scopes have no tokens at all', () => {
-    const partial = new TokenVerifier({ publish: [], operate: ['x'], read: [], dsn: [] });
+    const partial = new TokenVerifier({ publish: [], operate: ['x'], read: [], dsn: [], erase: [] });
     expect([partial.isConfigured('publish'), partial.isConfigured('operate')]).toEqual([false, true]);
   });
 

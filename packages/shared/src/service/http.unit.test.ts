@@ -163,7 +163,7 @@ describe('access control', () => {
   });
 
   it('names the missing variable when a scope has no tokens at all', async () => {
-    const http = await app({ apiTokens: { publish: [], operate: [], read: ['read-token'], dsn: [] } });
+    const http = await app({ apiTokens: { publish: [], operate: [], read: ['read-token'], dsn: [], erase: [] } });
     const response = await http.inject({ method: 'POST', url: '/v1/ingress', headers: bearer('x') });
     expect(response.statusCode).toBe(401);
     expect(response.json().message).toMatch(/API_TOKENS_PUBLISH/);
