@@ -61,7 +61,7 @@ if (command === 'erase') {
     ? { path: `/v1/subjects/${candidate}/erase`, method: 'POST' }
     : { path: '/v1/subjects/erase', method: 'POST', body: JSON.stringify({ email: values.email }) };
 } else {
-  const query = new URLSearchParams(Object.entries(page).map(([k, v]) => [k, String(v)])).toString();
+  const query = new URLSearchParams(Object.entries(page).map(([k, v]): [string, string] => [k, String(v)])).toString();
   request = candidate
     ? { path: `/v1/subjects/${candidate}${query ? `?${query}` : ''}`, method: 'GET' }
     : { path: '/v1/subjects/search', method: 'POST', body: JSON.stringify({ email: values.email, ...page }) };
