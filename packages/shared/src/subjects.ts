@@ -103,7 +103,7 @@ export const ERASURE_STATUSES = ['erased', 'already_erased', 'not_found'] as con
 export type ErasureStatus = (typeof ERASURE_STATUSES)[number];
 
 export const SubjectPartEraseAnswer = Type.Object({
-  status: Type.Unsafe<ErasureStatus>({ type: 'string', enum: [...ERASURE_STATUSES] }),
+  status: Type.Union(ERASURE_STATUSES.map((s) => Type.Literal(s))),
   /** Rows changed or deleted, per table. */
   rows: Type.Record(Type.String(), Type.Integer({ minimum: 0 })),
   /** Candidate keys found under the addresses (the sender's: by-address erasure reaches the others with them). */

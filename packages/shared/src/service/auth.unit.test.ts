@@ -33,6 +33,7 @@ describe('tokens', () => {
       operate: ['inline-operate', 'new-operate', 'old-operate'],
       read: [],
       dsn: ['hook-token'],
+      erase: [],
     });
   });
 
@@ -63,6 +64,7 @@ describe('TokenVerifier', () => {
     operate: ['ops-token', 'shared'],
     read: ['ops-token', 'reader'],
     dsn: ['hook-token'],
+    erase: [],
   });
 
   it('grants every scope a token is listed in, and nothing to a near miss', () => {
