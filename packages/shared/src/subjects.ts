@@ -137,7 +137,7 @@ export async function recordErasure(
   return before.rows.length > 0;
 }
 
-/** One table of a service's export part: a SELECT of the person's rows, in a stable order. */
+/** One table of a service's export part: a SELECT of the person's rows, in a stable order (parameters: text arrays). */
 export interface SubjectTable {
   readonly name: string;
   /** Reads the parameters `params` (as exportTables is given them); no LIMIT (exportTables adds it). */
@@ -159,9 +159,13 @@ export async function exportTables(
   const out: Record<string, Array<Record<string, unknown>>> = {};
   let more = false;
   const n = params.length;
+  // Every parameter named once more, typed: a table that reads only some of them would leave the
+  // others without a type, which PostgreSQL refuses.
+  const typed = params.map((_, i) => `cardinality($${i + 1}::text[]) >= 0`).join(' AND ');
   for (const table of tables) {
     const { rows } = await client.query(
-      `SELECT to_jsonb(t) AS row FROM (${table.sql}) t LIMIT $${n + 1}::int OFFSET $${n + 2}::bigint`,
+      `SELECT to_jsonb(t) AS row FROM (${table.sql}) t WHERE ${typed || 'true'}
+       LIMIT $${n + 1}::int OFFSET $${n + 2}::bigint`,
       [...params, limit + 1, page * limit],
     );
     if (rows.length > limit) more = true;

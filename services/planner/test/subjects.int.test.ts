@@ -82,7 +82,7 @@ afterAll(async () => {
 /** Sends a request and waits until the sink holds its message. */
 async function mailed(candidateId: string, email: string, campaignId = 'camp-subj'): Promise<void> {
   await planner.publish('outreachRequested', [
-    outreachRequested({ candidateId, email, campaignId, requestId: `req-${candidateId}-${campaignId}` }),
+    outreachRequested({ candidateId, email, campaignId }),
   ]);
   await waitFor(() => sink.deliveredTo(email.toLowerCase()).length >= 1 || undefined, {
     timeoutMs: 60_000,
@@ -127,7 +127,7 @@ describe('data-subject requests', () => {
     );
 
     const exported = await app.inject({ url: '/v1/subjects/Subj-Ada?limit=10', headers: readOnly });
-    expect(exported.statusCode).toBe(200);
+    expect(exported.statusCode, exported.body).toBe(200);
     const document = exported.json();
     expect(Object.keys(document)).toEqual(['requestId', 'subject', 'planner', 'sender', 'experiment', 'liveness']);
     expect(document.sender.tables.sends).toHaveLength(1);
