@@ -81,9 +81,7 @@ afterAll(async () => {
 
 /** Sends a request and waits until the sink holds its message. */
 async function mailed(candidateId: string, email: string, campaignId = 'camp-subj'): Promise<void> {
-  await planner.publish('outreachRequested', [
-    outreachRequested({ candidateId, email, campaignId }),
-  ]);
+  await planner.publish('outreachRequested', [outreachRequested({ candidateId, email, campaignId })]);
   await waitFor(() => sink.deliveredTo(email.toLowerCase()).length >= 1 || undefined, {
     timeoutMs: 60_000,
     description: `the message to ${candidateId}`,
@@ -107,9 +105,7 @@ async function everyRow(): Promise<Array<{ where: string; text: string }>> {
       [env.schema],
     );
     for (const { table_name } of tables) {
-      const rows = await env.query<{ text: string }>(
-        `SELECT t::text AS text FROM "${env.schema}"."${table_name}" t`,
-      );
+      const rows = await env.query<{ text: string }>(`SELECT t::text AS text FROM "${env.schema}"."${table_name}" t`);
       for (const row of rows) found.push({ where: `${env.schema}.${table_name}`, text: row.text });
     }
   }
@@ -178,7 +174,9 @@ describe('data-subject requests', () => {
       { timeoutMs: 30_000, description: 'the outboxes to drain' },
     );
     const spellings = ['subj.ada@example.com', 'Subj.Ada@Example.com', 'SUBJ.ADA@EXAMPLE.COM', 'subj-ada'];
-    const hits = (await everyRow()).filter((row) => spellings.some((s) => row.text.toLowerCase().includes(s.toLowerCase())));
+    const hits = (await everyRow()).filter((row) =>
+      spellings.some((s) => row.text.toLowerCase().includes(s.toLowerCase())),
+    );
     expect(hits).toEqual([]);
     const kept = await peers.sender.query<{ address_hash: string }>('SELECT address_hash FROM suppression_hashes');
     expect(kept.map((k) => k.address_hash)).toContain(subjectHash(key!, 'address', 'subj.ada@example.com'));

@@ -44,7 +44,9 @@ let token: string;
 try {
   token = readFileSync(tokenFile, 'utf8').trim();
 } catch (error) {
-  process.stderr.write(`cannot read the token file ${tokenFile} (${(error as NodeJS.ErrnoException).code ?? 'error'})\n`);
+  process.stderr.write(
+    `cannot read the token file ${tokenFile} (${(error as NodeJS.ErrnoException).code ?? 'error'})\n`,
+  );
   process.exit(64);
 }
 

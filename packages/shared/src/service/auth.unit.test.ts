@@ -90,9 +90,9 @@ describe('TokenVerifier', () => {
     expect(id).not.toContain('reader');
     expect(id).not.toBe(verifier.verify('shared')?.id);
     // Another process (another key) gives another id: nothing recomputable from the token alone.
-    expect(new TokenVerifier({ publish: [], operate: [], read: ['reader'], dsn: [], erase: [] }).verify('reader')?.id).not.toBe(
-      id,
-    );
+    expect(
+      new TokenVerifier({ publish: [], operate: [], read: ['reader'], dsn: [], erase: [] }).verify('reader')?.id,
+    ).not.toBe(id);
   });
 
   it('knows which scopes have no tokens at all', () => {

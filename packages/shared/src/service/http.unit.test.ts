@@ -174,7 +174,13 @@ describe('access control', () => {
   it('decides on the matched route: no spelling of a protected path gets through without a token', async () => {
     const http = await app();
     const violations = await probeRouteGuards(http, {
-      tokens: { publish: 'publish-token', operate: 'operate-token', read: 'read-token', dsn: 'dsn-token', erase: 'erase-token' },
+      tokens: {
+        publish: 'publish-token',
+        operate: 'operate-token',
+        read: 'read-token',
+        dsn: 'dsn-token',
+        erase: 'erase-token',
+      },
     });
     expect(violations).toEqual([]);
   });

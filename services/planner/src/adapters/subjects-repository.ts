@@ -69,7 +69,12 @@ export class SubjectsRepository {
     return { keys: [...k], emails: [...e] };
   }
 
-  exportPart(keys: readonly string[], emails: readonly string[], limit: number, page: number): Promise<SubjectPartExportAnswer> {
+  exportPart(
+    keys: readonly string[],
+    emails: readonly string[],
+    limit: number,
+    page: number,
+  ): Promise<SubjectPartExportAnswer> {
     return exportTables(this.pool, EXPORT, [keys, emails], limit, page);
   }
 
@@ -82,7 +87,12 @@ export class SubjectsRepository {
       erasedPseudonym(subjectHash(this.key, kind, value));
     return withTransaction(this.pool, async (client) => {
       // Locked like the scheduler locks what it emits: a step being emitted now is emitted first.
-      const steps = await client.query<{ campaign_id: string; candidate_key: string; step: string; conversation_id: string }>(
+      const steps = await client.query<{
+        campaign_id: string;
+        candidate_key: string;
+        step: string;
+        conversation_id: string;
+      }>(
         `SELECT campaign_id, candidate_key, step, conversation_id FROM scheduled_steps
          WHERE candidate_key = ANY($1::text[]) OR send ->> 'emailNorm' = ANY($2::text[])
          ORDER BY campaign_id, candidate_key, step FOR UPDATE`,
@@ -104,7 +114,12 @@ export class SubjectsRepository {
           steps.rows.map((r) => pseudonym('conversation', r.conversation_id)),
         ],
       );
-      const seqs = await client.query<{ campaign_id: string; candidate_key: string; head_step: string; conversation_id: string }>(
+      const seqs = await client.query<{
+        campaign_id: string;
+        candidate_key: string;
+        head_step: string;
+        conversation_id: string;
+      }>(
         `SELECT campaign_id, candidate_key, head_step, conversation_id FROM sequences
          WHERE candidate_key = ANY($1::text[]) OR template ->> 'emailNorm' = ANY($2::text[])
          ORDER BY campaign_id, candidate_key, head_step FOR UPDATE`,

@@ -188,7 +188,11 @@ export class SubjectRequests {
         answers.planner = await this.repository.exportPart(keys, own.emails, options.limit, options.page);
       for (const peer of ['experiment', 'liveness'] as const satisfies readonly Peer[]) {
         if (parts.includes(peer))
-          answers[peer] = await this.peers.exportPart(peer, { candidates: this.candidates(keys), addresses: [], ...page });
+          answers[peer] = await this.peers.exportPart(peer, {
+            candidates: this.candidates(keys),
+            addresses: [],
+            ...page,
+          });
       }
       const requestId = randomUUID();
       await this.repository.audit({

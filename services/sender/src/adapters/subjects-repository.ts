@@ -173,7 +173,9 @@ export class SubjectsRepository {
         live.map((s) => s.sendId),
         live.map((s) => erasedPseudonym(this.hash('address', s.emailNorm))),
         live.map((s) => erasedPseudonym(this.hash('candidate', s.candidateKey))),
-        live.map((s) => (s.conversationId === null ? null : erasedPseudonym(this.hash('conversation', s.conversationId)))),
+        live.map((s) =>
+          s.conversationId === null ? null : erasedPseudonym(this.hash('conversation', s.conversationId)),
+        ),
         live.map((s) => this.hash('address', s.emailNorm)),
       ],
     );
@@ -210,11 +212,7 @@ export class SubjectsRepository {
     const changed = rows.suppressions + rows.sends + rows.skipped_sends + rows.provider_history + rows.exposures;
     const before = await recordErasure(
       client,
-      [
-        body.subject,
-        ...keyList.map((k) => this.hash('candidate', k)),
-        ...addressHashes,
-      ],
+      [body.subject, ...keyList.map((k) => this.hash('candidate', k)), ...addressHashes],
       changed > 0,
     );
     return {

@@ -72,19 +72,15 @@ export default async function subjectRoutes(app: FastifyInstance): Promise<void>
       return exportOf(request, reply, { candidateId }, request.query as Static<typeof ExportQuery>);
     },
   );
-  app.post(
-    '/subjects/search',
-    { config: { scope: 'read' }, schema: { body: SearchBody } },
-    async (request, reply) => {
-      const body = request.body as Static<typeof SearchBody>;
-      return exportOf(
-        request,
-        reply,
-        { email: body.email },
-        { limit: body.limit ?? 100, page: body.page ?? 0, ...(body.part ? { part: body.part } : {}) },
-      );
-    },
-  );
+  app.post('/subjects/search', { config: { scope: 'read' }, schema: { body: SearchBody } }, async (request, reply) => {
+    const body = request.body as Static<typeof SearchBody>;
+    return exportOf(
+      request,
+      reply,
+      { email: body.email },
+      { limit: body.limit ?? 100, page: body.page ?? 0, ...(body.part ? { part: body.part } : {}) },
+    );
+  });
   app.post(
     '/subjects/:candidateId/erase',
     { config: { scope: 'erase' }, schema: { params: CandidateParams, response: { 200: ErasureReport } } },

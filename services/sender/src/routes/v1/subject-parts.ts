@@ -10,10 +10,14 @@ export default async function subjectPartRoutes(app: FastifyInstance): Promise<v
     if (!app.subjects.configured)
       throw new AppError('UNAVAILABLE', 'no suppression key: set SUPPRESSION_KEY_FILE (docs/operations.md)');
   };
-  app.post('/subject-parts/export', { config: { scope: 'read' }, schema: { body: SubjectPartExportBody } }, async (request) => {
-    configured();
-    return app.subjects.exportPart(request.body as SubjectPartExportBody);
-  });
+  app.post(
+    '/subject-parts/export',
+    { config: { scope: 'read' }, schema: { body: SubjectPartExportBody } },
+    async (request) => {
+      configured();
+      return app.subjects.exportPart(request.body as SubjectPartExportBody);
+    },
+  );
   app.post(
     '/subject-parts/erase',
     { config: { scope: 'erase' }, schema: { body: SubjectPartEraseBody, response: { 200: SubjectPartEraseAnswer } } },
