@@ -33,7 +33,10 @@ const read = bearer(ROUTE_TEST_TOKENS.read);
 async function subjectPeers(): Promise<string> {
   const server = createServer((request, response) => {
     // Anything else (the experiment service's own routes) as if nothing listened.
-    if (!request.url?.startsWith('/v1/subject-parts/')) return request.socket.destroy();
+    if (!request.url?.startsWith('/v1/subject-parts/')) {
+      request.socket.destroy();
+      return;
+    }
     request.resume();
     request.on('end', () => {
       response.setHeader('content-type', 'application/json');
