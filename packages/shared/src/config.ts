@@ -174,6 +174,9 @@ export const BaseConfigSchema = Type.Object({
   /** The sender's bounce-mailbox hook (POST /v1/feedback/dsn) only; other services have no such route. */
   API_TOKENS_DSN: Type.String({ default: '' }),
   API_TOKENS_DSN_FILE: Type.String({ default: '' }),
+  /** Data-subject erasure (ADR 014): the planner's POST /v1/subjects/.../erase and each service's part of it. */
+  API_TOKENS_ERASE: Type.String({ default: '' }),
+  API_TOKENS_ERASE_FILE: Type.String({ default: '' }),
   /**
    * How often secret files that may be rotated while a service runs are read again: the
    * API_TOKENS_*_FILE files, and the planner's EXPERIMENT_TOKEN_FILE (security/reload.ts).

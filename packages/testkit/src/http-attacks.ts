@@ -22,6 +22,7 @@ export const ROUTE_TEST_TOKENS = {
   operate: 'route-test-operate',
   read: 'route-test-read',
   dsn: 'route-test-dsn',
+  erase: 'route-test-erase',
 } as const satisfies Record<Scope, string>;
 export const ROUTE_TEST_ALL_SCOPES = 'route-test-all-scopes';
 export const ROUTE_TEST_ENV: Readonly<Record<string, string>> = {
@@ -29,6 +30,7 @@ export const ROUTE_TEST_ENV: Readonly<Record<string, string>> = {
   API_TOKENS_OPERATE: `${ROUTE_TEST_TOKENS.operate},${ROUTE_TEST_ALL_SCOPES}`,
   API_TOKENS_READ: `${ROUTE_TEST_TOKENS.read},${ROUTE_TEST_ALL_SCOPES}`,
   API_TOKENS_DSN: `${ROUTE_TEST_TOKENS.dsn},${ROUTE_TEST_ALL_SCOPES}`,
+  API_TOKENS_ERASE: `${ROUTE_TEST_TOKENS.erase},${ROUTE_TEST_ALL_SCOPES}`,
   // The fuzzer is one very busy client; the limit has its own test.
   RATE_LIMIT_MAX: '100000000',
 };

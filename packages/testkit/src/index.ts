@@ -71,6 +71,7 @@ export {
   testEmailHashKey,
   TEST_EMAIL_HASH_ENV,
   TEST_IDENTIFIER_KEY_ENV,
+  TEST_SUPPRESSION_KEY_ENV,
   type ServiceTestEnv,
   type TestInfra,
 } from './service-env.js';

@@ -48,6 +48,14 @@ export const TEST_IDENTIFIER_KEY_ENV = {
   IDENTIFIER_KEY_ID: 'test-1',
 } as const;
 
+/**
+ * The suppression key every test service gets (ADR 014: the keyed hash an erased address's
+ * suppression is kept as): fixed, so a test can compute the hash. Production reads SUPPRESSION_KEY_FILE.
+ */
+export const TEST_SUPPRESSION_KEY_ENV = {
+  SUPPRESSION_KEY: 'test-only-suppression-key-not-a-secret-0123456789abcdef',
+} as const;
+
 export interface ServiceUnderTest<P extends TProperties> {
   readonly name: string;
   /**
@@ -147,6 +155,8 @@ export async function serviceTestEnv<P extends TProperties>(
     API_TOKENS_OPERATE: 'test-token',
     API_TOKENS_READ: 'test-token',
     API_TOKENS_DSN: 'test-token',
+    API_TOKENS_ERASE: 'test-token',
+    ...TEST_SUPPRESSION_KEY_ENV,
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
     // Production refuses placeholder identities (the sender's From, Message-ID domain...).
     NODE_ENV: 'development',

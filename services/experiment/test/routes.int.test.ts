@@ -36,6 +36,8 @@ const fiftyFifty = [
 describe('experiment routes', () => {
   routeScopeTests(svc, 'definitions need operate, assignments publish, reads read', {
     'POST /v1/experiments': 'operate',
+    'POST /v1/subject-parts/export': 'read',
+    'POST /v1/subject-parts/erase': 'erase',
     'GET /v1/experiments/:id': 'read',
     'PATCH /v1/experiments/:id': 'operate',
     'PUT /v1/experiments/:id/assignments/:candidateId': 'publish',

@@ -40,6 +40,8 @@ const graces = (campaignId: string, body: string) =>
 describe('liveness routes', () => {
   routeScopeTests(svc, 'graces need operate, reads need read', {
     'GET /v1/conversations/stalled': 'read',
+    'POST /v1/subject-parts/export': 'read',
+    'POST /v1/subject-parts/erase': 'erase',
     'GET /v1/conversations/:id': 'read',
     'GET /v1/campaigns/:campaignId/graces': 'read',
     'PUT /v1/campaigns/:campaignId/graces': 'operate',

@@ -1,4 +1,4 @@
-import { EmailHashKeyConfigSchema, type BaseConfig } from '@outreach/shared';
+import { EmailHashKeyConfigSchema, SuppressionKeyConfigSchema, type BaseConfig } from '@outreach/shared';
 import { Type, type Static } from '@sinclair/typebox';
 
 /** The planner's own settings, on top of BaseConfigSchema (KAFKA_BROKERS, DATABASE_URL, HTTP_PORT, ...). */
@@ -23,6 +23,28 @@ export const ConfigSchema = Type.Object({
    * it and every outcome of its plan are this many days old (then the route answers 404).
    */
   REQUEST_STATUS_RETENTION_DAYS: Type.Integer({ minimum: 1, maximum: 3_650, default: 30 }),
+  /**
+   * Data-subject requests (ADR 014): the suppression key the subject, the audit and the erased keys
+   * are hashed under (the sender's own); without it /v1/subjects answers 503 naming it.
+   */
+  ...SuppressionKeyConfigSchema.properties,
+  /** The sender and the liveness service, asked for their parts of an export or erasure. */
+  SENDER_URL: Type.String({ default: 'http://127.0.0.1:8081', pattern: '^https?://' }),
+  LIVENESS_URL: Type.String({ default: 'http://127.0.0.1:8084', pattern: '^https?://' }),
+  /**
+   * Bearer tokens the sender and the liveness service list under their read and erase scopes (the
+   * experiment service's is EXPERIMENT_TOKEN, which then also needs those two scopes there): a file
+   * (read again every SECRET_FILE_REFRESH_MS) or, for development, the token; never both.
+   */
+  SENDER_TOKEN_FILE: Type.String({ default: '' }),
+  SENDER_TOKEN: Type.String({ default: '' }),
+  LIVENESS_TOKEN_FILE: Type.String({ default: '' }),
+  LIVENESS_TOKEN: Type.String({ default: '' }),
+  /** How long one service may take over its part of one subject request. */
+  SUBJECT_TIMEOUT_MS: Type.Integer({ minimum: 100, default: 10_000 }),
+  /** Subject requests served at once; more wait, up to SUBJECT_QUEUE_MAX, then 429. */
+  SUBJECT_CONCURRENCY: Type.Integer({ minimum: 1, maximum: 64, default: 4 }),
+  SUBJECT_QUEUE_MAX: Type.Integer({ minimum: 0, maximum: 100_000, default: 500 }),
   /** How often the planner purges request statuses past their retention. */
   REQUEST_STATUS_PURGE_INTERVAL_MS: Type.Integer({ minimum: 100, default: 3_600_000 }),
 });

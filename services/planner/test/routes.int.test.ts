@@ -12,7 +12,6 @@ import { MAX_BODY_BYTES } from '@outreach/shared';
 import { eventCodec, type OutreachRequested } from '@outreach/contracts';
 import {
   bearer,
-  freePort,
   expectFuzzSurvived,
   rawRequest,
   readTopic,
@@ -21,16 +20,51 @@ import {
   routesUnderTest,
   waitFor,
 } from '@outreach/testkit';
-import { describe, expect, it } from 'vitest';
+import { createServer } from 'node:http';
+import { afterAll, describe, expect, it } from 'vitest';
 import { plannerTestEnv } from './harness.js';
 
 const publish = bearer(ROUTE_TEST_TOKENS.publish);
 const read = bearer(ROUTE_TEST_TOKENS.read);
-const svc = routesUnderTest(
-  plannerTestEnv,
-  // Nothing listens there: a request naming an experiment is accepted unchecked, never a 5xx.
-  async () => ({ EXPERIMENT_URL: `http://127.0.0.1:${await freePort()}`, EXPERIMENT_TIMEOUT_MS: '500' }),
-);
+/**
+ * The peers' side of the data-subject protocol, over real HTTP, knowing no one (their own parts are
+ * tested in test/subjects.int.test.ts): the planner's subject routes are fuzzed, not its peers.
+ */
+async function subjectPeers(): Promise<string> {
+  const server = createServer((request, response) => {
+    // Anything else (the experiment service's own routes) as if nothing listened.
+    if (!request.url?.startsWith('/v1/subject-parts/')) {
+      request.socket.destroy();
+      return;
+    }
+    request.resume();
+    request.on('end', () => {
+      response.setHeader('content-type', 'application/json');
+      response.end(
+        JSON.stringify(
+          request.url?.endsWith('/erase')
+            ? { status: 'not_found', rows: {}, candidateKeys: [] }
+            : { tables: {}, next: null },
+        ),
+      );
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+const svc = routesUnderTest(plannerTestEnv, async () => {
+  const peers = await subjectPeers();
+  return {
+    // Only the subject protocol answers there: a request naming an experiment is accepted
+    // unchecked, never a 5xx.
+    EXPERIMENT_URL: peers,
+    EXPERIMENT_TIMEOUT_MS: '500',
+    SENDER_URL: peers,
+    LIVENESS_URL: peers,
+  };
+});
 
 const base = {
   requestId: 'r-base',
@@ -52,6 +86,10 @@ describe('planner routes', () => {
   routeScopeTests(svc, 'ingress needs publish, reads need read', {
     'POST /v1/conversations/:conversationId/events': 'publish',
     'POST /v1/outreach-requests': 'publish',
+    'GET /v1/subjects/:candidateId': 'read',
+    'POST /v1/subjects/search': 'read',
+    'POST /v1/subjects/:candidateId/erase': 'erase',
+    'POST /v1/subjects/erase': 'erase',
     'GET /v1/outreach-requests/:requestId': 'read',
     'GET /v1/steps/summary': 'read',
     'GET /v1/conversations/:conversationId/steps': 'read',

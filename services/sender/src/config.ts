@@ -5,6 +5,7 @@ import {
   ConfigError,
   EmailHashKeyConfigSchema,
   MAX_BODY_BYTES,
+  SuppressionKeyConfigSchema,
   readKeyMaterial,
   readSecretFile,
   type BaseConfig,
@@ -19,6 +20,12 @@ import { IDENTIFIER_KEY_ID, type IdentifierKeyring } from './domain/identifiers.
 export const ConfigSchema = Type.Object({
   /** The emailHash HMAC key (EMAIL_HASH_KEY_FILE, or EMAIL_HASH_KEY in development) and its EMAIL_HASH_KEY_ID. */
   ...EmailHashKeyConfigSchema.properties,
+  /**
+   * The suppression key (ADR 014): an erased person's suppression is kept as a hash under it, and
+   * each claim carries its address's hash for the gate's lookup. Optional: without it, erasure answers
+   * 503 naming it.
+   */
+  ...SuppressionKeyConfigSchema.properties,
   /**
    * The identifier key (ADR 012): the MAC in every Message-ID, ENVID and unsubscribe token, so a
    * bounce or an unsubscribe names a send only when we made its identifier. A file holding the key

@@ -34,6 +34,8 @@ describe('sender routes', () => {
     'POST /v1/sends/:sendId/resolve': 'operate',
     'GET /v1/sending': 'read',
     'PUT /v1/sending': 'operate',
+    'POST /v1/subject-parts/export': 'read',
+    'POST /v1/subject-parts/erase': 'erase',
     'PUT /v1/suppressions/:email': 'operate',
     'GET /v1/suppressions/:email': 'read',
     'DELETE /v1/suppressions/:email': 'operate',

@@ -18,6 +18,7 @@ const staticTokens: ScopedTokens = {
   operate: [TOKENS.operate],
   read: [TOKENS.read],
   dsn: [],
+  erase: [],
 };
 
 let apps: FastifyInstance[] = [];

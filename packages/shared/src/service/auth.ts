@@ -10,7 +10,9 @@
  * Scopes: `publish` (ingress: systems that feed work in), `operate` (pause, resume, resolve,
  * suppress, graces, experiments), `read` (every GET: they reveal candidates, addresses' hashes,
  * suppressions, send details), `dsn` (the sender's bounce-mailbox hook, nothing else: its token
- * lives in a mail system outside the platform, so it must not also stop sending or lift suppressions). A token may hold several scopes; each scope may list several tokens,
+ * lives in a mail system outside the platform, so it must not also stop sending or lift suppressions),
+ * `erase` (a data subject's erasure, ADR 014: irreversible and audited, a duty apart from `operate`).
+ * A token may hold several scopes; each scope may list several tokens,
  * so a rotation adds the new token before it removes the old one.
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
@@ -24,7 +26,7 @@ import { readTextFile, type ReadFile } from '../security/secrets.js';
 import { AppError } from './errors.js';
 import { CountingStore } from './rate-limit-store.js';
 
-export const scopes = ['publish', 'operate', 'read', 'dsn'] as const;
+export const scopes = ['publish', 'operate', 'read', 'dsn', 'erase'] as const;
 export type Scope = (typeof scopes)[number];
 /** `public` needs no token (health, metrics); every other value is the scope a token must hold. */
 export type RouteAccess = Scope | 'public';
@@ -119,7 +121,13 @@ export function scopedTokensFrom(config: BaseConfig, readFile: ReadFile = readTe
       throw new ConfigError(`${where} is empty (to revoke every token of the scope, write a comment: # none)`);
     return [...inline, ...checkedTokens(where, parseTokens(text))];
   };
-  return { publish: read('publish'), operate: read('operate'), read: read('read'), dsn: read('dsn') };
+  return {
+    publish: read('publish'),
+    operate: read('operate'),
+    read: read('read'),
+    dsn: read('dsn'),
+    erase: read('erase'),
+  };
 }
 
 /**
@@ -264,7 +272,7 @@ export const accessControl = fp(
       const methods = Array.isArray(route.method) ? route.method : [route.method];
       if (!isRouteAccess(access)) {
         throw new Error(
-          `${methods.join(',')} ${route.url} declares no access: add config: { scope: 'publish' | 'operate' | 'read' | 'dsn' | 'public' }`,
+          `${methods.join(',')} ${route.url} declares no access: add config: { scope: 'publish' | 'operate' | 'read' | 'dsn' | 'erase' | 'public' }`,
         );
       }
       // Written into the route's config, which fastify builds after these hooks: authorize and the

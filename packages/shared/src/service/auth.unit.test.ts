@@ -33,6 +33,7 @@ describe('tokens', () => {
       operate: ['inline-operate', 'new-operate', 'old-operate'],
       read: [],
       dsn: ['hook-token'],
+      erase: [],
     });
   });
 
@@ -63,6 +64,7 @@ describe('TokenVerifier', () => {
     operate: ['ops-token', 'shared'],
     read: ['ops-token', 'reader'],
     dsn: ['hook-token'],
+    erase: [],
   });
 
   it('grants every scope a token is listed in, and nothing to a near miss', () => {
@@ -88,13 +90,13 @@ describe('TokenVerifier', () => {
     expect(id).not.toContain('reader');
     expect(id).not.toBe(verifier.verify('shared')?.id);
     // Another process (another key) gives another id: nothing recomputable from the token alone.
-    expect(new TokenVerifier({ publish: [], operate: [], read: ['reader'], dsn: [] }).verify('reader')?.id).not.toBe(
-      id,
-    );
+    expect(
+      new TokenVerifier({ publish: [], operate: [], read: ['reader'], dsn: [], erase: [] }).verify('reader')?.id,
+    ).not.toBe(id);
   });
 
   it('knows which scopes have no tokens at all', () => {
-    const partial = new TokenVerifier({ publish: [], operate: ['x'], read: [], dsn: [] });
+    const partial = new TokenVerifier({ publish: [], operate: ['x'], read: [], dsn: [], erase: [] });
     expect([partial.isConfigured('publish'), partial.isConfigured('operate')]).toEqual([false, true]);
   });
 

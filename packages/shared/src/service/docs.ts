@@ -61,7 +61,8 @@ function openApiOptions(name: string): FastifyDynamicSwaggerOptions {
         description:
           `The HTTP API of the ${name} service, generated from its routes. Each operation names the scope ` +
           'its bearer token must hold (`x-scope`; `public` needs none): `publish` for systems that feed work ' +
-          "in, `operate` for operators, `read` for every read, `dsn` for the sender's bounce-mailbox hook. " +
+          "in, `operate` for operators, `read` for every read, `dsn` for the sender's bounce-mailbox hook, " +
+          '`erase` for data-subject erasures (ADR 014). ' +
           'Errors are `{ error, message }`.',
       },
       components: {

@@ -21,7 +21,7 @@ async function app(): Promise<FastifyInstance> {
   const instance = await buildHttpApp({
     name: 'probe',
     logger,
-    apiTokens: { publish: ['p'], operate: ['o'], read: ['r'], dsn: [] },
+    apiTokens: { publish: ['p'], operate: ['o'], read: ['r'], dsn: [], erase: [] },
   });
   apps.push(instance);
   await instance.register(
@@ -105,7 +105,7 @@ describe('scopePluginRoutes', () => {
     const instance = await buildHttpApp({
       name: 'probe',
       logger,
-      apiTokens: { publish: [], operate: [], read: ['r'], dsn: [] },
+      apiTokens: { publish: [], operate: [], read: ['r'], dsn: [], erase: [] },
     });
     apps.push(instance);
     await instance.register(async (plugin) => {

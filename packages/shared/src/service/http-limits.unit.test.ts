@@ -28,7 +28,7 @@ async function listening(options: Partial<HttpAppOptions> = {}): Promise<{ app: 
   const app = await buildHttpApp({
     name: 'limits',
     logger,
-    apiTokens: { publish: [token], operate: [token], read: [token], dsn: [token] },
+    apiTokens: { publish: [token], operate: [token], read: [token], dsn: [token], erase: [token] },
     ...options,
   });
   apps.push(app);

@@ -176,7 +176,7 @@ export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInst
   });
 
   await app.register(accessControl, {
-    tokens: options.apiTokens ?? { publish: [], operate: [], read: [], dsn: [] },
+    tokens: options.apiTokens ?? { publish: [], operate: [], read: [], dsn: [], erase: [] },
     ...(options.apiTokensReloadMs !== undefined ? { reloadMs: options.apiTokensReloadMs } : {}),
     rateLimit: options.rateLimit ?? { max: 6_000, windowMs: 60_000 },
   });

@@ -15,12 +15,14 @@ const tokens: ScopedTokens = {
   operate: ['operate-token', 'operate-token-next'],
   read: ['read-token', 'all-scopes'],
   dsn: ['dsn-token'],
+  erase: ['erase-token'],
 };
 const all = {
   publish: [...tokens.publish, 'all-scopes'],
   operate: [...tokens.operate, 'all-scopes'],
   read: tokens.read,
   dsn: [...tokens.dsn, 'all-scopes'],
+  erase: [...tokens.erase, 'all-scopes'],
 };
 const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 
@@ -163,7 +165,7 @@ describe('access control', () => {
   });
 
   it('names the missing variable when a scope has no tokens at all', async () => {
-    const http = await app({ apiTokens: { publish: [], operate: [], read: ['read-token'], dsn: [] } });
+    const http = await app({ apiTokens: { publish: [], operate: [], read: ['read-token'], dsn: [], erase: [] } });
     const response = await http.inject({ method: 'POST', url: '/v1/ingress', headers: bearer('x') });
     expect(response.statusCode).toBe(401);
     expect(response.json().message).toMatch(/API_TOKENS_PUBLISH/);
@@ -172,7 +174,13 @@ describe('access control', () => {
   it('decides on the matched route: no spelling of a protected path gets through without a token', async () => {
     const http = await app();
     const violations = await probeRouteGuards(http, {
-      tokens: { publish: 'publish-token', operate: 'operate-token', read: 'read-token', dsn: 'dsn-token' },
+      tokens: {
+        publish: 'publish-token',
+        operate: 'operate-token',
+        read: 'read-token',
+        dsn: 'dsn-token',
+        erase: 'erase-token',
+      },
     });
     expect(violations).toEqual([]);
   });

@@ -31,3 +31,25 @@ export function experimentToken(
     },
   );
 }
+
+/**
+ * The planner's token for another peer (SENDER_TOKEN / LIVENESS_TOKEN, each with its _FILE form),
+ * read and checked like EXPERIMENT_TOKEN.
+ */
+export function peerToken(
+  name: 'SENDER_TOKEN' | 'LIVENESS_TOKEN',
+  config: Pick<
+    Config,
+    'SENDER_TOKEN' | 'SENDER_TOKEN_FILE' | 'LIVENESS_TOKEN' | 'LIVENESS_TOKEN_FILE' | 'SECRET_FILE_REFRESH_MS'
+  >,
+  logger?: Logger,
+): Reloading<string | undefined> {
+  return reloadingSecret({ [name]: config[name], [`${name}_FILE`]: config[`${name}_FILE`] }, name, {
+    intervalMs: config.SECRET_FILE_REFRESH_MS,
+    check: (token) =>
+      BEARER_TOKEN.test(token)
+        ? undefined
+        : 'must hold exactly one bearer token: one line of printable ASCII, without spaces or commas',
+    ...(logger ? { logger } : {}),
+  });
+}

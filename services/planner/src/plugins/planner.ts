@@ -1,5 +1,6 @@
 import {
   loadEmailHashKey,
+  loadSuppressionKey,
   PeriodicTask,
   registerConsumer,
   registerOutboxRelay,
@@ -13,7 +14,9 @@ import { type EmailHashKey } from '@outreach/contracts';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { ExperimentClient } from '../adapters/experiment-client.js';
-import { experimentToken } from '../adapters/experiment-token.js';
+import { experimentToken, peerToken } from '../adapters/experiment-token.js';
+import { SubjectPeers } from '../adapters/subject-peers.js';
+import { SubjectsRepository } from '../adapters/subjects-repository.js';
 import { PlannerRepository } from '../adapters/planner-repository.js';
 import { RequestsRepository } from '../adapters/requests-repository.js';
 import type { Config } from '../config.js';
@@ -23,6 +26,7 @@ import type { OutreachRequestsDeps } from '../workflow/outreach-requests.js';
 import { Rerequests } from '../workflow/rerequests.js';
 import { emitDue } from '../workflow/scheduler.js';
 import { sendOutcomesProjector } from '../workflow/send-outcomes.js';
+import { SubjectRequests } from '../workflow/subjects.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -37,6 +41,8 @@ declare module 'fastify' {
     readonly requests: RequestsRepository;
     /** What the one decision about requests works with, whichever ingress calls it (workflow/outreach-requests.ts). */
     readonly outreachRequests: OutreachRequestsDeps;
+    /** Data-subject export and erasure (ADR 014); undefined without a suppression key. */
+    readonly subjectRequests: SubjectRequests | undefined;
   }
 }
 
@@ -86,6 +92,31 @@ export default fp(
       rerequests,
     };
     app.decorate('outreachRequests', outreachRequests);
+
+    const suppressionKey = loadSuppressionKey(config);
+    const senderToken = peerToken('SENDER_TOKEN', config, log('sender-token'));
+    const livenessToken = peerToken('LIVENESS_TOKEN', config, log('liveness-token'));
+    app.addHook('onClose', async () => {
+      senderToken.stop();
+      livenessToken.stop();
+    });
+    const peers = new SubjectPeers(
+      {
+        sender: { url: config.SENDER_URL, token: () => senderToken.current() ?? '' },
+        experiment: { url: config.EXPERIMENT_URL, token: () => token.current() ?? '' },
+        liveness: { url: config.LIVENESS_URL, token: () => livenessToken.current() ?? '' },
+      },
+      config.SUBJECT_TIMEOUT_MS,
+    );
+    app.decorate(
+      'subjectRequests',
+      suppressionKey
+        ? new SubjectRequests(new SubjectsRepository(app.pg, suppressionKey), peers, suppressionKey, emailHashKey, {
+            concurrency: config.SUBJECT_CONCURRENCY,
+            queueMax: config.SUBJECT_QUEUE_MAX,
+          })
+        : undefined,
+    );
 
     registerConsumer(app, {
       partitionsConsumedConcurrently: config.CONSUMER_PARTITION_CONCURRENCY,

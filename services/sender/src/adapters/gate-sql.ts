@@ -10,12 +10,15 @@ export type GateFactsSql = Readonly<Record<GateFact, string>>;
 
 /**
  * The facts of the send row `row` (a table name or alias, as `sends`), read from the suppression
- * list, the campaign and the kill switch. Reading the switch holds a lock on its table until the
+ * list (plain, and the erased people's hashes), the campaign and the kill switch. Reading the switch holds a lock on its table until the
  * transaction ends, which a change of the switch waits for (KillSwitch).
  */
 export function sendGateFactsSql(row: string): GateFactsSql {
   return {
-    suppression: `EXISTS (SELECT 1 FROM suppressions sup WHERE sup.email_norm = ${row}.email_norm)`,
+    // The plain list by address, and an erased person's objection by the claim's own keyed hash (ADR 014).
+    suppression:
+      `(EXISTS (SELECT 1 FROM suppressions sup WHERE sup.email_norm = ${row}.email_norm)` +
+      ` OR EXISTS (SELECT 1 FROM suppression_hashes suh WHERE suh.address_hash = ${row}.address_hash))`,
     paused: `EXISTS (SELECT 1 FROM campaigns c WHERE c.campaign_id = ${row}.campaign_id AND c.paused)`,
     sendingPaused: `(SELECT ctl.paused FROM sending_control ctl)`,
   };

@@ -42,7 +42,8 @@ describe('gate SQL', () => {
 
   it("reads each fact from the send row's suppression, campaign and the kill switch", () => {
     expect(tokens(gateClearSql(sendGateFactsSql('sends')))).toBe(
-      'NOT EXISTS (SELECT 1 FROM suppressions sup WHERE sup.email_norm = sends.email_norm) AND ' +
+      'NOT (EXISTS (SELECT 1 FROM suppressions sup WHERE sup.email_norm = sends.email_norm) OR ' +
+        'EXISTS (SELECT 1 FROM suppression_hashes suh WHERE suh.address_hash = sends.address_hash)) AND ' +
         'NOT EXISTS (SELECT 1 FROM campaigns c WHERE c.campaign_id = sends.campaign_id AND c.paused) AND ' +
         'NOT (SELECT ctl.paused FROM sending_control ctl)',
     );

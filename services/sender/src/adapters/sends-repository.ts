@@ -190,7 +190,10 @@ function factsQuery(statuses: string): string {
      FROM unnest($1::uuid[], $2::uuid[]) WITH ORDINALITY AS k(send_id, token, n)
      CROSS JOIN LATERAL (
        SELECT * FROM sends WHERE send_id = k.send_id AND claim_token = k.token AND status IN (${statuses}) FOR UPDATE) s
-     LEFT JOIN LATERAL (SELECT reason FROM suppressions WHERE email_norm = s.email_norm OFFSET 0) sup ON true
+     LEFT JOIN LATERAL (
+       SELECT reason FROM suppressions WHERE email_norm = s.email_norm
+       UNION ALL SELECT reason FROM suppression_hashes WHERE address_hash = s.address_hash
+       LIMIT 1) sup ON true
      LEFT JOIN LATERAL (SELECT paused FROM campaigns WHERE campaign_id = s.campaign_id OFFSET 0) c ON true
      CROSS JOIN sending_control ctl
      ORDER BY k.n`;
@@ -213,6 +216,11 @@ export class SendsRepository {
     private readonly hashKey: EmailHashKey,
     /** Where a hard bounce suppresses its address, in the transaction that records it. */
     private readonly suppressions?: Pick<SuppressionsRepository, 'suppressIn'>,
+    /**
+     * A claim's address hash under the suppression key (ADR 014), stored on its row for the gate's
+     * keyed lookup; absent without a suppression key.
+     */
+    private readonly addressHashOf?: (emailNorm: string) => string,
   ) {}
 
   /** Told of sends settled by evidence inside this repository's own transactions (for the counters). */
@@ -258,11 +266,11 @@ export class SendsRepository {
     const inserted = await this.pool.query<FreshClaim>(
       `INSERT INTO sends (send_id, request_id, request_event_id, correlation_id, campaign_id, candidate_id, candidate_key,
          email, email_norm, email_hash, step, experiment_id, variant, subject, body, email_hash_key_id, claim_token,
-         conversation_id, status, lease_expires_at)
+         conversation_id, address_hash, status, lease_expires_at)
        SELECT q.*, ${CLAIMED}, now() + make_interval(secs => $18::float8 / 1000)
        FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
                    $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[],
-                   $16::text[], $17::uuid[], $19::text[]) AS q
+                   $16::text[], $17::uuid[], $19::text[], $20::text[]) AS q
        ON CONFLICT DO NOTHING
        RETURNING send_id AS "sendId", claim_token AS "token", email_norm AS "emailNorm", ${CLAIM_GATE_CLEAR} AS "gateClear"`,
       [
@@ -285,6 +293,7 @@ export class SendsRepository {
         tokens,
         this.leaseMs,
         column('conversationId'),
+        sends.map((s) => this.addressHashOf?.(s.emailNorm) ?? null),
       ],
     );
     const claimedIds = new Set(inserted.rows.map((r) => r.sendId));

@@ -1,11 +1,13 @@
 import {
   counter,
   loadEmailHashKey,
+  loadSuppressionKey,
   readPemFile,
   readSecretFile,
   registerConsumer,
   registerOutboxRelay,
   retryCap,
+  subjectHash,
   topicName,
   watchPeriodicTask,
   type Logger,
@@ -26,6 +28,7 @@ import { KillSwitch, SharedErrorWindow, SharedRateLimiter } from '../adapters/in
 import { ReportsRepository } from '../adapters/reports-repository.js';
 import { SendQueries } from '../adapters/send-queries.js';
 import { SendsRepository } from '../adapters/sends-repository.js';
+import { SubjectsRepository } from '../adapters/subjects-repository.js';
 import { SuppressionsRepository } from '../adapters/suppressions-repository.js';
 import { handoverWithinMs, identifierKeyring, lookupSettleMs, type Config } from '../config.js';
 import { SendIdentifiers } from '../domain/identifiers.js';
@@ -47,6 +50,8 @@ declare module 'fastify' {
     /** The global kill switch, shared by every replica. */
     readonly killSwitch: KillSwitch;
     readonly suppressions: SuppressionsRepository;
+    /** A data subject's part of an export or erasure (ADR 014). */
+    readonly subjects: SubjectsRepository;
     readonly reports: ReportsRepository;
     readonly reconciler: Reconciler;
     /** The key emailHash is made with (read once, at start). */
@@ -156,6 +161,8 @@ export default fp(
   async (app: FastifyInstance, { config }: { config: Config }) => {
     // A missing or weak key stops the start (ConfigError, exit 78): there is no unkeyed fallback.
     const emailHashKey = loadEmailHashKey(config);
+    // Optional (ADR 014); a bad one stops the start like the emailHash key's.
+    const suppressionKey = loadSuppressionKey(config);
     const keyring = identifierKeyring(config, Date.now());
     const identifiers = new SendIdentifiers(keyring);
     if (keyring.previous) {
@@ -179,6 +186,7 @@ export default fp(
       config.LEASE_MS,
       emailHashKey,
       suppressions,
+      suppressionKey ? (emailNorm) => subjectHash(suppressionKey, 'address', emailNorm) : undefined,
     );
     const campaigns = new CampaignsRepository(app.pg, repository);
     const killSwitch = new KillSwitch(app.pg, repository);
@@ -237,6 +245,10 @@ export default fp(
     app.decorate('campaigns', campaigns);
     app.decorate('killSwitch', killSwitch);
     app.decorate('suppressions', suppressions);
+    app.decorate(
+      'subjects',
+      new SubjectsRepository(app.pg, emailHashKey, suppressionKey, topicName('sendRecorded', config.TOPIC_PREFIX)),
+    );
     app.decorate('reports', reports);
     app.decorate('reconciler', reconciler);
     watchPeriodicTask(app, reconciler.loop);

@@ -1,0 +1,214 @@
+/**
+ * Data-subject requests (ADR 014), served by the planner: an export asks each service for its part
+ * and streams one JSON document; an erasure erases each service's part, one transaction per service,
+ * and reports each store. Both are audited (`subject_requests`) with the subject as a keyed hash.
+ *
+ * The person is named by a candidate id or an address. The planner's own rows and the sender's sends
+ * link the two (an address's sends name candidate keys, a candidate's sends and steps name
+ * addresses); the experiment and liveness services know only candidate keys.
+ */
+import { createHmac, randomUUID, type KeyObject } from 'node:crypto';
+import {
+  AppError,
+  MAX_SUBJECT_KEYS,
+  subjectHash,
+  type ErasureStatus,
+  type SubjectPartEraseBody,
+} from '@outreach/shared';
+import { canonicalAddress, candidateKeyFor, type EmailHashKey } from '@outreach/contracts';
+import type { SubjectsRepository } from '../adapters/subjects-repository.js';
+import { PEERS, type Peer, type SubjectPeers } from '../adapters/subject-peers.js';
+
+export const STORES = ['planner', ...PEERS] as const;
+export type Store = (typeof STORES)[number];
+
+export type SubjectName = { readonly candidateId: string } | { readonly email: string };
+
+interface Subject {
+  readonly keys: string[];
+  readonly emails: string[];
+  /** The request's own hash: the candidate key's, or the address's. */
+  readonly hash: string;
+  readonly byAddress: boolean;
+}
+
+export interface StoreErasure {
+  readonly status: ErasureStatus;
+  readonly rows: Readonly<Record<string, number>>;
+}
+
+export interface ErasureReport {
+  readonly requestId: string;
+  readonly stores: Readonly<Record<Store, StoreErasure>>;
+}
+
+/** At most `concurrency` at once, `queueMax` waiting; past that a 429 (a burst is told to come back). */
+class Slots {
+  private active = 0;
+  private readonly waiting: Array<() => void> = [];
+  constructor(
+    private readonly concurrency: number,
+    private readonly queueMax: number,
+  ) {}
+  async run<T>(work: () => Promise<T>): Promise<T> {
+    if (this.active >= this.concurrency) {
+      if (this.waiting.length >= this.queueMax)
+        throw new AppError('RATE_LIMITED', 'too many data-subject requests at once: retry in a few seconds');
+      await new Promise<void>((resolve) => this.waiting.push(resolve));
+    } else {
+      this.active++;
+    }
+    try {
+      return await work();
+    } finally {
+      const next = this.waiting.shift();
+      if (next) next();
+      else this.active--;
+    }
+  }
+}
+
+export class SubjectRequests {
+  private readonly slots: Slots;
+
+  constructor(
+    private readonly repository: SubjectsRepository,
+    private readonly peers: SubjectPeers,
+    private readonly key: KeyObject,
+    private readonly hashKey: EmailHashKey,
+    limits: { readonly concurrency: number; readonly queueMax: number },
+  ) {
+    this.slots = new Slots(limits.concurrency, limits.queueMax);
+  }
+
+  /** The audit's actor: a keyed hash of the caller's token, the same on every replica and restart. */
+  actorOf(token: string): string {
+    return createHmac('sha256', this.key).update(`token:${token}`, 'utf8').digest('hex').slice(0, 24);
+  }
+
+  private subjectOf(name: SubjectName): Subject {
+    if ('candidateId' in name) {
+      const key = candidateKeyFor(name.candidateId, this.hashKey);
+      if (key === '') throw new AppError('BAD_REQUEST', 'candidateId is empty after canonicalization');
+      return { keys: [key], emails: [], hash: subjectHash(this.key, 'candidate', key), byAddress: false };
+    }
+    const address = canonicalAddress(name.email);
+    if (!address) throw new AppError('BAD_REQUEST', 'email is not a deliverable address');
+    return { keys: [], emails: [address.norm], hash: subjectHash(this.key, 'address', address.norm), byAddress: true };
+  }
+
+  private candidates(keys: readonly string[]) {
+    return keys.slice(0, MAX_SUBJECT_KEYS).map((key) => ({ key, hash: subjectHash(this.key, 'candidate', key) }));
+  }
+
+  private addresses(emails: readonly string[]) {
+    return emails.slice(0, MAX_SUBJECT_KEYS).map((email) => ({ email, hash: subjectHash(this.key, 'address', email) }));
+  }
+
+  /**
+   * Erases the person everywhere: the sender first (it holds the sends that link addresses and
+   * candidate keys, and stops unfenced claims), then the planner's steps and sequences, then the
+   * experiment and liveness services by every candidate key found. Audited whatever each store says.
+   */
+  erase(name: SubjectName, actor: string): Promise<ErasureReport> {
+    return this.slots.run(async () => {
+      const subject = this.subjectOf(name);
+      const own = await this.repository.resolve(subject.keys, subject.emails);
+      const body = (keys: readonly string[], emails: readonly string[]): SubjectPartEraseBody => ({
+        candidates: this.candidates(keys),
+        addresses: this.addresses(emails),
+        subject: subject.hash,
+      });
+      const sender = await this.peers.erase('sender', body(own.keys, own.emails));
+      const keys = [...new Set([...own.keys, ...sender.candidateKeys])];
+      const planner = await this.repository.erase(subject.hash, keys, own.emails);
+      const [experiment, liveness] = await Promise.all(
+        (['experiment', 'liveness'] as const).map((peer) => this.peers.erase(peer, body(keys, []))),
+      );
+      const part = (p: { status: ErasureStatus; rows: Record<string, number> }): StoreErasure => ({
+        status: p.status,
+        rows: p.rows,
+      });
+      const report: ErasureReport = {
+        requestId: randomUUID(),
+        stores: {
+          planner: part(planner),
+          sender: part(sender),
+          experiment: part(experiment as StoreErasure),
+          liveness: part(liveness as StoreErasure),
+        },
+      };
+      await this.repository.audit({
+        id: report.requestId,
+        kind: 'erase',
+        byAddress: subject.byAddress,
+        actor,
+        subjectHash: subject.hash,
+        stores: Object.fromEntries(STORES.map((s) => [s, report.stores[s].status])),
+      });
+      return report;
+    });
+  }
+
+  /**
+   * The export as JSON text chunks: `{ "requestId", "subject", "planner": {...}, "sender": {...},
+   * "experiment": {...}, "liveness": {...} }`, each part one page (`limit` rows per table from page
+   * `page`) with its `next` page or null; `only` asks for one part. The person's keys are resolved
+   * (and a peer failing is a 503) before the first byte, so a started document completes.
+   */
+  async exportDocument(
+    name: SubjectName,
+    actor: string,
+    options: { readonly limit: number; readonly page: number; readonly only?: Store },
+  ): Promise<AsyncGenerator<string>> {
+    return this.slots.run(async () => {
+      const subject = this.subjectOf(name);
+      const own = await this.repository.resolve(subject.keys, subject.emails);
+      const parts = options.only ? [options.only] : [...STORES];
+      const page = { limit: options.limit, page: options.page };
+      // Asked before streaming: every part is bounded, and the status line can still tell a failure.
+      const sender = parts.includes('sender')
+        ? await this.peers.exportPart('sender', {
+            candidates: this.candidates(own.keys),
+            addresses: this.addresses(own.emails),
+            ...page,
+          })
+        : undefined;
+      const keys = [
+        ...new Set([
+          ...own.keys,
+          ...((sender?.tables.sends ?? []) as Array<{ candidate_key?: unknown }>)
+            .map((r) => r.candidate_key)
+            .filter((k): k is string => typeof k === 'string' && !k.startsWith('erased:')),
+        ]),
+      ];
+      const answers: Partial<Record<Store, unknown>> = {};
+      if (sender) answers.sender = sender;
+      if (parts.includes('planner'))
+        answers.planner = await this.repository.exportPart(keys, own.emails, options.limit, options.page);
+      for (const peer of ['experiment', 'liveness'] as const satisfies readonly Peer[]) {
+        if (parts.includes(peer))
+          answers[peer] = await this.peers.exportPart(peer, {
+            candidates: this.candidates(keys),
+            addresses: [],
+            ...page,
+          });
+      }
+      const requestId = randomUUID();
+      await this.repository.audit({
+        id: requestId,
+        kind: 'export',
+        byAddress: subject.byAddress,
+        actor,
+        subjectHash: subject.hash,
+        stores: Object.fromEntries(parts.map((s) => [s, 'answered'])),
+      });
+      const subjectView = { candidateKeys: keys, addresses: own.emails };
+      return (async function* document() {
+        yield `{"requestId":${JSON.stringify(requestId)},"subject":${JSON.stringify(subjectView)}`;
+        for (const store of parts) yield `,${JSON.stringify(store)}:${JSON.stringify(answers[store])}`;
+        yield '}\n';
+      })();
+    });
+  }
+}

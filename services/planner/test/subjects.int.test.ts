@@ -1,0 +1,255 @@
+/**
+ * Data-subject export and erasure (ADR 014) across the four services: the planner in-process, the
+ * sender (mailing a real SMTP sink), the experiment and liveness services as processes, all on one
+ * topic prefix and each in its own schema.
+ */
+import { join } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import { subjectHash, loadSuppressionKey } from '@outreach/shared';
+import {
+  freePort,
+  serviceTestEnv,
+  SmtpSink,
+  TEST_SUPPRESSION_KEY_ENV,
+  waitFor,
+  type ServiceTestEnv,
+} from '@outreach/testkit';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { infra, outreachRequested, plannerTestEnv } from './harness.js';
+
+const auth = { authorization: 'Bearer test-token' };
+const readOnly = { authorization: 'Bearer read-only-token' };
+const key = loadSuppressionKey({ ...TEST_SUPPRESSION_KEY_ENV, SUPPRESSION_KEY_FILE: '' });
+
+let planner: ServiceTestEnv;
+let app: FastifyInstance;
+let sink: SmtpSink;
+const peers: Record<'sender' | 'experiment' | 'liveness', ServiceTestEnv> = {} as never;
+
+async function peer(name: 'sender' | 'experiment' | 'liveness', env: Record<string, string> = {}): Promise<string> {
+  const service = await serviceTestEnv(
+    {
+      name,
+      migrationsDir: join(import.meta.dirname, `../../${name}/migrations`),
+      entry: join(import.meta.dirname, `../../${name}/src/server.ts`),
+    },
+    infra,
+  );
+  peers[name] = service;
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  service.startProcess({ HTTP_PORT: String(port), TOPIC_PREFIX: planner.prefix, LOG_LEVEL: 'warn', ...env });
+  await waitFor(async () => (await fetch(`${url}/health/ready`).catch(() => undefined))?.ok === true, {
+    timeoutMs: 60_000,
+    description: `the ${name} service`,
+  });
+  return url;
+}
+
+beforeAll(async () => {
+  planner = await plannerTestEnv({ SCHEDULER_INTERVAL_MS: '100' });
+  sink = await new SmtpSink({}).start();
+  const [senderUrl, experimentUrl, livenessUrl] = await Promise.all([
+    peer('sender', {
+      SMTP_HOST: '127.0.0.1',
+      SMTP_REQUIRE_TLS: 'false',
+      SMTP_PORT: String(sink.port),
+      SEND_RATE_PER_SECOND: '1000',
+      RECONCILE_INTERVAL_MS: '300',
+    }),
+    peer('experiment'),
+    peer('liveness'),
+  ]);
+  app = await planner.startApp({
+    SENDER_URL: senderUrl,
+    EXPERIMENT_URL: experimentUrl,
+    LIVENESS_URL: livenessUrl,
+    SENDER_TOKEN: 'test-token',
+    EXPERIMENT_TOKEN: 'test-token',
+    LIVENESS_TOKEN: 'test-token',
+    API_TOKENS_READ: 'test-token,read-only-token',
+    RATE_LIMIT_MAX: '100000',
+  });
+}, 180_000);
+
+afterAll(async () => {
+  await app?.close();
+  for (const service of Object.values(peers)) await service.cleanup();
+  await planner?.cleanup();
+  await sink?.stop();
+});
+
+/** Sends a request and waits until the sink holds its message. */
+async function mailed(candidateId: string, email: string, campaignId = 'camp-subj'): Promise<void> {
+  await planner.publish('outreachRequested', [outreachRequested({ candidateId, email, campaignId })]);
+  await waitFor(() => sink.deliveredTo(email.toLowerCase()).length >= 1 || undefined, {
+    timeoutMs: 60_000,
+    description: `the message to ${candidateId}`,
+  });
+}
+
+/** The sender's send for the campaign, its status settled. */
+async function sendStatus(campaignId: string): Promise<string | undefined> {
+  const rows = await peers.sender.query<{ status: string }>('SELECT status FROM sends WHERE campaign_id = $1', [
+    campaignId,
+  ]);
+  return rows[0]?.status;
+}
+
+/** Every row of every table of the four schemas, as text. */
+async function everyRow(): Promise<Array<{ where: string; text: string }>> {
+  const found: Array<{ where: string; text: string }> = [];
+  for (const env of [planner, peers.sender, peers.experiment, peers.liveness]) {
+    const tables = await env.query<{ table_name: string }>(
+      `SELECT table_name FROM information_schema.tables WHERE table_schema = $1 AND table_type = 'BASE TABLE'`,
+      [env.schema],
+    );
+    for (const { table_name } of tables) {
+      const rows = await env.query<{ text: string }>(`SELECT t::text AS text FROM "${env.schema}"."${table_name}" t`);
+      for (const row of rows) found.push({ where: `${env.schema}.${table_name}`, text: row.text });
+    }
+  }
+  return found;
+}
+
+describe('data-subject requests', () => {
+  it('exports each store, refuses without read, erases everywhere, and a second erasure says already_erased', async () => {
+    await mailed('Subj-Ada', 'Subj.Ada@Example.com');
+    await waitFor(
+      async () =>
+        (await peers.liveness.query('SELECT 1 FROM conversations WHERE candidate_key = $1', ['Subj-Ada'])).length > 0 ||
+        undefined,
+      { timeoutMs: 30_000, description: 'the liveness conversation' },
+    );
+
+    const exported = await app.inject({ url: '/v1/subjects/Subj-Ada?limit=10', headers: readOnly });
+    expect(exported.statusCode, exported.body).toBe(200);
+    const document = exported.json();
+    expect(Object.keys(document)).toEqual(['requestId', 'subject', 'planner', 'sender', 'experiment', 'liveness']);
+    expect(document.sender.tables.sends).toHaveLength(1);
+    expect(document.sender.tables.sends[0].email_norm).toBe('subj.ada@example.com');
+    expect(document.liveness.tables.conversations.length).toBeGreaterThan(0);
+    expect(document.planner.tables).toHaveProperty('scheduled_steps');
+    expect(document.experiment.tables).toHaveProperty('assignments');
+
+    const byAddress = await app.inject({
+      method: 'POST',
+      url: '/v1/subjects/search',
+      headers: readOnly,
+      payload: { email: 'SUBJ.ADA@example.com' },
+    });
+    expect(byAddress.statusCode).toBe(200);
+    expect(byAddress.json().sender.tables.sends).toHaveLength(1);
+
+    expect((await app.inject({ url: '/v1/subjects/Subj-Ada' })).statusCode).toBe(401);
+    expect(
+      (await app.inject({ method: 'POST', url: '/v1/subjects/Subj-Ada/erase', headers: readOnly })).statusCode,
+    ).toBe(403);
+
+    const first = await app.inject({ method: 'POST', url: '/v1/subjects/Subj-Ada/erase', headers: auth });
+    expect(first.statusCode).toBe(200);
+    expect(first.json().stores.sender.status).toBe('erased');
+    expect(first.json().stores.liveness.status).toBe('erased');
+    expect(first.json().stores.planner.status).toBe('erased');
+    const second = await app.inject({ method: 'POST', url: '/v1/subjects/Subj-Ada/erase', headers: auth });
+    expect(second.json().stores).toMatchObject({
+      planner: { status: 'already_erased' },
+      sender: { status: 'already_erased' },
+      liveness: { status: 'already_erased' },
+    });
+
+    // The audit: kinds and stores, the subject as a hash only.
+    const audit = await planner.query<{ kind: string; subject_hash: string }>(
+      'SELECT kind, subject_hash FROM subject_requests ORDER BY requested_at',
+    );
+    expect(audit.map((a) => a.kind)).toEqual(['export', 'export', 'erase', 'erase']);
+    expect(audit[3]?.subject_hash).toBe(subjectHash(key!, 'candidate', 'Subj-Ada'));
+
+    // Every spelling of the address, and the candidate id, gone from every table of the four schemas
+    // (once the outboxes have drained: a published record is deleted).
+    await waitFor(
+      async () =>
+        (await planner.query('SELECT 1 FROM outbox')).length === 0 &&
+        (await peers.sender.query('SELECT 1 FROM outbox')).length === 0,
+      { timeoutMs: 30_000, description: 'the outboxes to drain' },
+    );
+    const spellings = ['subj.ada@example.com', 'Subj.Ada@Example.com', 'SUBJ.ADA@EXAMPLE.COM', 'subj-ada'];
+    const hits = (await everyRow()).filter((row) =>
+      spellings.some((s) => row.text.toLowerCase().includes(s.toLowerCase())),
+    );
+    expect(hits).toEqual([]);
+    const kept = await peers.sender.query<{ address_hash: string }>('SELECT address_hash FROM suppression_hashes');
+    expect(kept.map((k) => k.address_hash)).toContain(subjectHash(key!, 'address', 'subj.ada@example.com'));
+
+    // A new request for the erased address ends suppressed, not mailed.
+    const before = sink.deliveredTo('subj.ada@example.com').length;
+    await planner.publish('outreachRequested', [
+      outreachRequested({ candidateId: 'Someone-New', email: 'Subj.Ada@example.com', campaignId: 'camp-after' }),
+    ]);
+    await waitFor(async () => (await sendStatus('camp-after')) === 'suppressed' || undefined, {
+      timeoutMs: 60_000,
+      description: 'the new request suppressed',
+    });
+    expect(sink.deliveredTo('subj.ada@example.com')).toHaveLength(before);
+  }, 240_000);
+
+  it('an unknown candidate is not_found in every store, audited the same; bad input is a 400', async () => {
+    const unknown = await app.inject({ method: 'POST', url: '/v1/subjects/nobody-at-all/erase', headers: auth });
+    expect(unknown.statusCode).toBe(200);
+    for (const store of ['planner', 'sender', 'experiment', 'liveness'])
+      expect(unknown.json().stores[store].status).toBe('not_found');
+    const audited = await planner.query('SELECT 1 FROM subject_requests WHERE id = $1', [unknown.json().requestId]);
+    expect(audited).toHaveLength(1);
+    const unknownAddress = await app.inject({
+      method: 'POST',
+      url: '/v1/subjects/erase',
+      headers: auth,
+      payload: { email: 'never-seen@example.com' },
+    });
+    expect(unknownAddress.json().stores.sender.status).toBe('not_found');
+    const bad = await app.inject({
+      method: 'POST',
+      url: '/v1/subjects/erase',
+      headers: auth,
+      payload: { email: 'not an address' },
+    });
+    expect(bad.statusCode).toBe(400);
+  });
+
+  it('an erasure racing an in-flight send: at most one delivery, and the erasure completes', async () => {
+    const email = 'racer@example.com';
+    await planner.publish('outreachRequested', [
+      outreachRequested({ candidateId: 'Racer', email, campaignId: 'camp-race', requestId: 'req-race' }),
+    ]);
+    // Erase as soon as the sender holds the send, whatever its status.
+    await waitFor(async () => (await sendStatus('camp-race')) !== undefined || undefined, {
+      timeoutMs: 60_000,
+      intervalMs: 5,
+      description: 'the claim',
+    });
+    const erased = await app.inject({ method: 'POST', url: '/v1/subjects/Racer/erase', headers: auth });
+    expect(erased.statusCode).toBe(200);
+    const settled = await waitFor(
+      async () => {
+        const status = await sendStatus('camp-race');
+        return status === 'sent' || status === 'suppressed' ? status : undefined;
+      },
+      { timeoutMs: 60_000, description: 'the raced send settled' },
+    );
+    expect(sink.deliveredTo(email).length).toBe(settled === 'sent' ? 1 : 0);
+  }, 120_000);
+
+  it('1,000 erasures in a burst are all answered 2xx or 4xx, never 5xx', async () => {
+    const statuses = await Promise.all(
+      Array.from({ length: 1_000 }, (_, i) =>
+        app
+          .inject({ method: 'POST', url: `/v1/subjects/burst-${i}/erase`, headers: auth })
+          .then((response) => response.statusCode),
+      ),
+    );
+    const counts = new Map<number, number>();
+    for (const status of statuses) counts.set(status, (counts.get(status) ?? 0) + 1);
+    expect([...counts.keys()].filter((s) => s >= 500)).toEqual([]);
+    expect(counts.get(200) ?? 0).toBeGreaterThan(0);
+  }, 180_000);
+});
