@@ -20,9 +20,9 @@ CREATE TABLE subject_erasures (
 );
 
 -- An erasure (and an export) finds a person's rows by candidate key and by address: without these,
--- every request would scan the tables (their unique keys lead with the campaign).
-CREATE INDEX sends_candidate_key_idx ON sends (candidate_key);
-CREATE INDEX sends_email_norm_idx ON sends (email_norm);
+-- every request would scan the tables. Not on `sends`: an index there costs every send an entry at
+-- its claim and at each status change; its unique keys lead with the campaign, and a walk of the
+-- campaigns probes them instead (subjects-repository.ts).
 CREATE INDEX skipped_sends_candidate_key_idx ON skipped_sends (candidate_key);
 CREATE INDEX skipped_sends_duplicate_of_idx ON skipped_sends (duplicate_of);
 CREATE INDEX provider_history_email_norm_idx ON provider_history (email_norm);
@@ -37,8 +37,6 @@ DROP INDEX provider_history_candidate_key_idx;
 DROP INDEX provider_history_email_norm_idx;
 DROP INDEX skipped_sends_duplicate_of_idx;
 DROP INDEX skipped_sends_candidate_key_idx;
-DROP INDEX sends_email_norm_idx;
-DROP INDEX sends_candidate_key_idx;
 DROP TABLE subject_erasures;
 ALTER TABLE sends DROP COLUMN address_hash;
 DROP TABLE suppression_hashes;

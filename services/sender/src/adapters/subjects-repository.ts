@@ -34,11 +34,27 @@ import type { Pool, PoolClient } from 'pg';
 import { sendRecorded } from '../domain/send.js';
 import { sendColumns, sqlStatuses, type SendRow } from './send-rows.js';
 
-/** The person's sends: by candidate key ($1) or canonical address ($2). */
-const SENDS = 'FROM sends WHERE candidate_key = ANY($1::text[]) OR email_norm = ANY($2::text[])';
+/**
+ * The person's sends: by candidate key ($1) or canonical address ($2). `sends` has no index by either
+ * alone, on purpose: each would cost every send an index entry at its claim and at each of its two
+ * status changes (the bench's hottest table), for a request that comes rarely. Its two unique keys
+ * lead with the campaign, so the campaigns are walked through the index (one probe each, a loose
+ * index scan) and each is probed by candidate key and by address: campaigns × 3 index probes.
+ */
+export const PERSON_SENDS = `FROM sends WHERE send_id IN (
+  WITH RECURSIVE campaigns(campaign_id) AS (
+    (SELECT campaign_id FROM sends ORDER BY campaign_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT n.campaign_id FROM sends n WHERE n.campaign_id > c.campaign_id ORDER BY n.campaign_id LIMIT 1)
+    FROM campaigns c WHERE c.campaign_id IS NOT NULL)
+  SELECT p.send_id FROM campaigns c CROSS JOIN LATERAL (
+    SELECT send_id FROM sends WHERE campaign_id = c.campaign_id AND candidate_key = ANY($1::text[])
+    UNION
+    SELECT send_id FROM sends WHERE campaign_id = c.campaign_id AND email_norm = ANY($2::text[])) p
+  WHERE c.campaign_id IS NOT NULL)`;
 
 const EXPORT: readonly SubjectTable[] = [
-  { name: 'sends', sql: `SELECT * ${SENDS} ORDER BY send_id` },
+  { name: 'sends', sql: `SELECT * ${PERSON_SENDS} ORDER BY send_id` },
   {
     name: 'skipped_sends',
     sql: `SELECT * FROM skipped_sends WHERE candidate_key = ANY($1::text[]) OR email_hash = ANY($3::text[])
@@ -64,7 +80,7 @@ const EXPORT: readonly SubjectTable[] = [
   },
   {
     name: 'soft_bounced_sends',
-    sql: `SELECT * FROM soft_bounced_sends WHERE send_id IN (SELECT send_id ${SENDS}) ORDER BY send_id`,
+    sql: `SELECT * FROM soft_bounced_sends WHERE send_id IN (SELECT send_id ${PERSON_SENDS}) ORDER BY send_id`,
   },
   { name: 'exposures', sql: 'SELECT * FROM exposures WHERE candidate_key = ANY($1::text[]) ORDER BY experiment_id' },
 ];
@@ -123,7 +139,7 @@ export class SubjectsRepository {
     const keys = new Set(body.candidates.map((c) => c.key));
     const emails = new Set(body.addresses.map((a) => a.email));
     const found = await client.query<{ candidateKey: string; emailNorm: string }>(
-      `SELECT DISTINCT candidate_key AS "candidateKey", email_norm AS "emailNorm" ${SENDS}`,
+      `SELECT DISTINCT candidate_key AS "candidateKey", email_norm AS "emailNorm" ${PERSON_SENDS}`,
       [[...keys], [...emails]],
     );
     for (const row of found.rows) {
@@ -153,7 +169,7 @@ export class SubjectsRepository {
     const sends = await client.query<FoundSend>(
       `SELECT send_id AS "sendId", candidate_key AS "candidateKey", email_norm AS "emailNorm",
               conversation_id AS "conversationId", status
-       ${SENDS} ORDER BY send_id FOR UPDATE`,
+       ${PERSON_SENDS} ORDER BY send_id FOR UPDATE`,
       [keyList, emailList],
     );
     const live = sends.rows.filter((s) => !s.emailNorm.startsWith('erased:'));
