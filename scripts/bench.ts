@@ -55,6 +55,10 @@ const { values: args } = parseArgs({
     /** How long the timed HTTP load runs (check endpoint, experiment assignments) last; default theirs (20 s, 15 s). */
     'load-seconds': { type: 'string' },
     only: { type: 'string' },
+    /** Node flags for our four services only (space-separated), e.g. `--service-node-args=--max-semi-space-size=32`. */
+    'service-node-args': { type: 'string' },
+    /** Settings for our four services only, e.g. `--service-env=CONSUMER_FETCH_MAX_BYTES=1048576,LOG_LEVEL=info`. */
+    'service-env': { type: 'string' },
     'port-base': { type: 'string', default: '8280' },
     /** Where report.{md,json} go: a partial run (`--only`) can leave the committed report alone. */
     out: { type: 'string', default: join(root, 'reports', 'bench') },
@@ -89,6 +93,16 @@ async function main(): Promise<void> {
     ...(state.kafka.pid ? { kafkaPid: state.kafka.pid } : {}),
     work,
     portBase: Number(args['port-base']),
+    ...(args['service-env']
+      ? {
+          serviceEnv: Object.fromEntries(
+            args['service-env']
+              .split(',')
+              .map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)]),
+          ),
+        }
+      : {}),
+    ...(args['service-node-args'] ? { serviceNodeArgs: args['service-node-args'].split(/\s+/).filter(Boolean) } : {}),
   };
   const n = Number(args.requests);
   const machine = await describeMachine(

@@ -22,6 +22,10 @@ export interface BenchInfra {
 export interface BenchEnv extends BenchInfra {
   readonly work: string;
   readonly portBase: number;
+  /** Extra Node flags for our four services (`--service-node-args`: GC and heap experiments), not the driver. */
+  readonly serviceNodeArgs?: readonly string[];
+  /** Extra environment for our four services (`--service-env=K=V,K=V`: settings experiments). */
+  readonly serviceEnv?: Readonly<Record<string, string>>;
 }
 
 let runCounter = 0;

@@ -41,8 +41,9 @@ export async function pipeline(
   const run = runId('ours');
   const deliveryLog = join(env.work, `${run}.deliveries`);
   const kafka = createKafka({ brokers: env.kafkaBrokers.split(','), clientId: 'bench' });
-  const stack = await benchStack(env, run, (service) =>
-    service === 'sender'
+  const stack = await benchStack(env, run, (service) => ({
+    ...env.serviceEnv,
+    ...(service === 'sender'
       ? {
           MAIL_PROVIDER: 'null',
           NULL_PROVIDER_LOG: deliveryLog,
@@ -55,10 +56,12 @@ export async function pipeline(
         }
       : service === 'planner'
         ? { REQUEST_BATCH_SIZE: '500' }
-        : {},
-  );
-  const nodeArgs = (service: string) =>
-    options.profileDir ? [`--cpu-prof`, `--cpu-prof-dir=${join(options.profileDir, service)}`] : [];
+        : {}),
+  }));
+  const nodeArgs = (service: string) => [
+    ...(env.serviceNodeArgs ?? []),
+    ...(options.profileDir ? [`--cpu-prof`, `--cpu-prof-dir=${join(options.profileDir, service)}`] : []),
+  ];
   for (const service of ['experiment', 'liveness', 'sender', 'planner'] as const) {
     await stack.start(service, { nodeArgs: nodeArgs(service) });
   }
@@ -143,7 +146,7 @@ export async function pipeline(
       );
       const killedAt = Date.now();
       await stack.stop('sender', 'SIGKILL');
-      await stack.start('sender');
+      await stack.start('sender', { nodeArgs: nodeArgs('sender') });
       kills++;
       resumedAfterKillMs.push(await firstClaimAfter(env.databaseUrl, `"${run}_sender"`, killedAt));
     }

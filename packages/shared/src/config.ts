@@ -213,6 +213,13 @@ export const BaseConfigSchema = Type.Object({
    */
   CONSUMER_PARTITION_CONCURRENCY: Type.Integer({ minimum: 1, maximum: 64, default: 4 }),
   /**
+   * What one fetch of a consumer may bring back, in all (kafkajs maxBytes) and per partition
+   * (maxBytesPerPartition). Every record of a fetch is held, decoded, until the fetch's batches are
+   * handled: these bound a consumer's memory under a backlog. Defaults: kafkajs's (10 MiB, 1 MiB).
+   */
+  CONSUMER_FETCH_MAX_BYTES: Type.Integer({ minimum: 65_536, default: 10_485_760 }),
+  CONSUMER_FETCH_PARTITION_MAX_BYTES: Type.Integer({ minimum: 16_384, default: 1_048_576 }),
+  /**
    * The cap on retrying a transient failure (database, broker or peer unavailable) before the events
    * go to the DLQ as TRANSIENT_EXHAUSTED (replayable): attempts, and milliseconds since the first.
    */

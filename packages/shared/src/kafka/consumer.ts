@@ -163,6 +163,8 @@ export interface ConsumerRunnerOptions {
   readonly partitionsConsumedConcurrently?: number;
   /** Short long-polls keep shutdown and rebalances quick. */
   readonly maxWaitTimeMs?: number;
+  /** What one fetch may bring back (every record of it is held until its batches are handled). */
+  readonly fetchLimits?: { readonly maxBytes: number; readonly maxBytesPerPartition: number };
   /**
    * How long the runner restarts a consumer whose credentials the brokers refuse on reconnecting
    * before it counts as dead (KAFKA_AUTH_RETRY_WINDOW_MS, default 5 minutes; 0: dead at once).
@@ -243,6 +245,7 @@ export class ConsumerRunner {
       // kafkajs refuses an interval not below the session timeout; at most a third of it is its advice.
       heartbeatInterval: this.heartbeatIntervalMs,
       maxWaitTimeInMs: options.maxWaitTimeMs ?? 500,
+      ...(options.fetchLimits ?? {}),
       allowAutoTopicCreation: false,
     });
     this.dlq = new EventProducer(options.kafka, { logger: options.logger });

@@ -319,6 +319,10 @@ export async function buildServiceApp(options: {
       startupTimeoutMs: config.KAFKA_STARTUP_TIMEOUT_MS,
       checkAcls: config.KAFKA_STARTUP_ACL_CHECK,
       authRetryWindowMs: config.KAFKA_AUTH_RETRY_WINDOW_MS,
+      fetchLimits: {
+        maxBytes: config.CONSUMER_FETCH_MAX_BYTES,
+        maxBytesPerPartition: config.CONSUMER_FETCH_PARTITION_MAX_BYTES,
+      },
     },
     // Read at start (an unreadable file stops it: a ConfigError, exit 78), then every
     // SECRET_FILE_REFRESH_MS (30 s): a rotated Secret takes effect without a restart, and a revoked

@@ -33,7 +33,15 @@ declare module 'fastify' {
     readonly kafkaNeeds: KafkaNeeds;
     /** KAFKA_AUTH_RETRY_WINDOW_MS: how long a consumer restarts itself while the brokers refuse our credentials. */
     readonly kafkaAuthRetryWindowMs: number | undefined;
+    /** CONSUMER_FETCH_MAX_BYTES / _PARTITION_MAX_BYTES, for the consumers registered on this app. */
+    readonly kafkaFetchLimits: FetchLimits | undefined;
   }
+}
+
+/** What one consumer fetch may bring back: in all, and per partition (kafkajs maxBytes, maxBytesPerPartition). */
+export interface FetchLimits {
+  readonly maxBytes: number;
+  readonly maxBytesPerPartition: number;
 }
 
 export interface KafkaPluginOptions {
@@ -51,6 +59,8 @@ export interface KafkaPluginOptions {
   readonly checkAcls?: boolean;
   /** KAFKA_AUTH_RETRY_WINDOW_MS, for the consumers registered on this app (ConsumerRunner's default otherwise). */
   readonly authRetryWindowMs?: number;
+  /** CONSUMER_FETCH_*, for the consumers registered on this app (kafkajs's defaults otherwise). */
+  readonly fetchLimits?: FetchLimits;
 }
 
 /**
@@ -83,6 +93,7 @@ export const kafkaPlugin = fp<KafkaPluginOptions>(
     app.decorate('producer', producer);
     app.decorate('kafkaNeeds', needs);
     app.decorate('kafkaAuthRetryWindowMs', options.authRetryWindowMs);
+    app.decorate('kafkaFetchLimits', options.fetchLimits);
     app.addHook('onReady', async () => {
       await checkKafkaAccess({
         brokers: options.brokers,

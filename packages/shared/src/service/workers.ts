@@ -33,8 +33,10 @@ export function registerConsumer(
   if (app.hasDecorator('kafkaNeeds')) app.kafkaNeeds.consumes(options.groupId, options.topics);
   if (app.hasDecorator('kafka')) trackConsumerLag(app, options.groupId, options.topics);
   const authRetryWindowMs = app.hasDecorator('kafkaAuthRetryWindowMs') ? app.kafkaAuthRetryWindowMs : undefined;
+  const fetchLimits = app.hasDecorator('kafkaFetchLimits') ? app.kafkaFetchLimits : undefined;
   const runner = new ConsumerRunner({
     ...(authRetryWindowMs === undefined ? {} : { authRetryWindowMs }),
+    ...(fetchLimits === undefined ? {} : { fetchLimits }),
     ...options,
     kafka: app.kafka,
     logger: options.logger ?? (app.log.child({ consumer: options.groupId }) as Logger),
