@@ -10,6 +10,7 @@ import fp from 'fastify-plugin';
 import { ConfigError, readSecretFile, reloadingSecret } from '@outreach/shared';
 import { AuditRepository } from '../adapters/audit-repository.js';
 import { Services } from '../adapters/services.js';
+import { LoginLimiter } from '../security/login-limiter.js';
 import { parseCidrs, proxyIdentity, type ProxyTrust } from '../security/proxy.js';
 import { csrfMatches, newSession, signSession, verifySession, type Session } from '../security/session.js';
 import { parseUsers, type LocalUser } from '../security/users.js';
@@ -29,6 +30,8 @@ declare module 'fastify' {
     readonly services: Services;
     readonly audit: AuditRepository;
     readonly localUsers: () => readonly LocalUser[];
+    /** Sign-in throttling for the local users form (security/login-limiter.ts). */
+    readonly loginLimiter: LoginLimiter;
     readonly consoleConfig: Config;
     /** Issues `session` as the request's cookie (after sign-in, sign-out). */
     setSession(reply: FastifyReply, session: Session): void;
@@ -122,6 +125,7 @@ export default fp(
 
     app.decorate('consoleConfig', config);
     app.decorate('localUsers', () => users);
+    app.decorate('loginLimiter', new LoginLimiter());
     app.decorate('audit', new AuditRepository(app.pg));
     app.decorate(
       'services',
@@ -171,7 +175,7 @@ export default fp(
       const access = request.routeOptions.config.console;
       if (access === undefined) return;
       const fromCookie = verifySession(cookieValue(request.headers.cookie, cookieName), [key]);
-      const vouched = proxyIdentity(trust, request.socket.remoteAddress, request.headers);
+      const vouched = proxyIdentity(trust, request.socket.remoteAddress, request.raw.headersDistinct);
       let session: Session | undefined;
       if (vouched) {
         // The proxy speaks for every request: its identity, with the role its groups give now.

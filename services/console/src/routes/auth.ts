@@ -44,8 +44,26 @@ export default async function authRoutes(app: FastifyInstance): Promise<void> {
     { config: { scope: 'public', console: 'open' }, schema: { body: LoginBody } },
     async (request, reply) => {
       const next = safeNext(request.body.next);
-      const user = await verifyLogin(app.localUsers(), request.body.username, request.body.password);
+      const { username, password } = request.body;
+      const tooMany = (retryAfterS: number, why: string) =>
+        reply
+          .code(429)
+          .header('retry-after', String(retryAfterS))
+          .type('text/html; charset=utf-8')
+          .send(page('Sign in', request.session, loginForm(request, next, `Try again later: ${why}.`)).value);
+      const admitted = app.loginLimiter.admit(request.ip, username);
+      if (!admitted.ok) {
+        request.log.warn({ reason: admitted.why }, 'console sign-in throttled');
+        return tooMany(admitted.retryAfterS, admitted.why);
+      }
+      const checked = await app.loginLimiter.check(() => verifyLogin(app.localUsers(), username, password));
+      if (checked === undefined) {
+        request.log.warn('console sign-in refused: too many password checks at once');
+        return tooMany(1, 'too many sign-ins at once');
+      }
+      const user = checked.value;
       if (!user) {
+        app.loginLimiter.failed(request.ip, username);
         request.log.warn('console sign-in refused');
         return reply
           .code(401)

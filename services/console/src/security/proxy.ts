@@ -50,8 +50,14 @@ export function peerIn(list: BlockList, address: string | undefined): boolean {
   return list.check(peer, family === 4 ? 'ipv4' : 'ipv6');
 }
 
+/**
+ * One header's value, or undefined when it is missing or given more than once. Give it the request's
+ * `headersDistinct`: Node joins a repeated `X-Forwarded-Groups` into one comma list, so a client's own
+ * header and the one a proxy appends (rather than replaces) would read as one list of groups.
+ */
 const header = (headers: Readonly<Record<string, string | string[] | undefined>>, name: string) => {
   const value = headers[name.toLowerCase()];
+  if (Array.isArray(value)) return value.length === 1 ? value[0] : undefined;
   return typeof value === 'string' ? value : undefined;
 };
 

@@ -44,6 +44,23 @@ describe('trusted proxy headers', () => {
     expect(proxyIdentity({ ...trust, secret: () => undefined }, '10.1.2.3', headers())).toBeUndefined();
   });
 
+  it('refuses a header given twice (headersDistinct): a client-sent group the proxy appended to is not a list', () => {
+    const distinct = (extra: Record<string, string[]> = {}) => ({
+      'x-forwarded-email': ['ada@example.com'],
+      'x-forwarded-groups': ['staff'],
+      'x-console-proxy-secret': ['proxy-secret-value'],
+      ...extra,
+    });
+    expect(proxyIdentity(trust, '10.1.2.3', distinct())).toEqual({ user: 'ada@example.com', role: 'reader' });
+    expect(proxyIdentity(trust, '10.1.2.3', distinct({ 'x-forwarded-groups': ['staff', 'ops'] }))).toBeUndefined();
+    expect(
+      proxyIdentity(trust, '10.1.2.3', distinct({ 'x-forwarded-email': ['ada@example.com', 'eve@example.com'] })),
+    ).toBeUndefined();
+    expect(
+      proxyIdentity(trust, '10.1.2.3', distinct({ 'x-console-proxy-secret': ['proxy-secret-value', 'x'] })),
+    ).toBeUndefined();
+  });
+
   it('refuses CIDR lists that are not', () => {
     for (const bad of ['10.0.0.0/33', 'example.com', '10.0.0.0/8/1', '10.0.0.0/x']) {
       expect(() => parseCidrs(bad)).toThrow();

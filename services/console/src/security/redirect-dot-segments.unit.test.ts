@@ -4,9 +4,7 @@
  * passes the prefix checks (it starts with one slash), and the URL parser then removes the `.`
  * segment, leaving `//evil.example`, which safeNext returns and the browser follows to another
  * origin: GET /login?next=/.//evil.example answers a signed-in user 303 `location: //evil.example`.
- *
- * Marked `fails` while the bug stands: it passes today because the assertion fails. Once safeNext
- * checks what it returns, this test fails; turn `it.fails` into `it` then.
+ * safeNext now checks what it resolves to, and sends such a path home.
  */
 import { describe, expect, it } from 'vitest';
 import { safeNext } from './session.js';
@@ -14,11 +12,12 @@ import { safeNext } from './session.js';
 const spellings = ['/.//evil.example', '/..//evil.example/x', '/%2e%2e//evil.example', '/a/..//evil.example'];
 
 describe('safeNext and dot segments', () => {
-  it.fails('never returns a protocol-relative path, whatever dot segments the input holds', () => {
+  it('never returns a protocol-relative path, whatever dot segments the input holds', () => {
     for (const next of spellings) expect(safeNext(next), next).toMatch(/^\/(?![/\\])/);
   });
 
-  it('returns a protocol-relative path today (the bug the test above records)', () => {
-    expect(safeNext('/.//evil.example')).toBe('//evil.example');
+  it('sends such a path home, and keeps a same-origin path with its dot segments resolved', () => {
+    expect(safeNext('/.//evil.example')).toBe('/');
+    expect(safeNext('/campaigns/../sends?x=1')).toBe('/sends?x=1');
   });
 });

@@ -106,5 +106,9 @@ export function safeNext(next: unknown): string {
   // Resolved against a placeholder origin, the path must stay on it.
   const resolved = new URL(next, 'http://console.invalid');
   if (resolved.origin !== 'http://console.invalid') return '/';
-  return `${resolved.pathname}${resolved.search}`;
+  // Resolving removes dot segments: `/.//evil.example` passes the checks above and resolves to the
+  // protocol-relative `//evil.example`. What is returned is checked again.
+  const path = `${resolved.pathname}${resolved.search}`;
+  if (!path.startsWith('/') || path.startsWith('//') || path.includes('\\')) return '/';
+  return path;
 }
