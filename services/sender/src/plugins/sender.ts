@@ -186,7 +186,7 @@ export default fp(
       config.LEASE_MS,
       emailHashKey,
       suppressions,
-      suppressionKey ? (emailNorm) => subjectHash(suppressionKey, 'address', emailNorm) : undefined,
+      suppressionKey ? (kind, value) => subjectHash(suppressionKey, kind, value) : undefined,
     );
     const campaigns = new CampaignsRepository(app.pg, repository);
     const killSwitch = new KillSwitch(app.pg, repository);
