@@ -179,6 +179,7 @@ export default fp(
       app.pg,
       topicName('suppressions', config.TOPIC_PREFIX),
       emailHashKey,
+      suppressionKey ? (emailNorm) => subjectHash(suppressionKey, 'address', emailNorm) : undefined,
     );
     const repository = new SendsRepository(
       app.pg,
