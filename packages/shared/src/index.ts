@@ -106,6 +106,7 @@ export {
 } from './metrics.js';
 export {
   ERASURE_STATUSES,
+  ErasedSubjects,
   erasedPseudonym,
   erasureStatus,
   exportTables,

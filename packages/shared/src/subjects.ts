@@ -117,23 +117,26 @@ export function erasureStatus(changed: number, erasedBefore: boolean): ErasureSt
 }
 
 /**
- * The `subject_erasures` table every service keeps (its own migration): the hashes of what it
- * erased, so a second erasure says `already_erased` rather than `not_found`. Returns whether any of
- * `hashes` was recorded before; records them all when `record`.
+ * The `subject_erasures` table every service keeps (its own migrations): the hashes of every erasure
+ * asked of it (the rebuild filter, ErasedSubjects, reads them), and whether one changed rows here
+ * (`erased_rows`: a second erasure says `already_erased` rather than `not_found`). Returns whether an
+ * erasure of any of `hashes` changed rows before; records them all, with `changed`.
  */
 export async function recordErasure(
   client: { query: (sql: string, params: unknown[]) => Promise<{ rows: unknown[] }> },
   hashes: readonly string[],
-  record: boolean,
+  changed: boolean,
 ): Promise<boolean> {
-  const before = await client.query('SELECT 1 FROM subject_erasures WHERE subject_hash = ANY($1::text[]) LIMIT 1', [
-    hashes,
-  ]);
-  if (record)
-    await client.query(
-      `INSERT INTO subject_erasures (subject_hash) SELECT DISTINCT unnest($1::text[]) ON CONFLICT DO NOTHING`,
-      [hashes],
-    );
+  const before = await client.query(
+    'SELECT 1 FROM subject_erasures WHERE subject_hash = ANY($1::text[]) AND erased_rows LIMIT 1',
+    [hashes],
+  );
+  await client.query(
+    `INSERT INTO subject_erasures (subject_hash, erased_rows)
+     SELECT h, $2::boolean FROM (SELECT DISTINCT unnest($1::text[]) AS h ORDER BY 1) d
+     ON CONFLICT (subject_hash) DO UPDATE SET erased_rows = subject_erasures.erased_rows OR excluded.erased_rows`,
+    [hashes, changed],
+  );
   return before.rows.length > 0;
 }
 
@@ -172,4 +175,40 @@ export async function exportTables(
     out[table.name] = rows.slice(0, limit).map((r) => r.row as Record<string, unknown>);
   }
   return { tables: out, next: more ? page + 1 : null };
+}
+
+/**
+ * The rebuild filter (ADR 014, "Rebuilds do not resurrect"): which of a batch's candidate keys belong
+ * to an erased person, by their hashes under the suppression key in the service's live
+ * `subject_erasures` (one keyed lookup per batch). A projection rebuilt from the log (the liveness
+ * rebuild, the experiment replay, a live projector replaying after a reset) asks it and does not
+ * bring the person back. Without a suppression key nothing is known erased (the service warns at start).
+ */
+export class ErasedSubjects {
+  constructor(
+    private readonly db: { query: (sql: string, params: unknown[]) => Promise<{ rows: unknown[] }> },
+    private readonly key: KeyObject | undefined,
+  ) {}
+
+  get configured(): boolean {
+    return this.key !== undefined;
+  }
+
+  /** Each erased key of `candidateKeys`, with the pseudonym the erasure left (`erased:<hash>`). */
+  async candidates(candidateKeys: Iterable<string>): Promise<Map<string, string>> {
+    const erased = new Map<string, string>();
+    if (!this.key) return erased;
+    const hashes = new Map<string, string>();
+    for (const candidateKey of candidateKeys)
+      if (!candidateKey.startsWith('erased:') && !hashes.has(candidateKey))
+        hashes.set(candidateKey, subjectHash(this.key, 'candidate', candidateKey));
+    if (hashes.size === 0) return erased;
+    const { rows } = await this.db.query(
+      'SELECT subject_hash FROM subject_erasures WHERE subject_hash = ANY($1::text[])',
+      [[...hashes.values()]],
+    );
+    const found = new Set((rows as Array<{ subject_hash: string }>).map((r) => r.subject_hash));
+    for (const [candidateKey, hash] of hashes) if (found.has(hash)) erased.set(candidateKey, erasedPseudonym(hash));
+    return erased;
+  }
 }

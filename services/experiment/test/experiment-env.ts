@@ -4,9 +4,16 @@
  * make, and the replay of the exposure projection.
  */
 import { join } from 'node:path';
-import { createLogger } from '@outreach/shared';
+import { createLogger, loadSuppressionKey } from '@outreach/shared';
+import type { Pool } from 'pg';
 import type { SendRecorded } from '@outreach/contracts';
-import { sendRecordedEvent, serviceTestEnv, withLivePool, type ServiceTestEnv } from '@outreach/testkit';
+import {
+  sendRecordedEvent,
+  serviceTestEnv,
+  TEST_SUPPRESSION_KEY_ENV,
+  withLivePool,
+  type ServiceTestEnv,
+} from '@outreach/testkit';
 import type { FastifyInstance } from 'fastify';
 import { inject } from 'vitest';
 import { buildApp, migrationsDir } from '../src/app.js';
@@ -29,7 +36,10 @@ export const experimentEnv = () =>
   );
 
 /** Replays the exposures from the service's SendRecorded topic and compares them with its live projection. */
-export const replayFromLog = (t: ServiceTestEnv, options: { timeoutMs?: number } = {}) =>
+export const replayFromLog = (
+  t: ServiceTestEnv,
+  options: { timeoutMs?: number; inspect?: (pool: Pool) => Promise<void> } = {},
+) =>
   withLivePool(t, (livePool) =>
     replayExposures({
       kafka: t.kafka,
@@ -38,6 +48,7 @@ export const replayFromLog = (t: ServiceTestEnv, options: { timeoutMs?: number }
       livePool,
       migrationsDir,
       logger: createLogger({ name: 'replay', level: 'silent' }),
+      suppressionKey: loadSuppressionKey({ ...TEST_SUPPRESSION_KEY_ENV, SUPPRESSION_KEY_FILE: '' }),
       ...options,
     }),
   );

@@ -1,4 +1,4 @@
-import type { BaseConfig } from '@outreach/shared';
+import { SuppressionKeyConfigSchema, type BaseConfig } from '@outreach/shared';
 import { Type, type Static } from '@sinclair/typebox';
 
 const MINUTE = 60_000;
@@ -19,6 +19,11 @@ export const ConfigSchema = Type.Object({
    */
   REPLY_WINDOW_MS: Type.Integer({ minimum: 1, default: 7 * 24 * 60 * MINUTE }),
   SWEEP_INTERVAL_MS: Type.Integer({ minimum: 100, default: 1_000 }),
+  /**
+   * The suppression key (ADR 014): the projector and the rebuild skip events of a person erased here
+   * (`subject_erasures` holds their candidate key's hash under it). The planner's and the sender's.
+   */
+  ...SuppressionKeyConfigSchema.properties,
 });
 
 export type Config = BaseConfig & Static<typeof ConfigSchema>;

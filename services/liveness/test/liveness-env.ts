@@ -4,8 +4,9 @@
  * API token the tests use, the sweeps counted, and the rebuild from the log.
  */
 import { join } from 'node:path';
-import { createLogger } from '@outreach/shared';
-import { serviceTestEnv, withLivePool, type ServiceTestEnv } from '@outreach/testkit';
+import { createLogger, loadSuppressionKey } from '@outreach/shared';
+import type { Pool } from 'pg';
+import { serviceTestEnv, TEST_SUPPRESSION_KEY_ENV, withLivePool, type ServiceTestEnv } from '@outreach/testkit';
 import type { FastifyInstance } from 'fastify';
 import { inject } from 'vitest';
 import { buildApp, migrationsDir } from '../src/app.js';
@@ -46,7 +47,7 @@ export async function sweepsDone(app: FastifyInstance): Promise<number> {
 }
 
 /** Rebuilds the conversations from both topics with `defaults` and compares them with the live projection. */
-export const rebuildFromLog = (t: ServiceTestEnv, defaults: Graces) =>
+export const rebuildFromLog = (t: ServiceTestEnv, defaults: Graces, inspect?: (pool: Pool) => Promise<void>) =>
   withLivePool(t, (livePool) =>
     rebuildConversations({
       kafka: t.kafka,
@@ -56,5 +57,7 @@ export const rebuildFromLog = (t: ServiceTestEnv, defaults: Graces) =>
       migrationsDir,
       defaults,
       logger: createLogger({ name: 'rebuild', level: 'silent' }),
+      suppressionKey: loadSuppressionKey({ ...TEST_SUPPRESSION_KEY_ENV, SUPPRESSION_KEY_FILE: '' }),
+      ...(inspect ? { inspect } : {}),
     }),
   );

@@ -3,14 +3,17 @@
  * sender (mailing a real SMTP sink), the experiment and liveness services as processes, all on one
  * topic prefix and each in its own schema.
  */
+import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
+import { candidateKeyFor, normalizeEmail, sendIdFor, type SendRequested } from '@outreach/contracts';
 import { subjectHash, loadSuppressionKey } from '@outreach/shared';
 import {
   freePort,
   serviceTestEnv,
   SmtpSink,
   TEST_SUPPRESSION_KEY_ENV,
+  testEmailHashKey,
   waitFor,
   type ServiceTestEnv,
 } from '@outreach/testkit';
@@ -96,10 +99,42 @@ async function sendStatus(campaignId: string): Promise<string | undefined> {
   return rows[0]?.status;
 }
 
-/** Every row of every table of the four schemas, as text. */
-async function everyRow(): Promise<Array<{ where: string; text: string }>> {
+/**
+ * A SendRequested as the planner emitted it before an erasure ran: on its way to the sender, with
+ * the address and the content.
+ */
+function sendRequestedFor(candidateId: string, email: string, campaignId: string): SendRequested {
+  const candidateKey = candidateKeyFor(candidateId, testEmailHashKey());
+  return {
+    type: 'SendRequested',
+    eventId: randomUUID(),
+    occurredAt: Date.now(),
+    producer: 'test',
+    correlationId: `corr-${campaignId}`,
+    causationId: null,
+    sendId: sendIdFor(campaignId, candidateKey, 'intro'),
+    requestId: `req-${campaignId}`,
+    campaignId,
+    candidateId,
+    candidateKey,
+    email,
+    emailNorm: normalizeEmail(email),
+    step: 'intro',
+    experimentId: null,
+    variant: null,
+    subject: `Hello ${candidateId}`,
+    body: 'Private content for the late request.',
+    scheduledFor: null,
+    conversationId: `conv-${campaignId}`,
+  };
+}
+
+/** Every row of every table of the schemas (the four services' by default), as text. */
+async function everyRow(
+  envs: readonly ServiceTestEnv[] = [planner, peers.sender, peers.experiment, peers.liveness],
+): Promise<Array<{ where: string; text: string }>> {
   const found: Array<{ where: string; text: string }> = [];
-  for (const env of [planner, peers.sender, peers.experiment, peers.liveness]) {
+  for (const env of envs) {
     const tables = await env.query<{ table_name: string }>(
       `SELECT table_name FROM information_schema.tables WHERE table_schema = $1 AND table_type = 'BASE TABLE'`,
       [env.schema],
@@ -192,6 +227,67 @@ describe('data-subject requests', () => {
     });
     expect(sink.deliveredTo('subj.ada@example.com')).toHaveLength(before);
   }, 240_000);
+
+  it('a SendRequested on its way when the erasure ran is written scrubbed and ends suppressed, unmailed', async () => {
+    // Erased three ways: known to the sender (by candidate), by candidate with a later request at a
+    // new address, and by an address the sender had never seen (the request was still in the topic).
+    await mailed('Late-Lee', 'late.lee@example.com', 'camp-late-1');
+    await mailed('Late-Kim', 'late.kim@example.com', 'camp-late-2');
+    for (const erase of [
+      { url: '/v1/subjects/Late-Lee/erase' },
+      { url: '/v1/subjects/Late-Kim/erase' },
+      { url: '/v1/subjects/erase', payload: { email: 'Late.Nobody@Example.com' } },
+    ]) {
+      const erased = await app.inject({ method: 'POST', headers: auth, ...erase });
+      expect(erased.statusCode, erased.body).toBe(200);
+    }
+    const late = [
+      sendRequestedFor('Late-Lee', 'Late.Lee@example.com', 'camp-late-3'),
+      sendRequestedFor('Late-Kim', 'kim.elsewhere@example.com', 'camp-late-4'),
+      sendRequestedFor('Late-Nobody', 'late.nobody@example.com', 'camp-late-5'),
+    ];
+    const delivered = (e: string) => sink.deliveredTo(e).length;
+    const before = late.map((e) => delivered(e.emailNorm));
+    await planner.publish('sendRequested', late);
+    for (const event of late)
+      await waitFor(async () => (await sendStatus(event.campaignId)) === 'suppressed' || undefined, {
+        timeoutMs: 60_000,
+        description: `the late request of ${event.candidateId} suppressed`,
+      });
+    expect(late.map((e) => delivered(e.emailNorm))).toEqual(before);
+    const rows = await peers.sender.query<{ candidate_key: string; email: string }>(
+      `SELECT candidate_key, email FROM sends WHERE campaign_id = ANY($1::text[])`,
+      [late.map((e) => e.campaignId)],
+    );
+    expect(rows).toHaveLength(3);
+    for (const row of rows) {
+      expect(row.candidate_key).toMatch(/^erased:[0-9a-f]{64}$/);
+      expect(row.email).toBe('');
+    }
+    // The candidate erased under another address: the new address's objection is kept as a hash.
+    const kept = await peers.sender.query<{ address_hash: string }>('SELECT address_hash FROM suppression_hashes');
+    expect(kept.map((k) => k.address_hash)).toContain(subjectHash(key!, 'address', 'kim.elsewhere@example.com'));
+    await waitFor(async () => (await peers.sender.query('SELECT 1 FROM outbox')).length === 0, {
+      timeoutMs: 30_000,
+      description: "the sender's outbox to drain",
+    });
+    const spellings = [
+      'late.lee@example.com',
+      'late.kim@example.com',
+      'kim.elsewhere@example.com',
+      'late.nobody@example.com',
+      'late-lee',
+      'late-kim',
+      'late-nobody',
+      'private content',
+      'conv-camp-late',
+      ...late.map((e) => e.candidateKey),
+    ];
+    const hits = (await everyRow([peers.sender])).filter((row) =>
+      spellings.some((s) => row.text.toLowerCase().includes(s.toLowerCase())),
+    );
+    expect(hits).toEqual([]);
+  }, 180_000);
 
   it('an unknown candidate is not_found in every store, audited the same; bad input is a 400', async () => {
     const unknown = await app.inject({ method: 'POST', url: '/v1/subjects/nobody-at-all/erase', headers: auth });

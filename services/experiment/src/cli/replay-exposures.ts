@@ -2,9 +2,9 @@
  * Replays outreach.send-recorded.v1 from the beginning into a scratch exposure projection and
  * reports whether it matches the live one. Exit 0 when it does.
  *
- *   KAFKA_BROKERS=... DATABASE_URL=... [TOPIC_PREFIX=] node dist/cli/replay-exposures.js
+ *   KAFKA_BROKERS=... DATABASE_URL=... [TOPIC_PREFIX=] [SUPPRESSION_KEY_FILE=] node dist/cli/replay-exposures.js
  */
-import { createKafka, createLogger, createPool, topicName } from '@outreach/shared';
+import { createKafka, createLogger, createPool, loadSuppressionKey, topicName } from '@outreach/shared';
 import { migrationsDir } from '../app.js';
 import { replayExposures } from '../workflow/replay.js';
 
@@ -28,6 +28,10 @@ try {
     livePool,
     migrationsDir,
     logger,
+    suppressionKey: loadSuppressionKey({
+      SUPPRESSION_KEY_FILE: process.env.SUPPRESSION_KEY_FILE ?? '',
+      SUPPRESSION_KEY: process.env.SUPPRESSION_KEY ?? '',
+    }),
   });
   console.log(JSON.stringify(result, null, 2));
   console.log(result.matches ? 'replay matches the live projection' : 'MISMATCH between replay and live projection');

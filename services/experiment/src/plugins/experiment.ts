@@ -1,4 +1,12 @@
-import { registerConsumer, registerOutboxRelay, retryCap, topicName, type Logger } from '@outreach/shared';
+import {
+  ErasedSubjects,
+  loadSuppressionKey,
+  registerConsumer,
+  registerOutboxRelay,
+  retryCap,
+  topicName,
+  type Logger,
+} from '@outreach/shared';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { ExperimentsRepository } from '../adapters/experiments-repository.js';
@@ -18,12 +26,19 @@ export default fp(
     const repository = new ExperimentsRepository(app.pg, topicName('assignments', config.TOPIC_PREFIX));
     app.decorate('experiments', repository);
     app.decorate('experimentConfig', config);
+    const suppressionKey = loadSuppressionKey(config);
+    if (!suppressionKey)
+      app.log.warn('SUPPRESSION_KEY_FILE is not set: exposures of erased people are not recognized (ADR 014)');
     registerConsumer(app, {
       partitionsConsumedConcurrently: config.CONSUMER_PARTITION_CONCURRENCY,
       groupId: config.CONSUMER_GROUP,
       topics: [topicName('sendRecorded', config.TOPIC_PREFIX)],
       retry: retryCap(config),
-      handler: exposureHandler(repository, app.log.child({ component: 'exposures' }) as Logger),
+      handler: exposureHandler(
+        repository,
+        app.log.child({ component: 'exposures' }) as Logger,
+        new ErasedSubjects(app.pg, suppressionKey),
+      ),
     });
     registerOutboxRelay(app, {
       databaseUrl: config.DATABASE_URL,

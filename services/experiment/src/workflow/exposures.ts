@@ -1,14 +1,22 @@
-import type { ConsumedEvent, EventBatchHandler, Logger } from '@outreach/shared';
+import type { ConsumedEvent, ErasedSubjects, EventBatchHandler, Logger } from '@outreach/shared';
 import type { SendRecorded } from '@outreach/contracts';
 import type { ExperimentsRepository, Exposure } from '../adapters/experiments-repository.js';
 
 /**
  * Exposures come from the sender's SendRecorded events: an experiment's send that went out
  * (`sent`). Idempotent by event id, so redeliveries and replays count once.
+ *
+ * An exposure of a person erased here (`erased`, the live schema's subject_erasures) is filed under
+ * the pseudonym the erasure left (`erased:<hash>`), never their candidate key: a replay of the log
+ * does not bring them back, and reaches the same counts as the live projection (ADR 014).
  */
-export function exposureHandler(repository: ExperimentsRepository, logger: Logger): EventBatchHandler {
+export function exposureHandler(
+  repository: ExperimentsRepository,
+  logger: Logger,
+  erased?: ErasedSubjects,
+): EventBatchHandler {
   return async (events: readonly ConsumedEvent[]) => {
-    const exposures: Exposure[] = events
+    const found: Exposure[] = events
       .map((e) => e.event)
       .filter((e): e is SendRecorded => e.type === 'SendRecorded')
       .filter((e) => e.outcome === 'sent' && e.experimentId !== null && e.variant !== null)
@@ -21,6 +29,11 @@ export function exposureHandler(repository: ExperimentsRepository, logger: Logge
         recordedAt: new Date(e.recordedAt),
         correlationId: e.correlationId,
       }));
+    const pseudonyms = erased ? await erased.candidates(found.map((e) => e.candidateKey)) : new Map<string, string>();
+    const exposures =
+      pseudonyms.size === 0
+        ? found
+        : found.map((e) => ({ ...e, candidateKey: pseudonyms.get(e.candidateKey) ?? e.candidateKey }));
     const contaminated = await repository.recordExposures(exposures);
     for (const event of contaminated) {
       logger.error(

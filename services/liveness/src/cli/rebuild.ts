@@ -4,7 +4,7 @@
  *
  *   KAFKA_BROKERS=... DATABASE_URL=... [TOPIC_PREFIX=] [DATABASE_SCHEMA=liveness] node dist/cli/rebuild.js
  */
-import { createKafka, createLogger, createPool, loadConfig, topicName } from '@outreach/shared';
+import { createKafka, createLogger, createPool, loadConfig, loadSuppressionKey, topicName } from '@outreach/shared';
 import { migrationsDir } from '../app.js';
 import { ConfigSchema } from '../config.js';
 import { defaultGraces } from '../plugins/liveness.js';
@@ -24,6 +24,7 @@ try {
     livePool,
     migrationsDir,
     defaults: defaultGraces(config),
+    suppressionKey: loadSuppressionKey(config),
     logger: createLogger({ name: 'liveness-rebuild', level: config.LOG_LEVEL }),
   });
   console.log(JSON.stringify(result));

@@ -1,4 +1,6 @@
 import {
+  ErasedSubjects,
+  loadSuppressionKey,
   registerConsumer,
   registerOutboxRelay,
   retryCap,
@@ -33,6 +35,9 @@ export function defaultGraces(config: Config) {
 /** Wires the projection consumer (both topics), the sweeper, the gauges and the outbox relay. */
 export default fp(
   async (app: FastifyInstance, { config }: { config: Config }) => {
+    const suppressionKey = loadSuppressionKey(config);
+    if (!suppressionKey)
+      app.log.warn('SUPPRESSION_KEY_FILE is not set: the projector cannot skip erased people (ADR 014)');
     const repository = new ConversationsRepository(
       app.pg,
       {
@@ -56,7 +61,11 @@ export default fp(
       groupId: config.CONSUMER_GROUP,
       topics: [topicName('conversationEvents', config.TOPIC_PREFIX), topicName('sendRecorded', config.TOPIC_PREFIX)],
       retry: retryCap(config),
-      handler: projectorHandler(repository, app.log.child({ component: 'projector' }) as Logger),
+      handler: projectorHandler(
+        repository,
+        app.log.child({ component: 'projector' }) as Logger,
+        new ErasedSubjects(app.pg, suppressionKey),
+      ),
     });
     registerOutboxRelay(app, {
       databaseUrl: config.DATABASE_URL,

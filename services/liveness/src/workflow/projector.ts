@@ -1,5 +1,6 @@
 import {
   runCommands,
+  type ErasedSubjects,
   withTransaction,
   type ConsumedEvent,
   type EventBatchHandler,
@@ -173,7 +174,16 @@ function pickCause(event: Cause | undefined): Cause | null {
   return event === undefined ? null : { eventId: event.eventId, correlationId: event.correlationId };
 }
 
-export function projectorHandler(repository: ConversationsRepository, logger: Logger): EventBatchHandler {
+/**
+ * The projector's handler. Events of a person erased here (`erased`, the live schema's
+ * subject_erasures) are skipped: the erasure deleted their conversations, and neither a late event
+ * nor a replay of the log (a rebuild, a reset of the group) brings them back (ADR 014).
+ */
+export function projectorHandler(
+  repository: ConversationsRepository,
+  logger: Logger,
+  erased?: ErasedSubjects,
+): EventBatchHandler {
   return async (events) => {
     const projected: ProjectedEvent[] = [];
     const rejected: Rejection[] = [];
@@ -184,7 +194,11 @@ export function projectorHandler(repository: ConversationsRepository, logger: Lo
       if (problem) rejected.push({ offset: consumed.offset, reason: problem });
       else projected.push(event);
     }
-    const recovered = await projectEvents(repository, projected);
+    const skip = erased ? await erased.candidates(projected.map((e) => e.candidateKey)) : new Map<string, string>();
+    const recovered = await projectEvents(
+      repository,
+      skip.size === 0 ? projected : projected.filter((e) => !skip.has(e.candidateKey)),
+    );
     for (const event of recovered) {
       logger.info(
         { alert: 'conversation_recovered', conversationId: event.conversationId, reason: event.reason },

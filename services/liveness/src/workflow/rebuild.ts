@@ -2,7 +2,15 @@
  * Rebuilds the conversation projection from both topics, from the beginning, into a scratch schema,
  * and compares it with the live projection (flags excluded: they depend on when sweeps ran).
  */
-import { quoteIdent, replayFromBeginning, withScratchSchema, type createKafka, type Logger } from '@outreach/shared';
+import {
+  ErasedSubjects,
+  quoteIdent,
+  replayFromBeginning,
+  withScratchSchema,
+  type createKafka,
+  type Logger,
+} from '@outreach/shared';
+import type { KeyObject } from 'node:crypto';
 import type { Pool } from 'pg';
 import { ConversationsRepository } from '../adapters/conversations-repository.js';
 import type { Graces } from '../domain/conversation.js';
@@ -16,6 +24,10 @@ export async function rebuildConversations(options: {
   readonly migrationsDir: string;
   readonly defaults: Graces;
   readonly logger: Logger;
+  /** The suppression key: events of a person erased in the live schema are skipped (ADR 014). */
+  readonly suppressionKey?: KeyObject | undefined;
+  /** Reads the rebuilt schema before it is dropped (tests: what a rebuild brings back). */
+  readonly inspect?: (pool: Pool) => Promise<void>;
 }): Promise<{ matches: boolean; conversations: number; messages: number; differences: number }> {
   const liveSchema = (await options.livePool.query<{ schema: string }>('SELECT current_schema() AS schema')).rows[0]
     ?.schema as string;
@@ -30,11 +42,16 @@ export async function rebuildConversations(options: {
         kafka: options.kafka,
         topics: options.topics,
         groupId: `${schema}_group`,
-        handler: projectorHandler(repository, options.logger),
+        handler: projectorHandler(
+          repository,
+          options.logger,
+          new ErasedSubjects(options.livePool, options.suppressionKey),
+        ),
         logger: options.logger,
       });
       const live = await new ConversationsRepository(options.livePool, unused, options.defaults).snapshot();
       const rebuilt = await repository.snapshot();
+      await options.inspect?.(pool);
       const differences =
         Math.abs(live.length - rebuilt.length) +
         live.filter((row, i) => JSON.stringify(row) !== JSON.stringify(rebuilt[i])).length;

@@ -11,7 +11,14 @@
  * same transaction.
  */
 import { randomUUID } from 'node:crypto';
-import { enqueueEvents, withTransaction, type OutgoingEvent, type Queryable } from '@outreach/shared';
+import {
+  enqueueEvents,
+  erasedPseudonym,
+  withTransaction,
+  type OutgoingEvent,
+  type Queryable,
+  type SubjectHashKind,
+} from '@outreach/shared';
 import { emailHash, type EmailHashKey } from '@outreach/contracts';
 import type { Pool, PoolClient } from 'pg';
 import { EVIDENCE_KINDS } from '../domain/feedback/feedback.js';
@@ -217,10 +224,10 @@ export class SendsRepository {
     /** Where a hard bounce suppresses its address, in the transaction that records it. */
     private readonly suppressions?: Pick<SuppressionsRepository, 'suppressIn'>,
     /**
-     * A claim's address hash under the suppression key (ADR 014), stored on its row for the gate's
-     * keyed lookup; absent without a suppression key.
+     * Hashes under the suppression key (ADR 014): a claim's address hash, stored on its row for the
+     * gate's keyed lookup, and the pseudonyms of an erased person's request; absent without a key.
      */
-    private readonly addressHashOf?: (emailNorm: string) => string,
+    private readonly subjectHashOf?: (kind: SubjectHashKind, value: string) => string,
   ) {}
 
   /** Told of sends settled by evidence inside this repository's own transactions (for the counters). */
@@ -258,21 +265,69 @@ export class SendsRepository {
   /**
    * Claims every send whose slot is free, in one statement; the rest are returned as conflicts, with
    * the send that holds their slot (the workflow decides what a taken slot makes of them).
+   *
+   * A request for an erased person (ADR 014: its address's keyed hash is in `suppression_hashes`, or
+   * its candidate's in `subject_erasures`; two primary-key probes in the same statement) is one that
+   * was on its way when the erasure ran: its row is written already scrubbed, as the erasure would
+   * leave it (no address, candidate id or content; `erased:<hash>` for the candidate key, the address
+   * and the conversation id), its address's objection is kept as a hash (a candidate erased under
+   * another address), and it is not gate-clear: the checks end it `suppressed` and publish its
+   * SendRecorded with the pseudonyms. A request that loses its slot is classified with the same
+   * pseudonyms, so its duplicate record holds no more than the row it lost to.
    */
   async claim(sends: readonly ValidSend[]): Promise<{ claimed: FreshClaim[]; conflicts: ClaimConflict[] }> {
     if (sends.length === 0) return { claimed: [], conflicts: [] };
     const tokens = sends.map(() => randomUUID());
     const column = <K extends keyof ValidSend>(key: K) => sends.map((s) => s[key]);
-    const inserted = await this.pool.query<FreshClaim>(
-      `INSERT INTO sends (send_id, request_id, request_event_id, correlation_id, campaign_id, candidate_id, candidate_key,
-         email, email_norm, email_hash, step, experiment_id, variant, subject, body, email_hash_key_id, claim_token,
-         conversation_id, address_hash, status, lease_expires_at)
-       SELECT q.*, ${CLAIMED}, now() + make_interval(secs => $18::float8 / 1000)
-       FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
-                   $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[],
-                   $16::text[], $17::uuid[], $19::text[], $20::text[]) AS q
-       ON CONFLICT DO NOTHING
-       RETURNING send_id AS "sendId", claim_token AS "token", email_norm AS "emailNorm", ${CLAIM_GATE_CLEAR} AS "gateClear"`,
+    const hashOf = this.subjectHashOf;
+    const hashes = sends.map((s) =>
+      hashOf
+        ? {
+            address: hashOf('address', s.emailNorm),
+            candidate: hashOf('candidate', s.candidateKey),
+            conversation: s.conversationId === null ? null : hashOf('conversation', s.conversationId),
+          }
+        : { address: null, candidate: null, conversation: null },
+    );
+    const { rows } = await this.pool.query<FreshClaim & { inserted: boolean; erased: boolean; idx: string }>(
+      `WITH q AS (
+         SELECT u.*, u.address_hash IS NOT NULL AND (
+                  EXISTS (SELECT 1 FROM suppression_hashes h WHERE h.address_hash = u.address_hash)
+                  OR EXISTS (SELECT 1 FROM subject_erasures x WHERE x.subject_hash = u.candidate_hash)) AS erased
+         FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
+                     $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[],
+                     $16::text[], $17::uuid[], $19::text[], $20::text[], $21::text[], $22::text[]) WITH ORDINALITY
+           AS u(send_id, request_id, request_event_id, correlation_id, campaign_id, candidate_id, candidate_key,
+                email, email_norm, email_hash, step, experiment_id, variant, subject, body, email_hash_key_id,
+                claim_token, conversation_id, address_hash, candidate_hash, conversation_hash, idx)),
+       objection AS (
+         INSERT INTO suppression_hashes (address_hash, reason)
+         SELECT DISTINCT address_hash, 'erasure' FROM q WHERE erased ORDER BY address_hash
+         ON CONFLICT (address_hash) DO NOTHING),
+       claimed AS (
+         INSERT INTO sends (send_id, request_id, request_event_id, correlation_id, campaign_id, candidate_id,
+           candidate_key, email, email_norm, email_hash, step, experiment_id, variant, subject, body,
+           email_hash_key_id, claim_token, conversation_id, address_hash, status, lease_expires_at)
+         SELECT send_id, request_id, request_event_id, correlation_id, campaign_id,
+                CASE WHEN erased THEN '' ELSE candidate_id END,
+                CASE WHEN erased THEN 'erased:' || candidate_hash ELSE candidate_key END,
+                CASE WHEN erased THEN '' ELSE email END,
+                CASE WHEN erased THEN 'erased:' || address_hash ELSE email_norm END,
+                email_hash, step, experiment_id, variant,
+                CASE WHEN erased THEN '' ELSE subject END,
+                CASE WHEN erased THEN '' ELSE body END,
+                email_hash_key_id, claim_token,
+                CASE WHEN erased AND conversation_id IS NOT NULL THEN 'erased:' || conversation_hash
+                     ELSE conversation_id END,
+                address_hash, ${CLAIMED}, now() + make_interval(secs => $18::float8 / 1000)
+         FROM q
+         ON CONFLICT DO NOTHING
+         RETURNING send_id, claim_token, email_norm,
+                   sends.email_norm NOT LIKE 'erased:%' AND ${CLAIM_GATE_CLEAR} AS gate_clear)
+       SELECT q.idx, q.erased, c.send_id IS NOT NULL AS inserted, c.send_id AS "sendId", c.claim_token AS "token",
+              c.email_norm AS "emailNorm", c.gate_clear AS "gateClear"
+       FROM q LEFT JOIN claimed c ON c.send_id = q.send_id AND c.claim_token = q.claim_token
+       ORDER BY q.idx`,
       [
         column('sendId'),
         column('requestId'),
@@ -293,25 +348,57 @@ export class SendsRepository {
         tokens,
         this.leaseMs,
         column('conversationId'),
-        sends.map((s) => this.addressHashOf?.(s.emailNorm) ?? null),
+        hashes.map((h) => h.address),
+        hashes.map((h) => h.candidate),
+        hashes.map((h) => h.conversation),
       ],
     );
-    const claimedIds = new Set(inserted.rows.map((r) => r.sendId));
-    const losers = sends.flatMap((send, i) =>
-      claimedIds.has(send.sendId) ? [] : [{ send, token: tokens[i] as string }],
-    );
-    return { claimed: inserted.rows, conflicts: await this.classify(losers) };
+    const claimed: FreshClaim[] = [];
+    const losers: Array<{ send: ValidSend; token: string; plain: ValidSend }> = [];
+    for (const row of rows) {
+      const i = Number(row.idx) - 1;
+      if (row.inserted) {
+        claimed.push({ sendId: row.sendId, token: row.token, emailNorm: row.emailNorm, gateClear: row.gateClear });
+        continue;
+      }
+      const send = sends[i] as ValidSend;
+      const hash = hashes[i] as (typeof hashes)[number];
+      losers.push({
+        send: row.erased
+          ? {
+              ...send,
+              candidateId: '',
+              candidateKey: erasedPseudonym(hash.candidate as string),
+              email: '',
+              emailNorm: erasedPseudonym(hash.address as string),
+              subject: '',
+              body: '',
+              conversationId: hash.conversation === null ? null : erasedPseudonym(hash.conversation),
+            }
+          : send,
+        token: tokens[i] as string,
+        plain: send,
+      });
+    }
+    return { claimed, conflicts: await this.classify(losers) };
   }
 
-  private async classify(losers: ReadonlyArray<{ send: ValidSend; token: string }>): Promise<ClaimConflict[]> {
+  /**
+   * The rows that hold the losers' slots. An erased person's request is matched by its pseudonyms
+   * (the rows an erasure left) and by its plain keys (a row the erasure did not see).
+   */
+  private async classify(
+    losers: ReadonlyArray<{ send: ValidSend; token: string; plain: ValidSend }>,
+  ): Promise<ClaimConflict[]> {
     if (losers.length === 0) return [];
     const { rows } = await this.pool.query<{ idx: string; sendId: string; sameCandidate: boolean }>(
-      `SELECT q.idx, s.send_id AS "sendId", s.candidate_key = q.candidate_key AS "sameCandidate"
-       FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY
-            AS q(send_id, campaign_id, candidate_key, email_norm, step, idx)
+      `SELECT q.idx, s.send_id AS "sendId", s.candidate_key IN (q.candidate_key, q.plain_key) AS "sameCandidate"
+       FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[]) WITH ORDINALITY
+            AS q(send_id, campaign_id, candidate_key, email_norm, step, plain_key, plain_norm, idx)
        JOIN sends s ON s.send_id = q.send_id
                     OR (s.campaign_id = q.campaign_id AND s.step = q.step
-                        AND (s.candidate_key = q.candidate_key OR s.email_norm = q.email_norm))
+                        AND (s.candidate_key IN (q.candidate_key, q.plain_key)
+                             OR s.email_norm IN (q.email_norm, q.plain_norm)))
        ORDER BY q.idx, (s.send_id = q.send_id) DESC`,
       [
         losers.map((l) => l.send.sendId),
@@ -319,6 +406,8 @@ export class SendsRepository {
         losers.map((l) => l.send.candidateKey),
         losers.map((l) => l.send.emailNorm),
         losers.map((l) => l.send.step),
+        losers.map((l) => l.plain.candidateKey),
+        losers.map((l) => l.plain.emailNorm),
       ],
     );
     return losers.map(({ send, token }, i): ClaimConflict => {

@@ -113,6 +113,34 @@ export class SubjectsRepository {
     return subjectHash(this.suppressionKey, kind, value);
   }
 
+  /**
+   * The backfill's rebuild filter (ADR 014): the rows of a provider-history batch that belong to an
+   * erased person, by the address's hash (its kept objection, or an erasure's record) or the
+   * candidate key's; one keyed lookup per batch. Without a suppression key, none.
+   */
+  async erasedRows<R extends { readonly emailNorm: string; readonly candidateKey: string | null }>(
+    rows: readonly R[],
+  ): Promise<Set<R>> {
+    if (!this.suppressionKey || rows.length === 0) return new Set();
+    const hashed = rows.map((row) => ({
+      row,
+      address: this.hash('address', row.emailNorm),
+      candidate: row.candidateKey === null ? null : this.hash('candidate', row.candidateKey),
+    }));
+    const all = [...new Set(hashed.flatMap((h) => (h.candidate === null ? [h.address] : [h.address, h.candidate])))];
+    const { rows: found } = await this.pool.query<{ hash: string }>(
+      `SELECT address_hash AS hash FROM suppression_hashes WHERE address_hash = ANY($1::text[])
+       UNION SELECT subject_hash FROM subject_erasures WHERE subject_hash = ANY($1::text[])`,
+      [all],
+    );
+    const erased = new Set(found.map((f) => f.hash));
+    return new Set(
+      hashed
+        .filter((h) => erased.has(h.address) || (h.candidate !== null && erased.has(h.candidate)))
+        .map((h) => h.row),
+    );
+  }
+
   exportPart(body: SubjectPartExportBody): Promise<SubjectPartExportAnswer> {
     const emails = body.addresses.map((a) => a.email);
     return exportTables(

@@ -3,9 +3,10 @@
  * send. Every write that suppresses an address, or changes why, enqueues an `AddressSuppressed` in the
  * same transaction (the outbox), so the topic says exactly what the list did.
  */
-import { enqueueEvents, withTransaction, type Queryable } from '@outreach/shared';
+import { enqueueEvents, erasedPseudonym, withTransaction, type Queryable } from '@outreach/shared';
 import { emailHash, type EmailHashKey } from '@outreach/contracts';
 import type { Pool } from 'pg';
+import { PERSON_SENDS } from './subjects-repository.js';
 import { addressSuppressed, type SuppressionReason, type SuppressionSource } from '../domain/suppression.js';
 
 export interface Suppression {
@@ -35,6 +36,8 @@ export class SuppressionsRepository {
     private readonly pool: Pool,
     private readonly topic: string,
     private readonly hashKey: EmailHashKey,
+    /** An address's hash under the suppression key (ADR 014), to lift an erased person's suppression. */
+    private readonly addressHashOf?: (emailNorm: string) => string,
   ) {}
 
   /** Suppresses an address; `changed` when the list changed (and an event was enqueued). */
@@ -76,9 +79,26 @@ export class SuppressionsRepository {
     return { changed: true };
   }
 
-  async unsuppress(emailNorm: string): Promise<boolean> {
-    const result = await this.pool.query('DELETE FROM suppressions WHERE email_norm = $1', [emailNorm]);
-    return (result.rowCount ?? 0) > 0;
+  /**
+   * Lifts the address's suppression: the plain entry, and an erased person's hashed one (ADR 014:
+   * a person opting back in), with the erasure's record of the address and of the candidate keys its
+   * erased sends carry, so a new request for them is claimed as anyone's again. Says what it lifted.
+   */
+  async unsuppress(emailNorm: string): Promise<{ plain: boolean; hashed: boolean }> {
+    return withTransaction(this.pool, async (client) => {
+      const plain = await client.query('DELETE FROM suppressions WHERE email_norm = $1', [emailNorm]);
+      if (!this.addressHashOf) return { plain: (plain.rowCount ?? 0) > 0, hashed: false };
+      const hash = this.addressHashOf(emailNorm);
+      const hashed = await client.query('DELETE FROM suppression_hashes WHERE address_hash = $1', [hash]);
+      const keys = await client.query<{ key: string }>(
+        `SELECT DISTINCT candidate_key AS key ${PERSON_SENDS} AND candidate_key LIKE 'erased:%'`,
+        [[], [erasedPseudonym(hash)]],
+      );
+      await client.query('DELETE FROM subject_erasures WHERE subject_hash = ANY($1::text[])', [
+        [hash, ...keys.rows.map((r) => r.key.slice('erased:'.length))],
+      ]);
+      return { plain: (plain.rowCount ?? 0) > 0, hashed: (hashed.rowCount ?? 0) > 0 };
+    });
   }
 
   async suppression(emailNorm: string): Promise<Suppression | undefined> {

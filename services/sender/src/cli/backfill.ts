@@ -23,13 +23,16 @@
  *   window, printed with the history's time range): import a later export to close it.
  * Env: DATABASE_URL, DATABASE_SCHEMA (default sender), TOPIC_PREFIX, MESSAGE_ID_DOMAIN (default
  * outreach.local), and the sender's emailHash key: EMAIL_HASH_KEY_FILE (or EMAIL_HASH_KEY) and
- * EMAIL_HASH_KEY_ID. The last line printed is the result as JSON.
+ * EMAIL_HASH_KEY_ID, and the suppression key (SUPPRESSION_KEY_FILE or SUPPRESSION_KEY): rows of a person
+ * erased here (ADR 014) are skipped and counted, never imported. The last line printed is the result as JSON.
  */
 import { parseArgs } from 'node:util';
-import { ConfigError, createPool, loadEmailHashKey, topicName } from '@outreach/shared';
+import type { KeyObject } from 'node:crypto';
+import { ConfigError, createPool, loadEmailHashKey, loadSuppressionKey, topicName } from '@outreach/shared';
 import { type EmailHashKey } from '@outreach/contracts';
 import { HistoryRepository } from '../adapters/history-repository.js';
 import { SendsRepository } from '../adapters/sends-repository.js';
+import { SubjectsRepository } from '../adapters/subjects-repository.js';
 import { backfill } from '../workflow/backfill.js';
 import { SendCommands } from '../workflow/send-commands.js';
 
@@ -56,7 +59,12 @@ const batchSize = Number(values['batch-size'] ?? 5_000);
 if (!Number.isSafeInteger(batchSize) || batchSize < 1 || batchSize > 50_000) fail('--batch-size must be 1 to 50000');
 const messageIdDomain = process.env.MESSAGE_ID_DOMAIN || 'outreach.local';
 let hashKey: EmailHashKey;
+let suppressionKey: KeyObject | undefined;
 try {
+  suppressionKey = loadSuppressionKey({
+    SUPPRESSION_KEY_FILE: process.env.SUPPRESSION_KEY_FILE ?? '',
+    SUPPRESSION_KEY: process.env.SUPPRESSION_KEY ?? '',
+  });
   hashKey = loadEmailHashKey({
     EMAIL_HASH_KEY_FILE: process.env.EMAIL_HASH_KEY_FILE ?? '',
     EMAIL_HASH_KEY: process.env.EMAIL_HASH_KEY ?? '',
@@ -75,8 +83,11 @@ const pool = createPool({
 });
 const started = Date.now();
 try {
-  const sends = new SendsRepository(pool, topicName('sendRecorded', process.env.TOPIC_PREFIX ?? ''), 60_000, hashKey);
+  const prefix = process.env.TOPIC_PREFIX ?? '';
+  const sends = new SendsRepository(pool, topicName('sendRecorded', prefix), 60_000, hashKey);
+  const subjects = new SubjectsRepository(pool, hashKey, suppressionKey, topicName('sendRecorded', prefix));
   const result = await backfill(new HistoryRepository(pool, new SendCommands(sends), hashKey), {
+    erased: (rows) => subjects.erasedRows(rows),
     file: values.file,
     ...(values.step === undefined ? {} : { step: values.step }),
     ...(values.campaign === undefined ? {} : { campaign: values.campaign }),
@@ -110,7 +121,7 @@ try {
       const { record, duplicates } = result;
       const imported = record.rowsImported;
       console.log(
-        `import ${record.importId}: ${record.lines} rows, ${imported} imported, ${record.newSends} new sent-log entries, ${result.invalidCount} invalid`,
+        `import ${record.importId}: ${record.lines} rows, ${imported} imported, ${record.newSends} new sent-log entries, ${result.invalidCount} invalid, ${result.erased} of erased people skipped`,
       );
       for (const problem of result.invalid) console.log(`  invalid ${problem}`);
       console.log(
@@ -138,6 +149,7 @@ try {
           matchedLive: record.matchedLive,
           resolvedAmbiguous: record.resolvedAmbiguous,
           invalid: result.invalidCount,
+          erased: result.erased,
           duplicates: duplicates.total,
           seconds,
         }),

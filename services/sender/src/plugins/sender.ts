@@ -179,6 +179,7 @@ export default fp(
       app.pg,
       topicName('suppressions', config.TOPIC_PREFIX),
       emailHashKey,
+      suppressionKey ? (emailNorm) => subjectHash(suppressionKey, 'address', emailNorm) : undefined,
     );
     const repository = new SendsRepository(
       app.pg,
@@ -186,7 +187,7 @@ export default fp(
       config.LEASE_MS,
       emailHashKey,
       suppressions,
-      suppressionKey ? (emailNorm) => subjectHash(suppressionKey, 'address', emailNorm) : undefined,
+      suppressionKey ? (kind, value) => subjectHash(suppressionKey, kind, value) : undefined,
     );
     const campaigns = new CampaignsRepository(app.pg, repository);
     const killSwitch = new KillSwitch(app.pg, repository);

@@ -28,6 +28,11 @@ export interface BackfillOptions {
   readonly batchSize: number;
   readonly hashKey: EmailHashKey;
   readonly onProgress?: (progress: { read: number; newSends: number; invalid: number }) => void;
+  /**
+   * The rebuild filter (ADR 014): of a batch's rows, those of an erased person (by the address's or
+   * the candidate key's hash under the suppression key), skipped, never imported.
+   */
+  readonly erased?: (rows: readonly HistoryRow[]) => Promise<ReadonlySet<HistoryRow>>;
 }
 
 export type BackfillResult =
@@ -47,6 +52,8 @@ export type BackfillResult =
       readonly duplicates: { readonly total: number; readonly first: readonly HistoryDuplicate[] };
       /** Ambiguous live sends attempted before the history's end that it does not show. */
       readonly unmatchedAmbiguous: number;
+      /** Rows of erased people, skipped (ADR 014). */
+      readonly erased: number;
     };
 
 const SHOWN = 20;
@@ -115,9 +122,13 @@ export async function backfill(repository: HistoryRepository, options: BackfillO
       let from: Date | null = null;
       let to: Date | null = null;
       let batch: HistoryRow[] = [];
+      let erased = 0;
       const flush = async () => {
         if (batch.length === 0) return;
-        const written = await writer.insert(batch);
+        const skip = options.erased ? await options.erased(batch) : new Set<HistoryRow>();
+        erased += skip.size;
+        const kept = skip.size === 0 ? batch : batch.filter((row) => !skip.has(row));
+        const written = kept.length === 0 ? { newSends: 0, matchedLive: 0 } : await writer.insert(kept);
         newSends += written.newSends;
         matchedLive += written.matchedLive;
         batch = [];
@@ -180,10 +191,10 @@ export async function backfill(repository: HistoryRepository, options: BackfillO
       const duplicates = await writer.duplicates(SHOWN);
       const unmatchedAmbiguous = to === null ? 0 : await writer.unmatchedAmbiguousBefore(to);
       const record = await writer.finish(
-        { lines: read, rowsImported, newSends, matchedLive, resolvedAmbiguous },
+        { lines: read, rowsImported: rowsImported - erased, newSends, matchedLive, resolvedAmbiguous },
         { from, to },
       );
-      return { kind: 'imported', record, invalidCount, invalid, duplicates, unmatchedAmbiguous } as const;
+      return { kind: 'imported', record, invalidCount, invalid, duplicates, unmatchedAmbiguous, erased } as const;
     });
     if (result) {
       if (result.record.rowsImported >= ANALYZE_AFTER_ROWS) await repository.analyze();

@@ -58,8 +58,10 @@ export default async function suppressionRoutes(app: FastifyInstance): Promise<v
     '/suppressions/:email',
     { config: { scope: 'operate' }, schema: { params: EmailParams } },
     async (request) => {
-      if (!(await app.suppressions.unsuppress(normalizeEmail(request.params.email))))
-        throw new AppError('NOT_FOUND', 'address is not suppressed');
+      const lifted = await app.suppressions.unsuppress(normalizeEmail(request.params.email));
+      if (!lifted.plain && !lifted.hashed) throw new AppError('NOT_FOUND', 'address is not suppressed');
+      // The audit line: what was lifted, never the address (an erased person's is a hash only).
+      request.log.info({ audit: 'suppression_lifted', ...lifted }, 'suppression lifted');
       return { suppressed: false };
     },
   );
