@@ -276,8 +276,20 @@ const AT_SIGN_PROBLEM = 'must not contain an at-sign (ids travel on topics free 
  * free of addresses (and in metric labels).
  */
 export function idProblem(name: string, canonical: string): string | undefined {
-  return shapeProblem(name, canonical) ?? (holdsAtSign(canonical) ? `${name} ${AT_SIGN_PROBLEM}` : undefined);
+  return (
+    shapeProblem(name, canonical) ??
+    (holdsAtSign(canonical) ? `${name} ${AT_SIGN_PROBLEM}` : undefined) ??
+    (DOT_SEGMENT.test(canonical) ? `${name} ${DOT_SEGMENT_PROBLEM}` : undefined)
+  );
 }
+
+/**
+ * Ids are path segments of the APIs (`/v1/campaigns/{campaignId}/pause`): `.` and `..` are collapsed
+ * by every URL parser on the way (`/v1/campaigns/../pause` is `/v1/pause`), so such a campaign could
+ * be created and never paused or looked up. Refused where ids enter, like an at-sign.
+ */
+const DOT_SEGMENT = /^\.{1,2}$/;
+const DOT_SEGMENT_PROBLEM = 'must not be "." or ".." (a URL path collapses them)';
 
 // Any control character (C0, DEL and C1), and a surrogate not in a pair (u-mode matches only lone ones).
 const EXACT_CONTROL = /\p{Cc}/u;

@@ -205,6 +205,25 @@ describe('canonicalSendKeys', () => {
     expect(JSON.stringify(result)).not.toMatch(/leak/);
   });
 
+  it.each([
+    ['campaignId', { campaignId: '..' }],
+    ['campaignId', { campaignId: ' . ' }],
+    ['step', { step: '.' }],
+    ['requestId', { requestId: '..' }],
+    ['experimentId', { experimentId: '.' }],
+    ['variant', { variant: '..' }],
+  ] as Array<[string, Partial<RawSendKeys>]>)('refuses a dot segment as %s (%j): URLs collapse it', (field, fields) => {
+    const result = canonicalSendKeys(raw({ experimentId: 'exp-1', variant: 'a', ...fields }), hashKey);
+    expect(result.ok).toBe(false);
+    expect(!result.ok && result.problems.join('; ')).toMatch(new RegExp(`${field} (must not be "\\." or|has leading)`));
+  });
+
+  it('keeps ids that merely hold dots', () => {
+    for (const campaignId of ['...', '.hidden', 'a.b', '..x']) {
+      expect(canonicalSendKeys(raw({ campaignId }), hashKey).ok, campaignId).toBe(true);
+    }
+  });
+
   it('refuses an event id that is not a UUID (it travels on as causationId)', () => {
     expect(canonicalSendKeys(raw({ eventId: 'eve@leak.example' }), hashKey)).toEqual({
       ok: false,
