@@ -22,9 +22,14 @@ export const apiDir = join(root, 'docs', 'api');
 export const asyncApiFile = join(apiDir, 'asyncapi.yaml');
 
 /** Every service with a server.ts, in name order. */
+/** The services with an HTTP API (routes under src/routes/v1); the console serves pages, not an API. */
 export function services(): string[] {
   return readdirSync(join(root, 'services'))
-    .filter((name) => existsSync(join(root, 'services', name, 'src', 'server.ts')))
+    .filter(
+      (name) =>
+        existsSync(join(root, 'services', name, 'src', 'server.ts')) &&
+        existsSync(join(root, 'services', name, 'src', 'routes', 'v1')),
+    )
     .sort();
 }
 
