@@ -186,6 +186,8 @@ describe('weights history and the report', () => {
       '1767200000000_outbox-trace-context',
       '1767300000000_outbox-event-ids',
       '1767400000000_imported-assignments',
+      '1767600000000_subject-erasures',
+      '1768100000000_subject-erasures-requested',
     ]);
     const periods = await pool.query(
       `SELECT experiment_id, period, effective_from, weights FROM weight_periods ORDER BY experiment_id, period`,

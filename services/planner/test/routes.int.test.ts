@@ -209,8 +209,16 @@ describe('planner routes', () => {
   });
 
   it('GET /v1/outreach-requests/:requestId under attack: spellings of the id, traversal, limits, tokens', async () => {
-    // Ids a publisher may really use: a slash, a space, a dot-dot, non-ASCII; each is found as given.
-    const ids = ['r-status', 'ats/7731 b', '..', 'Zürich-1'];
+    // Ids a publisher may really use: a slash, a space, non-ASCII; each is found as given. A dot
+    // segment (`.`, `..`) is refused: a URL client collapses it, so it could never be looked up.
+    const ids = ['r-status', 'ats/7731 b', 'Zürich-1'];
+    for (const requestId of ['..', '.']) {
+      const refused = await post({ ...base, requestId, candidateId: 'cand-dots', sendAt: '2099-01-01T00:00:00Z' });
+      expect([refused.statusCode, refused.json().message]).toEqual([
+        400,
+        expect.stringMatching(/requestId must not be "\." or "\.\."/),
+      ]);
+    }
     for (const requestId of ids) {
       const posted = await post({
         ...base,
@@ -225,7 +233,7 @@ describe('planner routes', () => {
       async () =>
         (await svc.t.query(`SELECT 1 FROM requests WHERE request_id = ANY($1) AND status = 'planned'`, [ids]))
           .length === ids.length,
-      { timeoutMs: 30_000, description: 'the four requests planned' },
+      { timeoutMs: 30_000, description: 'the three requests planned' },
     );
     const found = async (target: string) => {
       const response = await get(target);
@@ -236,13 +244,16 @@ describe('planner routes', () => {
     expect(await found('/v1/outreach-requests/ats%2F7731%20b')).toEqual([200, 'ats/7731 b']);
     expect(await found('/v1/outreach-requests/Z%C3%BCrich-1')).toEqual([200, 'Zürich-1']);
     expect((await get('/v1/outreach-requests/r%252Dstatus')).statusCode).toBe(404);
-    // A dot-dot id is an id, found as one when the client sends it as is (a WHATWG URL client, like
-    // the inject client, removes `%2E%2E` as a dot segment first: docs/publishers.md says to avoid
-    // such ids); never a step up the path to another route.
+    // A dot-dot id sent as is (a client that keeps `%2E%2E`) is an id no request can have: 400 naming
+    // the field; a WHATWG URL client, like the inject one, removes it as a dot segment first. Never
+    // a step up the path to another route.
     if (!svc.app.server.listening) await svc.app.listen({ host: '127.0.0.1', port: 0 });
     const port = (svc.app.server.address() as AddressInfo).port;
     const dots = await rawRequest(port, 'GET', '/v1/outreach-requests/%2E%2E', read);
-    expect([dots.status, JSON.parse(dots.body).requestId]).toEqual([200, '..']);
+    expect([dots.status, JSON.parse(dots.body).message]).toEqual([
+      400,
+      expect.stringMatching(/requestId must not be "\." or "\.\."/),
+    ]);
     const normalized = await get('/v1/outreach-requests/%2E%2E');
     expect(normalized.statusCode).not.toBe(200);
     const traversal = await get('/v1/outreach-requests/%2E%2E%2Fsteps%2Fsummary');
