@@ -80,12 +80,42 @@ export const ConfigSchema = Type.Composite([
 
 export type Config = Static<typeof ConfigSchema>;
 
+/**
+ * What `server.js migrate` reads (the image's `migrate console`, the migrate Job's container): the
+ * PostgreSQL settings and the schema, none of the services' URLs or the sign-in.
+ */
+export const MigrateConfigSchema = Type.Composite([
+  Type.Pick(BaseConfigSchema, [
+    'NODE_ENV',
+    'LOG_LEVEL',
+    'DATABASE_URL',
+    'DATABASE_SSL_MODE',
+    'DATABASE_SSL_CA_FILE',
+    'DATABASE_SSL_CERT_FILE',
+    'DATABASE_SSL_KEY_FILE',
+    'DATABASE_PASSWORD_FILE',
+    'DATABASE_SESSION_URL',
+    'DATABASE_RUNTIME_ROLE',
+  ]),
+  Type.Pick(ConfigSchema, ['DATABASE_SCHEMA']),
+]);
+export type MigrateConfig = Static<typeof MigrateConfigSchema>;
+
 /** Validates the environment; a missing or malformed variable is a ConfigError naming it. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  return load<Config>(ConfigSchema, env);
+}
+
+/** The settings of `server.js migrate` alone. */
+export function loadMigrateConfig(env: NodeJS.ProcessEnv = process.env): MigrateConfig {
+  return load<MigrateConfig>(MigrateConfigSchema, env);
+}
+
+function load<T>(schema: typeof ConfigSchema | typeof MigrateConfigSchema, env: NodeJS.ProcessEnv): T {
   try {
     const data = { ...env };
     if (data.NODE_ENV !== undefined) data.NODE_ENV = data.NODE_ENV.trim().toLowerCase() || undefined;
-    return envSchema<Config>({ schema: ConfigSchema, data, dotenv: false, env: false });
+    return envSchema<T & Record<string, unknown>>({ schema, data, dotenv: false, env: false });
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
     throw new ConfigError(`invalid configuration: ${message.replace(/\benv\b/g, 'environment')}`);
