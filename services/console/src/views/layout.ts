@@ -7,6 +7,8 @@ const NAV = [
   ['/campaigns', 'Campaigns'],
   ['/ambiguous', 'Ambiguous sends'],
   ['/sends', 'Send lookup'],
+  ['/stalled', 'Stalled'],
+  ['/experiments', 'Experiments'],
   ['/audit', 'Audit'],
 ] as const;
 
