@@ -13,6 +13,7 @@ import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import { createKafka, EventProducer } from '@outreach/shared';
 import { SmtpSink, waitFor } from '@outreach/testkit';
 import { chromium } from 'playwright-core';
 import { up } from './infra.js';
@@ -38,6 +39,7 @@ export const PAGES = [
   ['send-lookup', '/sends?requestId=shots-2'],
   ['stalled', '/stalled'],
   ['conversation', '/stalled/conversation?id=backend-engineers%3Acand-stall'],
+  ['dead-letters', `/dlq?topic=${encodeURIComponent(`${run}.outreach.rejected.v1.dlq`)}`],
   ['experiments', '/experiments?experimentId=subject-line'],
   ['audit', '/audit'],
 ] as const;
@@ -68,6 +70,7 @@ async function main(): Promise<void> {
     operationsConsole = await startConsole({
       stack,
       databaseUrl: state.databaseUrl,
+      kafkaBrokers: state.kafkaBrokers,
       port: portBase + 9,
       token: TOKEN,
       dir,
@@ -117,6 +120,28 @@ async function main(): Promise<void> {
         ).conversations.length > 0,
       { timeoutMs: 30_000, description: 'the conversation flagged as stalled' },
     );
+
+    // One dead letter, as a consumer would leave it (its address masked on the page).
+    const producer = new EventProducer(createKafka({ brokers: state.kafkaBrokers.split(','), clientId: run }));
+    await producer.publishRaw([
+      {
+        topic: `${stack.prefix}outreach.rejected.v1.dlq`,
+        records: [
+          {
+            key: 'shots-9',
+            value: Buffer.from(
+              JSON.stringify({ requestId: 'shots-9', email: 'cand-9@example.com', reason: 'schema_invalid' }),
+            ),
+            headers: {
+              'dlq-error-code': 'HANDLER',
+              'dlq-reason': 'the handler failed: a timeout',
+              'dlq-source-topic': `${stack.prefix}outreach.rejected.v1`,
+            },
+          },
+        ],
+      },
+    ]);
+    await producer.disconnect();
 
     const browser = await chromium.launch({
       executablePath: chromiumPath,

@@ -95,6 +95,7 @@ async function main(): Promise<number> {
     operationsConsole = await startConsole({
       stack,
       databaseUrl: state.databaseUrl,
+      kafkaBrokers: state.kafkaBrokers,
       port: portBase + 9,
       token: 'demo-token',
       dir: join(infraDir, 'console', run),

@@ -25,6 +25,7 @@ export interface RunningConsole {
 export interface ConsoleOptions {
   readonly stack: Stack;
   readonly databaseUrl: string;
+  readonly kafkaBrokers: string;
   readonly port: number;
   /** The bearer token the Stack's services accept in every scope. */
   readonly token: string;
@@ -71,6 +72,10 @@ export async function startConsole(options: ConsoleOptions): Promise<RunningCons
     CONSOLE_USERS_FILE: file('users', line),
     // Plain HTTP on 127.0.0.1: a Secure cookie would never come back.
     CONSOLE_COOKIE_SECURE: 'false',
+    // The dead-letter pages: the run's DLQs, its registry for Confluent-framed records.
+    KAFKA_BROKERS: options.kafkaBrokers,
+    TOPIC_PREFIX: stack.prefix,
+    ...(stack.registryUrl ? { SCHEMA_REGISTRY_URL: stack.registryUrl } : {}),
     ...options.env,
   });
   await waitFor(

@@ -12,6 +12,7 @@ import { createServer, type Server } from 'node:http';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createKafka, EventProducer } from '@outreach/shared';
 import { freePort, SmtpSink, startProcess, waitFor, type RunningProcess } from '@outreach/testkit';
 import { chromium, type Browser, type BrowserContext, type Locator, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -92,6 +93,10 @@ beforeAll(async () => {
     CONSOLE_PROXY_CIDRS: '203.0.113.0/24',
     CONSOLE_PROXY_SECRET_FILE: file('proxy-secret', PROXY_SECRET),
     CONSOLE_PAGE_SIZE: '20',
+    // The dead-letter pages: the run's DLQs, read with the broker's (unsecured) access.
+    KAFKA_BROKERS: inject('kafkaBrokers'),
+    TOPIC_PREFIX: stack.prefix,
+    ...(stack.registryUrl ? { SCHEMA_REGISTRY_URL: stack.registryUrl } : {}),
   });
   await waitFor(
     async () => {
@@ -236,6 +241,7 @@ describe('the operations console in a browser', () => {
       ['/ambiguous', 'Ambiguous sends'],
       ['/sends', 'Send lookup'],
       ['/stalled', 'Stalled conversations'],
+      ['/dlq', 'Dead letters'],
       ['/experiments', 'Experiments'],
       ['/audit', 'Audit'],
     ] as const) {
@@ -571,5 +577,127 @@ describe('the operations console in a browser', () => {
     expect(missing?.status()).toBe(404);
     await text(page.getByTestId('notice-refused'), '404', 'contains');
     await context.close();
+  });
+
+  it('browses a DLQ (code, headers, payload masked, script as text); a dry run changes nothing, the replay does, and none without a dry run', async () => {
+    const kafka = createKafka({ brokers: inject('kafkaBrokers').split(','), clientId: 'console-e2e' });
+    const producer = new EventProducer(kafka);
+    // No service of the stack consumes the rejections topic: a replay there disturbs nothing.
+    const source = `${stack.prefix}outreach.rejected.v1`;
+    const dlq = `${source}.dlq`;
+    // No double quote: the payload is shown as JSON, which would escape one.
+    const script = "<script>alert('dlq')</script><img src=x onerror=alert(2)>";
+    await producer.publishRaw([
+      {
+        topic: dlq,
+        records: [
+          {
+            key: 'dlq-1',
+            value: Buffer.from(
+              JSON.stringify({
+                requestId: 'dlq-1',
+                email: 'ada@example.com',
+                candidateName: 'Ada Lovelace',
+                note: script,
+              }),
+            ),
+            headers: {
+              'dlq-error-code': 'HANDLER',
+              'dlq-reason': 'the handler failed for ada@example.com',
+              'dlq-source-topic': source,
+              'dlq-consumer-group': 'console-e2e',
+            },
+          },
+          {
+            key: 'dlq-2',
+            value: Buffer.from('not json, for bob@example.com'),
+            headers: { 'dlq-error-code': 'DECODE', 'dlq-reason': 'undecodable', 'dlq-source-topic': source },
+          },
+        ],
+      },
+    ]);
+    await producer.disconnect();
+    const admin = kafka.admin();
+    await admin.connect();
+    const sourceEnd = async () => (await admin.fetchTopicOffsets(source)).reduce((n, p) => n + Number(p.high), 0);
+    try {
+      const before = await sourceEnd();
+      const { context, page, problems } = await newPage();
+      await signIn(page, 'ada', '/dlq');
+      await text(page.locator(`tr[data-dlq="${dlq}"] [data-field=depth]`), '2');
+      await page.locator(`tr[data-dlq="${dlq}"] a`).click();
+      const records = page.getByTestId('dlq-records');
+      await text(records, 'HANDLER', 'contains');
+      await text(records, script, 'contains');
+      await text(records, 'DECODE', 'contains');
+      const shown = await page.locator('main').innerText();
+      for (const hidden of ['ada@example.com', 'bob@example.com', 'Ada Lovelace']) expect(shown).not.toContain(hidden);
+      expect(shown).toContain('[masked]');
+      expect(await page.locator('main script, main img').count()).toBe(0);
+
+      // The dry run: counts the HANDLER record, publishes and commits nothing.
+      const dryRun = page.getByTestId('dry-run-form');
+      await dryRun.locator('input[name=code]').fill('HANDLER');
+      await dryRun.locator('input[name=reason]').fill('the handler is fixed');
+      await page.getByTestId('dry-run').click();
+      await text(page.getByTestId('dry-run-count'), '1');
+      expect(await sourceEnd()).toBe(before);
+      const committed = await admin.fetchOffsets({ groupId: `dlq-replay.${dlq}`, topics: [dlq] });
+      expect(committed[0]?.partitions.every((p) => p.offset === '-1')).toBe(true);
+
+      // A forged permission, and a reader, are refused; nothing moves.
+      const csrf = await page.locator('header input[name=_csrf]').inputValue();
+      const forged = await context.request.post(`${consoleUrl}/dlq/replay`, {
+        form: {
+          _csrf: csrf,
+          topic: dlq,
+          code: 'HANDLER',
+          reason: 'skip the dry run',
+          permit: `${Date.now() + 60_000}.x`,
+        },
+        maxRedirects: 0,
+      });
+      expect(forged.status()).toBe(409);
+      const other = await context.request.post(`${consoleUrl}/dlq/replay`, {
+        form: {
+          _csrf: csrf,
+          topic: dlq,
+          code: 'DECODE',
+          reason: 'another code',
+          permit: await page.locator('input[name=permit]').inputValue(),
+        },
+        maxRedirects: 0,
+      });
+      expect(other.status()).toBe(409);
+      expect(await sourceEnd()).toBe(before);
+
+      // The replay the dry run permits: the one HANDLER record goes back to its source topic.
+      await page.getByTestId('replay-form').locator('input[name=reason]').fill('the handler is fixed');
+      await page.getByTestId('replay').click();
+      await text(page.getByTestId('replayed-count'), '1');
+      expect(await sourceEnd()).toBe(before + 1);
+
+      await page.goto(`${consoleUrl}/audit`);
+      await text(page.getByTestId('audit'), 'dlq.replay.dry-run', 'contains');
+      await text(page.getByTestId('audit'), 'no valid dry run', 'contains');
+      expect(problems).toEqual([]);
+      await context.close();
+
+      const reader = await newPage();
+      await signIn(reader.page, 'rita', `/dlq?topic=${encodeURIComponent(dlq)}`);
+      expect(await reader.page.getByTestId('dry-run-form').count()).toBe(0);
+      const readerCsrf = await reader.page.locator('header input[name=_csrf]').inputValue();
+      const refused = await reader.context.request.post(`${consoleUrl}/dlq/replay`, {
+        form: { _csrf: readerCsrf, topic: dlq, reason: 'a reader tries' },
+        maxRedirects: 0,
+      });
+      expect(refused.status()).toBe(403);
+      await reader.context.close();
+      expect(await sourceEnd()).toBe(before + 1);
+      // The console's log holds no address from the records.
+      expect([...consoleProc.stdoutLines, ...consoleProc.stderrLines].join('\n')).not.toMatch(/@example\.com/);
+    } finally {
+      await admin.disconnect();
+    }
   });
 });

@@ -1,4 +1,4 @@
-import { BaseConfigSchema, ConfigError } from '@outreach/shared';
+import { BaseConfigSchema, ConfigError, KafkaSecurityConfigSchema } from '@outreach/shared';
 import { Type, type Static } from '@sinclair/typebox';
 import { envSchema } from 'env-schema';
 
@@ -6,8 +6,8 @@ const URL = { pattern: '^https?://[^/?#@\\s]+(/\\S*)?$' };
 
 /**
  * The console's settings (docs/operations.md, "The operations console"). It needs PostgreSQL (its
- * audit table) and the four services' URLs, and no Kafka: of the base settings it takes the HTTP,
- * PostgreSQL and secret-refresh ones.
+ * audit table) and the four services' URLs, and Kafka only for its dead-letter pages: of the base
+ * settings it takes the HTTP, PostgreSQL and secret-refresh ones.
  */
 export const ConfigSchema = Type.Composite([
   Type.Pick(BaseConfigSchema, [
@@ -75,7 +75,19 @@ export const ConfigSchema = Type.Composite([
     CONSOLE_READER_GROUPS: Type.String({ default: 'outreach-readers' }),
     /** Rows per page of the lists (ambiguous sends, audit). */
     CONSOLE_PAGE_SIZE: Type.Integer({ minimum: 1, maximum: 500, default: 50 }),
+    /**
+     * The dead-letter pages (/dlq): the brokers the console reads the DLQs from with its own principal
+     * (`console`, packages/shared/src/kafka/acls.ts), with the KAFKA_SSL*, KAFKA_SASL*, KAFKA_OAUTH*
+     * settings below. Empty: the pages say dead letters are not configured (the Kubernetes base's default).
+     */
+    KAFKA_BROKERS: Type.String({ default: '' }),
+    TOPIC_PREFIX: Type.String({ default: '', pattern: '^[a-zA-Z0-9._-]*$' }),
+    /** The registry whose schemas decode Confluent-framed dead letters; empty: single-object and JSON only. */
+    SCHEMA_REGISTRY_URL: Type.String({ default: '' }),
+    /** How long a DLQ read may take; a replay gets six times this. */
+    DLQ_READ_TIMEOUT_MS: Type.Integer({ minimum: 500, maximum: 60_000, default: 10_000 }),
   }),
+  KafkaSecurityConfigSchema,
 ]);
 
 export type Config = Static<typeof ConfigSchema>;

@@ -8,6 +8,7 @@ const NAV = [
   ['/ambiguous', 'Ambiguous sends'],
   ['/sends', 'Send lookup'],
   ['/stalled', 'Stalled'],
+  ['/dlq', 'Dead letters'],
   ['/experiments', 'Experiments'],
   ['/audit', 'Audit'],
 ] as const;
