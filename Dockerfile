@@ -1,7 +1,8 @@
 # syntax=docker/dockerfile:1.7
-# One image for the four services and their operational commands (see deploy/docker/commands.json):
+# One image for the four services, the operations console and their operational commands (see
+# deploy/docker/commands.json):
 #   docker build -t outreach .
-#   docker run --read-only outreach sender          # or planner, experiment, liveness, migrate, topics:ensure
+#   docker run --read-only outreach sender          # or planner, experiment, liveness, console, migrate, topics:ensure
 #   docker run outreach                             # the commands
 # Without Docker: `npm run image:build` builds this file as is with buildah (deploy/README.md), and
 # `npm run test:container` runs the stack from the image (test/container/). The base is Node.js 24 LTS
@@ -62,6 +63,10 @@ COPY --from=build /app/services/experiment/migrations services/experiment/migrat
 COPY --from=build /app/services/liveness/package.json services/liveness/
 COPY --from=build /app/services/liveness/dist services/liveness/dist
 COPY --from=build /app/services/liveness/migrations services/liveness/migrations
+COPY --from=build /app/services/console/package.json services/console/
+COPY --from=build /app/services/console/dist services/console/dist
+COPY --from=build /app/services/console/migrations services/console/migrations
+COPY --from=build /app/services/console/assets services/console/assets
 COPY deploy/docker/entrypoint.mjs deploy/docker/healthcheck.mjs deploy/docker/commands.json deploy/docker/
 # The commit `outreach_build_info` names: docker build --build-arg OUTREACH_COMMIT=$(git rev-parse HEAD) .
 # Last, so that a new commit rebuilds no layer above.

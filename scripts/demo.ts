@@ -11,9 +11,11 @@
  * APIs and /metrics, never from the demo's own expectations. Then it keeps the stack running until Ctrl-C.
  *
  *   DEMO_CANDIDATES (default 2000)  DEMO_EXIT=1 (stop after the report; exit 1 on a violation)
- *   DEMO_PORT_BASE (default 8080: services on +1..+4)
+ *   DEMO_PORT_BASE (default 8080: services on +1..+4, the console on +9)
  *   DEMO_SETTLE_TIMEOUT_MS (default 30000: how long the report waits on sends still in doubt once
  *   nothing else moves; what is left then is an operator's, and a violation)
+ * The operations console (services/console, ADR 015) runs beside them on DEMO_PORT_BASE + 9, with an
+ * operator `demo` whose password is drawn for the run; its URL and the password are printed.
  * With Debian's `prometheus` on PATH, a Prometheus scrapes the four services every 2 s and evaluates
  * deploy/prometheus/rules.yml (scripts/lib/prometheus.ts); its URL is printed, and it stops with the demo.
  * Each run uses its own topic prefix and database schemas, so runs never see each other's data.
@@ -25,6 +27,7 @@ import { type MessageReceived, type NextStepScheduled, type OutreachRequested } 
 import { SmtpSink, waitFor } from '@outreach/testkit';
 import { infraDir, up } from './infra.js';
 import { Prometheus, prometheusAvailable } from './lib/prometheus.js';
+import { consoleSignIn, startConsole, type RunningConsole } from './lib/console.js';
 import { DEMO_EXPERIMENT, demoWorkload, SUPPRESSED_ADDRESS } from './lib/demo-workload.js';
 import { ingressBody, services, Stack, type Service } from './lib/stack.js';
 
@@ -76,8 +79,10 @@ async function main(): Promise<number> {
   );
   const url = (service: Service, path: string) => stack.url(service, path);
   let prometheus: Prometheus | undefined;
+  let operationsConsole: RunningConsole | undefined;
   const stopAll = async () => {
     await prometheus?.stop();
+    await operationsConsole?.stop();
     await stack.stopAll();
     await sink.stop();
   };
@@ -87,6 +92,19 @@ async function main(): Promise<number> {
       await stack.start(service);
       say(`${service.padEnd(10)} ready  ${url(service, '/health/ready')}`);
     }
+    operationsConsole = await startConsole({
+      stack,
+      databaseUrl: state.databaseUrl,
+      kafkaBrokers: state.kafkaBrokers,
+      port: portBase + 9,
+      token: 'demo-token',
+      dir: join(infraDir, 'console', run),
+    });
+    // Signed in once here, as a browser would: the printed login is known to work.
+    await consoleSignIn(operationsConsole.url, operationsConsole.user, operationsConsole.password);
+    say(
+      `console    ready  ${operationsConsole.url}/ (sign in as ${operationsConsole.user}, password ${operationsConsole.password})`,
+    );
     if (prometheusAvailable()) {
       prometheus = await Prometheus.start({
         dir: join(infraDir, 'prometheus', run),
@@ -296,7 +314,7 @@ async function main(): Promise<number> {
       return violations.length > 0 ? 1 : 0;
     }
     say(
-      `the stack keeps running: sender ${url('sender', '/v1/campaigns/backend-engineers')}, experiment ${url('experiment', '/v1/experiments/subject-line/report')}, liveness ${url('liveness', '/v1/conversations/stalled')} (with \`Authorization: Bearer demo-token\`), metrics at /metrics${prometheus ? `, Prometheus at ${prometheus.url}` : ''}. Ctrl-C stops the services; \`npm run infra:down\` stops Kafka.`,
+      `the stack keeps running: the console ${operationsConsole.url}/ (${operationsConsole.user} / ${operationsConsole.password}), sender ${url('sender', '/v1/campaigns/backend-engineers')}, experiment ${url('experiment', '/v1/experiments/subject-line/report')}, liveness ${url('liveness', '/v1/conversations/stalled')} (with \`Authorization: Bearer demo-token\`), metrics at /metrics${prometheus ? `, Prometheus at ${prometheus.url}` : ''}. Ctrl-C stops the services; \`npm run infra:down\` stops Kafka.`,
     );
     await new Promise<void>((resolve) => {
       process.once('SIGINT', resolve);

@@ -1,7 +1,7 @@
 /**
  * The image's entrypoint: one image, any service or operational command.
  *
- *   docker run IMAGE planner|sender|experiment|liveness      a service (in this process, so it is PID 1's signals)
+ *   docker run IMAGE planner|sender|experiment|liveness|console  a service (in this process, so it is PID 1's signals)
  *   docker run IMAGE migrate [planner sender ...]             migrations of all (or the named) services
  *   docker run IMAGE topics:ensure                            create or align every topic
  *   docker run IMAGE dlq-replay --topic T [--code C] [--dry-run]  dead-lettered messages back to T

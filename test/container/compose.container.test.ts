@@ -231,7 +231,7 @@ it("runs the dev overlay's Deployments and Jobs with podman kube play, on the co
   expect(composeUp, 'the compose stack is up').toBe(true);
   const started = Date.now();
   // The pods take the compose services' consumer groups and tables over: those stop first (SIGTERM).
-  for (const service of ['planner', 'sender', 'experiment', 'liveness']) {
+  for (const service of ['planner', 'sender', 'experiment', 'liveness', 'console']) {
     expect((await podmanAsync(['stop', '--time', '40', container(service)])).status, service).toBe(0);
   }
   const rendered = spawnSync('kubectl', ['kustomize', join(root, 'test', 'container', 'kube')], { encoding: 'utf8' });
@@ -242,8 +242,15 @@ it("runs the dev overlay's Deployments and Jobs with podman kube play, on the co
   kube = forPodman(rendered.stdout, {
     'outreach-api-tokens': { publish: token, operate: token, read: token, dsn: token },
     'outreach-db-passwords': Object.fromEntries(
-      ['planner', 'sender', 'experiment', 'liveness', 'outreach_migrator'].map((role) => [role, 'postgres']),
+      ['planner', 'sender', 'experiment', 'liveness', 'console', 'outreach_migrator'].map((role) => [role, 'postgres']),
     ),
+    // The console's tokens, session key and local user (compose's development one).
+    'outreach-console': {
+      'read-token': token,
+      'operate-token': token,
+      'session-key': randomBytes(32).toString('hex'),
+      users: readFileSync(join(root, 'deploy', 'docker', 'console-dev-users'), 'utf8'),
+    },
     'outreach-email-hash-key': { key: randomBytes(32).toString('hex'), id: 'kube' },
     'outreach-identifier-key': { key: randomBytes(32).toString('hex'), id: 'kube' },
     'outreach-secrets': { EXPERIMENT_TOKEN: token },

@@ -18,8 +18,10 @@ const secrets = {
     sender: 'pw-sender',
     experiment: 'e',
     liveness: 'l',
+    console: 'c',
     outreach_migrator: 'm',
   },
+  'outreach-console': { 'read-token': 'r', 'operate-token': 'o', 'session-key': 'k'.repeat(32), users: '' },
   'outreach-email-hash-key': { key: 'the-key', id: 'key-1' },
   'outreach-identifier-key': { key: 'the-identifier-key', id: 'id-1' },
   'outreach-secrets': { EXPERIMENT_TOKEN: 'token' },
@@ -59,6 +61,7 @@ describe.skipIf(!hasKubectl)('the dev overlay for podman kube play', () => {
   it('keeps ConfigMaps and Deployments, turns each Job into a Pod, and names what it leaves out', () => {
     expect(new Set(objects.map((o) => o.kind))).toEqual(new Set(['ConfigMap', 'Deployment', 'Pod']));
     expect(kube.deployments.sort()).toEqual([
+      'outreach-console',
       'outreach-experiment',
       'outreach-liveness',
       'outreach-planner',

@@ -20,24 +20,29 @@ import {
   loadConfig,
   renderStrimziKafkaUsers,
 } from '@outreach/shared';
-import type { TObject } from '@sinclair/typebox';
 import { parseAllDocuments, parse as parseYaml } from 'yaml';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ConfigSchema as plannerConfig, type Config as PlannerConfig } from '../../services/planner/src/config.js';
 import { checkConfig as checkSenderConfig, ConfigSchema as senderConfig } from '../../services/sender/src/config.js';
 import type { Config as SenderConfig } from '../../services/sender/src/config.js';
+import { parseUsers, verifyLogin } from '../../services/console/src/security/users.js';
 import { generatedFiles, STRIMZI_CLUSTER, STRIMZI_REPLICAS } from '../../scripts/deploy.js';
 import { STRIMZI_USER_ROLES, strimziKafkaUsers } from '../../scripts/lib/strimzi.js';
 import {
   commandOf,
   containerEnv,
   credentialProblems,
+  egressAllowed,
   ingressProblems,
+  isKafkaService,
+  kafkaServiceNames,
+  loadServiceConfig,
   mountProblems,
   networkProblems,
   podsOf,
+  serviceCallProblems,
   serviceNames,
-  services,
+  serviceReads,
   startupProblems,
   strimziProblems,
   type Container,
@@ -105,10 +110,13 @@ const envOf = (container: Container, objects: readonly K8sObject[]) => container
  * between settings (checkConfig, its identity in production) do not apply to the migrate Job.
  */
 function checkServiceEnv(service: Service, env: Record<string, string>, where: string, migrateOnly = false): void {
-  const schema = services[service] as TObject;
-  const config = loadConfig(schema, env);
+  const config = loadServiceConfig(service, env, migrateOnly);
   if (service === 'sender' && !migrateOnly) checkSenderConfig(config as SenderConfig);
-  const known = new Set([...Object.keys(BaseConfigSchema.properties), ...Object.keys(schema.properties)]);
+  // The migrate job's one environment serves every service: the base settings are known to all there.
+  const known = new Set([
+    ...serviceReads(service, migrateOnly),
+    ...(migrateOnly ? Object.keys(BaseConfigSchema.properties) : []),
+  ]);
   const unknown = Object.keys(env).filter((k) => !known.has(k));
   expect(unknown, `${where}: variables ${service} does not read (typos?)`).toEqual([]);
 }
@@ -231,6 +239,32 @@ describe.skipIf(!hasKubectl)('Kubernetes overlays (rendered with kubectl kustomi
     },
   );
 
+  it.each(overlays)(
+    '%s: the console reaches the four services and PostgreSQL, and nothing else: no Kafka, no registry, no mail',
+    (overlay) => {
+      const objects = objectsOf(overlay);
+      const console = deployments(objects).find((d) => d.metadata.name === 'outreach-console');
+      if (!console) throw new Error('no console Deployment');
+      const labels = console.spec?.template?.metadata?.labels ?? {};
+      expect(serviceCallProblems(objects, outOfBand)).toEqual([]);
+      const env = envOf(mainContainer(console), objects);
+      const db = new URL(env.DATABASE_URL ?? '');
+      expect(egressAllowed(objects, labels, Number(db.port || 5432), db.hostname)).toBe(true);
+      for (const other of ['KAFKA_BROKERS', 'SCHEMA_REGISTRY_URL']) expect(env[other], other).toBeUndefined();
+      // Beyond the platform's pods: only PostgreSQL's port (and DNS).
+      for (const port of [9092, 9093, 9094, 9096, 9098, 8080, 8081, 25, 465, 587, 443])
+        expect(egressAllowed(objects, labels, port), `port ${port}`).toBe(false);
+      // Its API tokens are its own Secret's, not the services' token lists.
+      const volumes = console.spec?.template?.spec.volumes ?? [];
+      expect(volumes.map((v) => v.secret?.secretName).filter(Boolean)).not.toContain('outreach-api-tokens');
+      if (overlay !== 'dev') {
+        expect(env.CONSOLE_USERS_FILE ?? '', 'production signs in through the proxy').toBe('');
+        expect(env.CONSOLE_PROXY_SECRET_FILE).toBe('/etc/outreach/console/proxy-secret');
+        expect(env.CONSOLE_COOKIE_SECURE ?? 'true').toBe('true');
+      }
+    },
+  );
+
   it.each(overlays)('%s: no credential in any environment variable: each is a file from a Secret', (overlay) => {
     expect(credentialProblems(objectsOf(overlay), outOfBand)).toEqual([]);
   });
@@ -310,6 +344,7 @@ describe.skipIf(!hasKubectl)('Kubernetes overlays (rendered with kubectl kustomi
       // Each service's pod reads its Kafka credentials from its own user's Secret.
       for (const deployment of deployments(objects)) {
         const role = mainContainer(deployment).args?.[0];
+        if (!isKafkaService(role)) continue; // the console has no Kafka
         const volume = deployment.spec?.template?.spec.volumes?.find((v) => v.name === 'kafka-client');
         expect(volume?.secret?.secretName, deployment.metadata.name).toBe(role);
       }
@@ -448,6 +483,45 @@ describe.skipIf(!hasKubectl)('the manifest checks, given crafted manifests', slo
 
   it('the pristine overlays pass every check', () => {
     for (const [overlay, objects] of pristine) expect(allProblems(objects), overlay).toEqual([]);
+  });
+
+  it('the console: a service it cannot reach, a URL that is no Service of the overlay, Kafka egress, no sign-in, a token it cannot read', () => {
+    const withoutPolicy = copyOf('production').filter(
+      (o) => !(o.kind === 'NetworkPolicy' && o.metadata.name === 'outreach-egress-console'),
+    );
+    expect(serviceCallProblems(withoutPolicy)).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/PLANNER_URL: no NetworkPolicy lets it reach the pods of outreach-planner/),
+      ]),
+    );
+    const elsewhere = copyOf('production');
+    configMap(elsewhere, 'outreach-console-config').SENDER_URL = 'http://sender.example.com';
+    expect(serviceCallProblems(elsewhere)).toEqual([
+      expect.stringMatching(/SENDER_URL is http:\/\/sender\.example\.com, not the Service outreach-sender/),
+    ]);
+    const kafka = copyOf('production');
+    const policy = kafka.find((o) => o.kind === 'NetworkPolicy' && o.metadata.name === 'outreach-egress-kafka');
+    policy?.spec?.podSelector?.matchExpressions?.[0]?.values?.push('outreach-console');
+    expect(networkProblems(kafka, outOfBand)).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(
+          /^Deployment\/outreach-console: NetworkPolicy outreach-egress-kafka lets it reach port 9093/,
+        ),
+      ]),
+    );
+    const noSignIn = copyOf('production');
+    configMap(noSignIn, 'outreach-console-config').CONSOLE_PROXY_CIDRS = '';
+    expect(startupProblems(noSignIn, outOfBand)).toEqual(
+      expect.arrayContaining([expect.stringMatching(/console: no sign-in/)]),
+    );
+    const unmounted = copyOf('dev');
+    const container = mainContainer(deployment(unmounted, 'console'));
+    container.volumeMounts = (container.volumeMounts ?? []).filter((m) => m.name !== 'console');
+    expect(mountProblems(unmounted, outOfBand)).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/outreach-console\/console: CONSOLE_READ_TOKEN_FILE: .* is under no volumeMount/),
+      ]),
+    );
   });
 
   it('a password as a plain env value, from a Secret, or in a ConfigMap is named', () => {
@@ -983,6 +1057,8 @@ describe('generated and image files', () => {
         expect(dockerfile).toContain(`COPY --from=build /app/services/${service}/${part} services/${service}/`);
       }
     }
+    // The console serves its stylesheet from its assets.
+    expect(dockerfile).toContain('COPY --from=build /app/services/console/assets services/console/assets');
     // The image's HEALTHCHECK is compose's (docker-compose.yml), so `docker run` reports health the same way.
     expect(dockerfile).toMatch(
       /^HEALTHCHECK .*\\\n\s+CMD \["node", "\/app\/deploy\/docker\/healthcheck\.mjs", "\/health\/ready"\]$/m,
@@ -1054,6 +1130,7 @@ describe('docker-compose.yml', () => {
         depends_on?: Record<string, { condition: string }>;
         read_only?: boolean;
         user?: string;
+        volumes?: string[];
       }
     >;
   };
@@ -1065,6 +1142,7 @@ describe('docker-compose.yml', () => {
     expect(Object.keys(compose.services).sort()).toEqual(
       [
         'apicurio',
+        'console',
         'experiment',
         'kafka',
         'liveness',
@@ -1095,6 +1173,12 @@ describe('docker-compose.yml', () => {
     expect(compose.services.topics?.environment?.KAFKA_BROKERS).toBe(
       compose.services.sender?.environment?.KAFKA_BROKERS,
     );
+    const consoleEnv = loadServiceConfig('console', resolved(compose.services.console?.environment)) as Record<
+      string,
+      unknown
+    >;
+    for (const service of kafkaServiceNames)
+      expect(consoleEnv[`${service.toUpperCase()}_URL`]).toBe(`http://${service}:8080`);
     const planner = loadConfig(plannerConfig, resolved(compose.services.planner?.environment)) as PlannerConfig;
     expect(planner.EXPERIMENT_URL).toBe('http://experiment:8080');
     expect(compose.services.sender?.environment?.SMTP_HOST).toBe('mailpit');
@@ -1104,10 +1188,12 @@ describe('docker-compose.yml', () => {
     for (const service of serviceNames) {
       const definition = compose.services[service];
       expect(definition?.depends_on).toMatchObject({
-        kafka: { condition: 'service_healthy' },
         postgres: { condition: 'service_healthy' },
-        topics: { condition: 'service_completed_successfully' },
         migrate: { condition: 'service_completed_successfully' },
+        // The console has no Kafka: it waits for the services whose APIs it calls.
+        ...(isKafkaService(service)
+          ? { kafka: { condition: 'service_healthy' }, topics: { condition: 'service_completed_successfully' } }
+          : Object.fromEntries(kafkaServiceNames.map((s) => [s, { condition: 'service_healthy' }]))),
       });
       expect(definition?.healthcheck?.test).toEqual([
         'CMD',
@@ -1120,8 +1206,18 @@ describe('docker-compose.yml', () => {
     }
     expect(compose.services.planner?.depends_on?.experiment).toEqual({ condition: 'service_healthy' });
     expect(compose.services.sender?.depends_on?.mailpit).toEqual({ condition: 'service_healthy' });
+    expect(compose.services.console?.depends_on?.kafka).toBeUndefined();
     for (const job of ['topics', 'migrate', 'schemas']) {
       expect(Object.keys(commands)).toContain(compose.services[job]?.command?.[0]);
     }
+  });
+
+  it("the console's development user signs in with the password the file's header names (dev / dev-operator)", async () => {
+    const console = compose.services.console;
+    const mounted = console?.volumes?.find((v) => v.endsWith(`:${console.environment?.CONSOLE_USERS_FILE}:ro`));
+    const users = parseUsers(readFileSync(join(root, (mounted ?? '').split(':')[0] ?? ''), 'utf8'));
+    expect(users.map((u) => [u.name, u.role])).toEqual([['dev', 'operator']]);
+    expect(await verifyLogin(users, 'dev', 'dev-operator')).toBeDefined();
+    expect(await verifyLogin(users, 'dev', 'dev-token')).toBeUndefined();
   });
 });

@@ -39,6 +39,12 @@ import {
 } from '@outreach/shared';
 import { selfSignedCertificate } from '@outreach/testkit';
 import type { TObject } from '@sinclair/typebox';
+import {
+  ConfigSchema as consoleConfig,
+  loadConfig as loadConsoleConfig,
+  loadMigrateConfig as loadConsoleMigrateConfig,
+  MigrateConfigSchema as consoleMigrateConfig,
+} from '../../services/console/src/config.js';
 import { ConfigSchema as experimentConfig } from '../../services/experiment/src/config.js';
 import { ConfigSchema as livenessConfig } from '../../services/liveness/src/config.js';
 import { ConfigSchema as plannerConfig } from '../../services/planner/src/config.js';
@@ -170,10 +176,30 @@ export const services = {
   sender: senderConfig,
   experiment: experimentConfig,
   liveness: livenessConfig,
+  console: consoleConfig,
 } as const;
 export type Service = keyof typeof services;
 export const serviceNames = Object.keys(services) as Service[];
 const isService = (name: string | undefined): name is Service => name !== undefined && name in services;
+/** The services on Kafka, each its own principal; the console (ADR 015) has no Kafka and no registry. */
+export const kafkaServiceNames = serviceNames.filter((s): s is Exclude<Service, 'console'> => s !== 'console');
+export const isKafkaService = (name: string | undefined): name is Exclude<Service, 'console'> =>
+  name !== undefined && (kafkaServiceNames as readonly string[]).includes(name);
+
+/**
+ * A service's configuration as it loads it at start: the four through the shared loader (the base
+ * settings and theirs), the console through its own (its settings alone; with `migrate`, PostgreSQL's).
+ */
+export function loadServiceConfig(service: Service, env: Record<string, string>, migrateOnly = false): unknown {
+  if (service === 'console') return migrateOnly ? loadConsoleMigrateConfig(env) : loadConsoleConfig(env);
+  return loadConfig(services[service] as TObject, env);
+}
+
+/** The variables a service reads (with `migrate`, for the console, PostgreSQL's alone). */
+export function serviceReads(service: Service, migrateOnly = false): string[] {
+  if (service === 'console') return keysOf(migrateOnly ? consoleMigrateConfig : consoleConfig);
+  return [...keysOf(BaseConfigSchema), ...keysOf(services[service] as TObject)];
+}
 
 export interface Pod {
   readonly object: K8sObject;
@@ -218,11 +244,21 @@ export interface Command {
 
 export function commandOf(container: Container): Command | undefined {
   const [command, ...rest] = container.args ?? [];
-  const serviceReads = (list: readonly Service[]) =>
-    new Set([...keysOf(BaseConfigSchema), ...list.flatMap((s) => keysOf(services[s] as TObject))]);
-  if (isService(command)) {
+  if (command === 'console') {
+    // No Kafka, no registry: PostgreSQL (its audit table) and the four services' APIs.
     return {
-      reads: serviceReads([command]),
+      reads: new Set(serviceReads('console')),
+      services: ['console'],
+      migrateOnly: false,
+      kafkaSettings: false,
+      postgres: true,
+      registry: false,
+      smtp: false,
+    };
+  }
+  if (isKafkaService(command)) {
+    return {
+      reads: new Set(serviceReads(command)),
       services: [command],
       migrateOnly: false,
       role: command,
@@ -235,7 +271,9 @@ export function commandOf(container: Container): Command | undefined {
   if (command === 'migrate') {
     const list = rest.length > 0 ? rest.filter(isService) : serviceNames;
     return {
-      reads: serviceReads(list),
+      // Every container of the migrate Job shares outreach-config: the base settings are read (and
+      // ignored by `migrate`) whatever the service.
+      reads: new Set([...keysOf(BaseConfigSchema), ...list.flatMap((s) => serviceReads(s, true))]),
       services: list,
       migrateOnly: true,
       kafkaSettings: true,
@@ -562,7 +600,7 @@ function serviceConfigProblem(service: Service, env: Record<string, string>, mig
   if (known !== undefined) return known;
   let verdict = '';
   try {
-    const config = loadConfig(services[service] as TObject, env);
+    const config = loadServiceConfig(service, env, migrateOnly);
     if (service === 'sender' && !migrateOnly) checkSenderConfig(config as SenderConfig);
   } catch (error) {
     verdict = (error as Error).message;
@@ -576,6 +614,7 @@ function serviceConfigProblem(service: Service, env: Record<string, string>, mig
  * tokens (every scope's file), and the emailHash and identifier keys where it holds them.
  */
 function secretProblems(service: Service, env: Record<string, string>, readFile: (path: string) => string): string[] {
+  if (service === 'console') return consoleSecretProblems(env, readFile);
   const config = loadConfig(services[service] as TObject, env);
   const checks: Array<[string, () => unknown]> = [['API tokens', () => scopedTokensFrom(config, readFile)]];
   if (service === 'sender' || service === 'planner')
@@ -590,6 +629,43 @@ function secretProblems(service: Service, env: Record<string, string>, readFile:
       return [`${service}: ${what}: ${(error as Error).message}`];
     }
   });
+}
+
+/**
+ * The console's secrets: its two tokens and its session key are files it can read, and it has a
+ * sign-in (local users, or the OIDC proxy's CIDRs with the proxy's secret), else it refuses to start.
+ */
+function consoleSecretProblems(env: Record<string, string>, readFile: (path: string) => string): string[] {
+  const problems: string[] = [];
+  for (const name of ['CONSOLE_READ_TOKEN', 'CONSOLE_OPERATE_TOKEN', 'CONSOLE_SESSION_KEY']) {
+    const file = env[`${name}_FILE`] ?? '';
+    if (file === '' && (env[name] ?? '') === '') problems.push(`console: neither ${name} nor ${name}_FILE is set`);
+    if (file === '') continue;
+    try {
+      readFile(file);
+    } catch (error) {
+      problems.push(`console: ${name}_FILE: ${(error as Error).message}`);
+    }
+  }
+  const users = env.CONSOLE_USERS_FILE ?? '';
+  const proxy = (env.CONSOLE_PROXY_CIDRS ?? '').trim() !== '';
+  if (users === '' && !proxy) problems.push('console: no sign-in: set CONSOLE_USERS_FILE or CONSOLE_PROXY_CIDRS');
+  for (const name of [
+    ...(users === '' ? [] : ['CONSOLE_USERS_FILE']),
+    ...(proxy ? ['CONSOLE_PROXY_SECRET_FILE'] : []),
+  ]) {
+    const file = env[name] ?? '';
+    if (file === '') {
+      problems.push(`console: ${name} is not set`);
+      continue;
+    }
+    try {
+      readFile(file);
+    } catch (error) {
+      problems.push(`console: ${name}: ${(error as Error).message}`);
+    }
+  }
+  return problems;
 }
 
 /**
@@ -630,7 +706,7 @@ export function startupProblems(
       }
       // Public topics are written in the Confluent wire format unless a deployment opts out (ADR 011):
       // a service without the registry's URL refuses to start.
-      if (command.services.length > 0 && !command.migrateOnly) {
+      if (command.registry && command.services.length > 0 && !command.migrateOnly) {
         if ((env.EVENT_WIRE_FORMAT ?? 'confluent') === 'confluent' && !env.SCHEMA_REGISTRY_URL)
           problems.push(
             `${where}: writes public topics in the Confluent wire format (EVENT_WIRE_FORMAT's default) but sets no SCHEMA_REGISTRY_URL`,
@@ -966,6 +1042,58 @@ export function networkProblems(
     return { pod, needed, sender };
   });
   for (const { pod, needed, sender } of pods) problems.push(...excessEgress(objects, pod, needed, sender, mailPorts));
+  problems.push(...serviceCallProblems(objects, outOfBand));
+  return problems;
+}
+
+/** The settings naming the services the console calls, and whose Deployment each must name. */
+const CONSOLE_CALLS: Readonly<Record<string, string>> = {
+  PLANNER_URL: 'outreach-planner',
+  SENDER_URL: 'outreach-sender',
+  EXPERIMENT_URL: 'outreach-experiment',
+  LIVENESS_URL: 'outreach-liveness',
+};
+
+/**
+ * The console reaches the services it calls: each URL names that service's Kubernetes Service (in the
+ * pod's namespace), and an egress rule of its pod lets it reach the Service's pods on their port (a
+ * policy sees the pod's port, not the Service's). No other pod of the platform may be reached.
+ */
+export function serviceCallProblems(
+  objects: readonly K8sObject[],
+  outOfBand: Record<string, Record<string, string>> = {},
+): string[] {
+  const problems: string[] = [];
+  for (const pod of podsOf(objects)) {
+    for (const container of containersOf(pod)) {
+      if (commandOf(container)?.services[0] !== 'console' || commandOf(container)?.migrateOnly) continue;
+      const { env } = containerEnv(container, objects, outOfBand);
+      for (const [name, target] of Object.entries(CONSOLE_CALLS)) {
+        const where = `${at(pod, container)}: ${name}`;
+        const url = parseUrl(env[name] ?? '');
+        const service = objects.find((o) => o.kind === 'Service' && o.metadata.name === target);
+        const deployment = objects.find((o) => o.kind === 'Deployment' && o.metadata.name === target);
+        if (!url || unbracket(url.hostname) !== target || !service || !deployment) {
+          problems.push(`${where} is ${env[name] ?? 'unset'}, not the Service ${target} of this overlay`);
+          continue;
+        }
+        const labels = deployment.spec?.template?.metadata?.labels ?? {};
+        const ports = (deployment.spec?.template?.spec.containers ?? []).flatMap((c) =>
+          (c.ports ?? []).map((p) => p.containerPort),
+        );
+        const reached = egressPolicies(objects, pod.labels).some((policy) =>
+          (policy.spec?.egress ?? []).some(
+            (rule) =>
+              (rule.to ?? []).some(
+                (peer) => !peer.namespaceSelector && !peer.ipBlock && selects(peer.podSelector, labels),
+              ) &&
+              ports.some((port) => (rule.ports ?? []).some((p) => (p.protocol ?? 'TCP') === 'TCP' && p.port === port)),
+          ),
+        );
+        if (!reached) problems.push(`${where}: no NetworkPolicy lets it reach the pods of ${target} on their port`);
+      }
+    }
+  }
   return problems;
 }
 

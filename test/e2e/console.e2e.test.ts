@@ -12,6 +12,7 @@ import { createServer, type Server } from 'node:http';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createKafka, EventProducer } from '@outreach/shared';
 import { freePort, SmtpSink, startProcess, waitFor, type RunningProcess } from '@outreach/testkit';
 import { chromium, type Browser, type BrowserContext, type Locator, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -53,6 +54,8 @@ beforeAll(async () => {
       API_TOKENS_READ: `${TOKEN},${READ_TOKEN}`,
       API_TOKENS_OPERATE: `${TOKEN},${OPERATE_TOKEN}`,
       ...(service === 'sender' ? { PROVIDER_TIMEOUT_MS: '500', SMTP_FINAL_REPLY_TIMEOUT_MS: '800' } : {}),
+      // A reply nobody answers for 3 s is a stall: the Stalled page has something to show.
+      ...(service === 'liveness' ? { GRACE_INBOUND_MS: '3000', SWEEP_INTERVAL_MS: '300' } : {}),
     }),
   });
   dir = mkdtempSync(join(tmpdir(), 'console-e2e-'));
@@ -90,6 +93,10 @@ beforeAll(async () => {
     CONSOLE_PROXY_CIDRS: '203.0.113.0/24',
     CONSOLE_PROXY_SECRET_FILE: file('proxy-secret', PROXY_SECRET),
     CONSOLE_PAGE_SIZE: '20',
+    // The dead-letter pages: the run's DLQs, read with the broker's (unsecured) access.
+    KAFKA_BROKERS: inject('kafkaBrokers'),
+    TOPIC_PREFIX: stack.prefix,
+    ...(stack.registryUrl ? { SCHEMA_REGISTRY_URL: stack.registryUrl } : {}),
   });
   await waitFor(
     async () => {
@@ -197,6 +204,14 @@ async function senderSend(sendId: string): Promise<{ status: string } | undefine
   return response.ok ? ((await response.json()) as { status: string }) : undefined;
 }
 
+/** A reply on a conversation, through the planner's conversation-events route. */
+async function reply(conversationId: string, campaignId: string, candidateKey: string): Promise<void> {
+  await stack.json('planner', `/v1/conversations/${encodeURIComponent(conversationId)}/events`, {
+    method: 'POST',
+    body: { type: 'MessageReceived', campaignId, candidateKey, messageId: `inbox-${candidateKey}` },
+  });
+}
+
 async function campaignPaused(campaignId: string): Promise<boolean> {
   return (await stack.json<{ paused: boolean }>('sender', `/v1/campaigns/${encodeURIComponent(campaignId)}`)).paused;
 }
@@ -225,6 +240,9 @@ describe('the operations console in a browser', () => {
       ['/campaigns', 'Campaigns'],
       ['/ambiguous', 'Ambiguous sends'],
       ['/sends', 'Send lookup'],
+      ['/stalled', 'Stalled conversations'],
+      ['/dlq', 'Dead letters'],
+      ['/experiments', 'Experiments'],
       ['/audit', 'Audit'],
     ] as const) {
       const response = await page.goto(`${consoleUrl}${path}`);
@@ -409,5 +427,277 @@ describe('the operations console in a browser', () => {
     expect(await page.locator('main img, main script').count()).toBe(0);
     expect(problems.filter((p) => p.startsWith('dialog'))).toEqual([]);
     await context.close();
+  });
+
+  it('looks a send up by request id (status and rejection reason), by candidate, and by address in a POST body only', async () => {
+    const sendId = await request('console-look-1', 'console-look', 'look-1@example.com');
+    await waitFor(async () => (await plannerStatus('console-look-1')) === 'sent', {
+      timeoutMs: 60_000,
+      intervalMs: 300,
+      description: 'the first request sent',
+    });
+    // A request naming no experiment: the planner rejects it, and records why.
+    const rejected = ingressBody(
+      outreachRequest({
+        requestId: 'console-look-2',
+        campaignId: 'console-look',
+        candidateId: 'console-look-2',
+        email: 'look-2@example.com',
+        experimentId: 'no-such-experiment',
+      }),
+    );
+    const refusal = await fetch(stack.url('planner', '/v1/outreach-requests'), {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify(rejected),
+    });
+    expect(refusal.status).toBe(422);
+    await waitFor(async () => (await plannerStatus('console-look-2')) === 'rejected', {
+      timeoutMs: 30_000,
+      intervalMs: 300,
+      description: 'the second request rejected',
+    });
+    const { context, page, problems } = await newPage();
+    await signIn(page, 'rita', '/sends');
+
+    await page.getByTestId('by-request').locator('input[name=requestId]').fill('console-look-2');
+    await page.getByTestId('by-request').locator('button').click();
+    await text(page.locator('[data-testid=request] [data-field=status]'), 'rejected');
+    await text(page.locator('[data-testid=request] [data-field=rejection]'), 'unknown_experiment');
+    await text(page.locator('[data-testid=request] [data-field=rejection-detail]'), 'experimentId names no experiment');
+
+    await page.goto(`${consoleUrl}/sends?requestId=console-look-1`);
+    await text(page.locator(`[data-testid=request-sends] tr[data-send="${sendId}"] [data-field=status]`), 'sent');
+
+    const byCandidate = page.getByTestId('by-candidate');
+    await byCandidate.locator('input[name=campaignId]').fill('console-look');
+    await byCandidate.locator('input[name=candidateId]').fill('console-look-1');
+    await byCandidate.locator('button').click();
+    await text(page.locator('[data-testid=check] [data-field=sendId]'), sendId);
+    await text(page.locator('[data-testid=existing] [data-field=status]'), 'sent');
+
+    // By address: a reader may (the read scope), the address only in the body, never in the URL.
+    const byAddress = page.getByTestId('by-address');
+    await byAddress.locator('input[name=campaignId]').fill('console-look');
+    await byAddress.locator('input[name=email]').fill('LOOK-1@example.com');
+    await byAddress.locator('button').click();
+    await text(page.locator('[data-testid=existing] [data-field=sendId]'), sendId);
+    await text(page.locator('[data-testid=check] [data-field=alreadySent]'), 'yes');
+    expect(page.url()).not.toContain('@');
+    expect(page.url()).not.toContain('look-1');
+    expect(await page.locator('main').innerText()).not.toContain('look-1@example.com');
+    expect(problems).toEqual([]);
+    // An address given as a candidate id in a link is refused: it would sit in the history and the logs.
+    const linked = await page.goto(`${consoleUrl}/sends?campaignId=console-look&candidateId=look-1%40example.com`);
+    expect(linked?.status()).toBe(400);
+    await text(page.getByTestId('notice-refused'), 'address form', 'contains');
+    await context.close();
+
+    // Without a session there is no scope to read with: refused before the sender is asked.
+    const anonymous = await browser.newContext();
+    const refused = await anonymous.request.post(`${consoleUrl}/sends/by-address`, {
+      form: { campaignId: 'console-look', step: 'intro', email: 'look-1@example.com' },
+      maxRedirects: 0,
+    });
+    expect(refused.status()).toBe(403);
+    expect(await refused.text()).not.toContain('look-1@example.com');
+    await anonymous.close();
+    // The sender answers an address check to the read scope only: the console's operate token is refused.
+    const operateOnly = await fetch(
+      stack.url(
+        'sender',
+        '/v1/sends/check?campaignId=console-look&candidateId=x&step=intro&email=look-1%40example.com',
+      ),
+      { headers: { authorization: `Bearer ${OPERATE_TOKEN}` } },
+    );
+    expect(operateOnly.status).toBe(403);
+    // And the console's log never holds the address.
+    expect([...consoleProc.stdoutLines, ...consoleProc.stderrLines].join('\n')).not.toMatch(/look-1@example\.com/i);
+  });
+
+  it('lists a stalled conversation by campaign, reason and age, and opens its timeline with the graces that applied', async () => {
+    await reply('console-stall:cand-1', 'console-stall', 'cand-1');
+    const { context, page, problems } = await newPage();
+    await signIn(page, 'rita', '/stalled?campaignId=console-stall');
+    const row = page.locator('tr[data-conversation="console-stall:cand-1"]');
+    await waitFor(
+      async () => {
+        await page.goto(`${consoleUrl}/stalled?campaignId=console-stall&reason=no_next_step`);
+        return (await row.count()) === 1;
+      },
+      { timeoutMs: 30_000, intervalMs: 500, description: 'the conversation listed as stalled' },
+    );
+    await text(row.locator('[data-field=reason]'), 'no_next_step');
+    // The other reason, and an age it has not reached, list nothing.
+    await page.goto(`${consoleUrl}/stalled?campaignId=console-stall&reason=next_step_overdue`);
+    await page.getByTestId('stalled-empty').waitFor();
+    await page.goto(`${consoleUrl}/stalled?campaignId=console-stall&minAgeMinutes=60`);
+    await page.getByTestId('stalled-empty').waitFor();
+
+    await page.goto(`${consoleUrl}/stalled?campaignId=console-stall`);
+    await row.locator('a').click();
+    await text(page.locator('h1'), 'Conversation');
+    await text(page.locator('[data-testid=timeline] [data-field=type]'), 'MessageReceived');
+    await text(page.locator('[data-testid=graces] [data-field=inbound]'), '3 s');
+    await text(page.locator('[data-testid=graces] [data-field=source]'), "the service's defaults");
+    await text(page.getByTestId('applied-grace'), 'inbound: 3 s', 'contains');
+    expect(problems).toEqual([]);
+    await context.close();
+  });
+
+  it("shows an experiment's variant balance with intervals, the SRM p-value and contamination, as an SVG chart", async () => {
+    await stack.json('experiment', '/v1/experiments', {
+      method: 'POST',
+      body: {
+        experimentId: 'console-exp',
+        variants: [
+          { name: 'short', weight: 1 },
+          { name: 'personal', weight: 1 },
+        ],
+      },
+    });
+    await stack.json('experiment', '/v1/experiments/console-exp/assignments', {
+      method: 'POST',
+      body: { candidateIds: Array.from({ length: 40 }, (_, i) => `exp-cand-${i}`) },
+    });
+    const { context, page, problems } = await newPage();
+    await signIn(page, 'rita', '/experiments?experimentId=console-exp');
+    await text(page.getByTestId('assigned-total'), '40');
+    const p = Number(await page.getByTestId('srm-p').innerText());
+    expect(p).toBeGreaterThanOrEqual(0);
+    expect(p).toBeLessThanOrEqual(1);
+    await text(page.getByTestId('contaminated'), '0');
+    const assigned = await page.locator('[data-testid=variants] [data-field=assigned]').allInnerTexts();
+    expect(assigned.map(Number).reduce((a, b) => a + b, 0)).toBe(40);
+    expect(await page.locator('svg.chart rect').count()).toBe(2);
+    await text(page.locator('[data-testid=variants] tr[data-variant=short] [data-field=interval]'), '–', 'contains');
+    await text(page.getByTestId('reply-rate'), 'not shown', 'contains');
+    expect(problems).toEqual([]);
+    const missing = await page.goto(`${consoleUrl}/experiments?experimentId=no-such-experiment`);
+    expect(missing?.status()).toBe(404);
+    await text(page.getByTestId('notice-refused'), '404', 'contains');
+    await context.close();
+  });
+
+  it('browses a DLQ (code, headers, payload masked, script as text); a dry run changes nothing, the replay does, and none without a dry run', async () => {
+    const kafka = createKafka({ brokers: inject('kafkaBrokers').split(','), clientId: 'console-e2e' });
+    const producer = new EventProducer(kafka);
+    // No service of the stack consumes the rejections topic: a replay there disturbs nothing.
+    const source = `${stack.prefix}outreach.rejected.v1`;
+    const dlq = `${source}.dlq`;
+    // No double quote: the payload is shown as JSON, which would escape one.
+    const script = "<script>alert('dlq')</script><img src=x onerror=alert(2)>";
+    await producer.publishRaw([
+      {
+        topic: dlq,
+        records: [
+          {
+            key: 'dlq-1',
+            value: Buffer.from(
+              JSON.stringify({
+                requestId: 'dlq-1',
+                email: 'ada@example.com',
+                candidateName: 'Ada Lovelace',
+                note: script,
+              }),
+            ),
+            headers: {
+              'dlq-error-code': 'HANDLER',
+              'dlq-reason': 'the handler failed for ada@example.com',
+              'dlq-source-topic': source,
+              'dlq-consumer-group': 'console-e2e',
+            },
+          },
+          {
+            key: 'dlq-2',
+            value: Buffer.from('not json, for bob@example.com'),
+            headers: { 'dlq-error-code': 'DECODE', 'dlq-reason': 'undecodable', 'dlq-source-topic': source },
+          },
+        ],
+      },
+    ]);
+    await producer.disconnect();
+    const admin = kafka.admin();
+    await admin.connect();
+    const sourceEnd = async () => (await admin.fetchTopicOffsets(source)).reduce((n, p) => n + Number(p.high), 0);
+    try {
+      const before = await sourceEnd();
+      const { context, page, problems } = await newPage();
+      await signIn(page, 'ada', '/dlq');
+      await text(page.locator(`tr[data-dlq="${dlq}"] [data-field=depth]`), '2');
+      await page.locator(`tr[data-dlq="${dlq}"] a`).click();
+      const records = page.getByTestId('dlq-records');
+      await text(records, 'HANDLER', 'contains');
+      await text(records, script, 'contains');
+      await text(records, 'DECODE', 'contains');
+      const shown = await page.locator('main').innerText();
+      for (const hidden of ['ada@example.com', 'bob@example.com', 'Ada Lovelace']) expect(shown).not.toContain(hidden);
+      expect(shown).toContain('[masked]');
+      expect(await page.locator('main script, main img').count()).toBe(0);
+
+      // The dry run: counts the HANDLER record, publishes and commits nothing.
+      const dryRun = page.getByTestId('dry-run-form');
+      await dryRun.locator('input[name=code]').fill('HANDLER');
+      await dryRun.locator('input[name=reason]').fill('the handler is fixed');
+      await page.getByTestId('dry-run').click();
+      await text(page.getByTestId('dry-run-count'), '1');
+      expect(await sourceEnd()).toBe(before);
+      const committed = await admin.fetchOffsets({ groupId: `dlq-replay.${dlq}`, topics: [dlq] });
+      expect(committed[0]?.partitions.every((p) => p.offset === '-1')).toBe(true);
+
+      // A forged permission, and a reader, are refused; nothing moves.
+      const csrf = await page.locator('header input[name=_csrf]').inputValue();
+      const forged = await context.request.post(`${consoleUrl}/dlq/replay`, {
+        form: {
+          _csrf: csrf,
+          topic: dlq,
+          code: 'HANDLER',
+          reason: 'skip the dry run',
+          permit: `${Date.now() + 60_000}.x`,
+        },
+        maxRedirects: 0,
+      });
+      expect(forged.status()).toBe(409);
+      const other = await context.request.post(`${consoleUrl}/dlq/replay`, {
+        form: {
+          _csrf: csrf,
+          topic: dlq,
+          code: 'DECODE',
+          reason: 'another code',
+          permit: await page.locator('input[name=permit]').inputValue(),
+        },
+        maxRedirects: 0,
+      });
+      expect(other.status()).toBe(409);
+      expect(await sourceEnd()).toBe(before);
+
+      // The replay the dry run permits: the one HANDLER record goes back to its source topic.
+      await page.getByTestId('replay-form').locator('input[name=reason]').fill('the handler is fixed');
+      await page.getByTestId('replay').click();
+      await text(page.getByTestId('replayed-count'), '1');
+      expect(await sourceEnd()).toBe(before + 1);
+
+      await page.goto(`${consoleUrl}/audit`);
+      await text(page.getByTestId('audit'), 'dlq.replay.dry-run', 'contains');
+      await text(page.getByTestId('audit'), 'no valid dry run', 'contains');
+      expect(problems).toEqual([]);
+      await context.close();
+
+      const reader = await newPage();
+      await signIn(reader.page, 'rita', `/dlq?topic=${encodeURIComponent(dlq)}`);
+      expect(await reader.page.getByTestId('dry-run-form').count()).toBe(0);
+      const readerCsrf = await reader.page.locator('header input[name=_csrf]').inputValue();
+      const refused = await reader.context.request.post(`${consoleUrl}/dlq/replay`, {
+        form: { _csrf: readerCsrf, topic: dlq, reason: 'a reader tries' },
+        maxRedirects: 0,
+      });
+      expect(refused.status()).toBe(403);
+      await reader.context.close();
+      expect(await sourceEnd()).toBe(before + 1);
+      // The console's log holds no address from the records.
+      expect([...consoleProc.stdoutLines, ...consoleProc.stderrLines].join('\n')).not.toMatch(/@example\.com/);
+    } finally {
+      await admin.disconnect();
+    }
   });
 });

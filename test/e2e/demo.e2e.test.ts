@@ -47,6 +47,8 @@ it('npm run demo delivers the workload with 0 duplicates, 0 contaminated, exactl
   expect(output).toMatch(/\(0 unexpected, 0 missed\)/);
   expect(output).toMatch(/sender SIGKILLed midway \| yes, restarted/);
   expect(output).toMatch(/all guarantees held/);
+  // The operations console started with the stack, and the demo signed in with the login it printed.
+  expect(output).toMatch(/console {4}ready {2}http:\/\/127\.0\.0\.1:18089\/ \(sign in as demo, password [\w-]{16}\)/);
 
   // Sends in doubt: the sink really dropped a connection after the final dot (a send in doubt
   // whatever the SIGKILL caught), the lookup or evidence settled at least that one, and none is

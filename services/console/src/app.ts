@@ -11,7 +11,8 @@ export const migrationsDir = join(here, '..', 'migrations');
 
 /**
  * Builds the console without listening, so tests can `inject` requests. It shares the services'
- * HTTP shell (health, metrics, limits, timeouts) with PostgreSQL for its audit table and no Kafka;
+ * HTTP shell (health, metrics, limits, timeouts) with PostgreSQL for its audit table and none of the
+ * shell's Kafka (the dead-letter pages make their own client, adapters/dead-letters.ts);
  * its routes are pages, whose access the console plugin decides (plugins/console.ts), so none takes
  * a bearer token of the shell's: they are `public` to it.
  */

@@ -1,4 +1,4 @@
-import { BaseConfigSchema, ConfigError } from '@outreach/shared';
+import { BaseConfigSchema, ConfigError, KafkaSecurityConfigSchema } from '@outreach/shared';
 import { Type, type Static } from '@sinclair/typebox';
 import { envSchema } from 'env-schema';
 
@@ -6,8 +6,8 @@ const URL = { pattern: '^https?://[^/?#@\\s]+(/\\S*)?$' };
 
 /**
  * The console's settings (docs/operations.md, "The operations console"). It needs PostgreSQL (its
- * audit table) and the four services' URLs, and no Kafka: of the base settings it takes the HTTP,
- * PostgreSQL and secret-refresh ones.
+ * audit table) and the four services' URLs, and Kafka only for its dead-letter pages: of the base
+ * settings it takes the HTTP, PostgreSQL and secret-refresh ones.
  */
 export const ConfigSchema = Type.Composite([
   Type.Pick(BaseConfigSchema, [
@@ -75,17 +75,59 @@ export const ConfigSchema = Type.Composite([
     CONSOLE_READER_GROUPS: Type.String({ default: 'outreach-readers' }),
     /** Rows per page of the lists (ambiguous sends, audit). */
     CONSOLE_PAGE_SIZE: Type.Integer({ minimum: 1, maximum: 500, default: 50 }),
+    /**
+     * The dead-letter pages (/dlq): the brokers the console reads the DLQs from with its own principal
+     * (`console`, packages/shared/src/kafka/acls.ts), with the KAFKA_SSL*, KAFKA_SASL*, KAFKA_OAUTH*
+     * settings below. Empty: the pages say dead letters are not configured (the Kubernetes base's default).
+     */
+    KAFKA_BROKERS: Type.String({ default: '' }),
+    TOPIC_PREFIX: Type.String({ default: '', pattern: '^[a-zA-Z0-9._-]*$' }),
+    /** The registry whose schemas decode Confluent-framed dead letters; empty: single-object and JSON only. */
+    SCHEMA_REGISTRY_URL: Type.String({ default: '' }),
+    /** How long a DLQ read may take; a replay gets six times this. */
+    DLQ_READ_TIMEOUT_MS: Type.Integer({ minimum: 500, maximum: 60_000, default: 10_000 }),
   }),
+  KafkaSecurityConfigSchema,
 ]);
 
 export type Config = Static<typeof ConfigSchema>;
 
+/**
+ * What `server.js migrate` reads (the image's `migrate console`, the migrate Job's container): the
+ * PostgreSQL settings and the schema, none of the services' URLs or the sign-in.
+ */
+export const MigrateConfigSchema = Type.Composite([
+  Type.Pick(BaseConfigSchema, [
+    'NODE_ENV',
+    'LOG_LEVEL',
+    'DATABASE_URL',
+    'DATABASE_SSL_MODE',
+    'DATABASE_SSL_CA_FILE',
+    'DATABASE_SSL_CERT_FILE',
+    'DATABASE_SSL_KEY_FILE',
+    'DATABASE_PASSWORD_FILE',
+    'DATABASE_SESSION_URL',
+    'DATABASE_RUNTIME_ROLE',
+  ]),
+  Type.Pick(ConfigSchema, ['DATABASE_SCHEMA']),
+]);
+export type MigrateConfig = Static<typeof MigrateConfigSchema>;
+
 /** Validates the environment; a missing or malformed variable is a ConfigError naming it. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  return load<Config>(ConfigSchema, env);
+}
+
+/** The settings of `server.js migrate` alone. */
+export function loadMigrateConfig(env: NodeJS.ProcessEnv = process.env): MigrateConfig {
+  return load<MigrateConfig>(MigrateConfigSchema, env);
+}
+
+function load<T>(schema: typeof ConfigSchema | typeof MigrateConfigSchema, env: NodeJS.ProcessEnv): T {
   try {
     const data = { ...env };
     if (data.NODE_ENV !== undefined) data.NODE_ENV = data.NODE_ENV.trim().toLowerCase() || undefined;
-    return envSchema<Config>({ schema: ConfigSchema, data, dotenv: false, env: false });
+    return envSchema<T & Record<string, unknown>>({ schema, data, dotenv: false, env: false });
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
     throw new ConfigError(`invalid configuration: ${message.replace(/\benv\b/g, 'environment')}`);

@@ -6,20 +6,25 @@
 import closeWithGrace from 'close-with-grace';
 import { ConfigError, createLogger, migrate } from '@outreach/shared';
 import { buildApp, migrationsDir } from './app.js';
-import { loadConfig, type Config } from './config.js';
+import { loadConfig, loadMigrateConfig, type Config, type MigrateConfig } from './config.js';
 
-let config: Config;
-try {
-  config = loadConfig();
-} catch (error) {
-  if (error instanceof ConfigError) {
-    process.stderr.write(`console: ${error.message}\n`);
-    process.exit(78);
+function configured<T>(load: () => T): T {
+  try {
+    return load();
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`console: ${error.message}\n`);
+      process.exit(78);
+    }
+    throw error;
   }
-  throw error;
 }
-const logger = createLogger({ name: 'console', level: config.LOG_LEVEL });
-const runMigrations = () =>
+
+// `migrate` (the migrate Job, `docker run IMAGE migrate console`) needs PostgreSQL's settings alone.
+const migrating = process.argv[2] === 'migrate';
+const migrateConfig: MigrateConfig = configured(loadMigrateConfig);
+const logger = createLogger({ name: 'console', level: migrateConfig.LOG_LEVEL });
+const runMigrations = (config: MigrateConfig) =>
   migrate({
     databaseUrl: config.DATABASE_SESSION_URL || config.DATABASE_URL,
     schema: config.DATABASE_SCHEMA,
@@ -29,12 +34,13 @@ const runMigrations = () =>
     ...(config.DATABASE_RUNTIME_ROLE ? { runtimeRole: config.DATABASE_RUNTIME_ROLE } : {}),
   });
 
-if (process.argv[2] === 'migrate') {
-  await runMigrations();
+if (migrating) {
+  await runMigrations(migrateConfig);
   logger.info('migrations up to date');
   process.exit(0);
 }
-if (config.MIGRATE_ON_START) await runMigrations();
+const config: Config = configured(loadConfig);
+if (config.MIGRATE_ON_START) await runMigrations(config);
 let app;
 try {
   app = await buildApp({ config, logger });

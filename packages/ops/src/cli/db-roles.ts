@@ -6,7 +6,7 @@
  *   DATABASE_URL=postgres://admin@host/db npm run db:roles -- [--service sender[=schema]] ...
  *     [--migrator outreach_migrator] [--role-prefix ''] [--passwords-dir /secrets] [--print]
  *
- * Without --service: planner, sender, experiment and liveness, each role and schema named after it.
+ * Without --service: planner, sender, experiment, liveness and console, each role and schema named after it.
  * `--passwords-dir` holds one file per role, named after the role; a role without a file gets no
  * password (client certificate or IAM login). Passwords reach the server only as SCRAM verifiers.
  * `--print` prints the statements instead (passwords left out) and connects nowhere.
@@ -20,7 +20,7 @@ import { explainPgError, pgClientConfig } from '@outreach/shared';
 import { databaseRolesSql, ensureDatabaseRoles, ROLE_NAME, type DatabaseRolesPlan } from '@outreach/shared';
 import { readSecretFile } from '@outreach/shared';
 
-const SERVICES = ['planner', 'sender', 'experiment', 'liveness'];
+const SERVICES = ['planner', 'sender', 'experiment', 'liveness', 'console'];
 
 function fail(message: string, code: number): never {
   process.stderr.write(`db:roles: ${message}\n`);

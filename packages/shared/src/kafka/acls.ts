@@ -28,7 +28,7 @@ export interface KafkaRole {
 }
 
 /**
- * One principal per service, plus the upstream publisher and the two operator commands. A service's
+ * One principal per service, plus the upstream publisher, the two operator commands and the console. A service's
  * role name is its name (buildServiceApp looks it up to check its ACLs at start).
  */
 export const kafkaRoles = {
@@ -70,6 +70,18 @@ export const kafkaRoles = {
   },
   'dlq-replay': {
     description: 'dlq:replay, run by an operator',
+    produces: [],
+    consumes: [],
+    groupPrefix: 'dlq-replay.',
+    replaysDeadLetters: true,
+  },
+  /**
+   * The operations console's dead-letter pages (ADR 015): it reads the DLQs (browsing in throw-away
+   * groups under `dlq-replay.browse.`, never committing) and replays them with dlq:replay's code,
+   * under the same groups, so a replay from the console and one from the command resume alike.
+   */
+  console: {
+    description: "the operations console's dead-letter pages: read every DLQ, replay to the source topics",
     produces: [],
     consumes: [],
     groupPrefix: 'dlq-replay.',

@@ -26,11 +26,15 @@ export class AuditRepository {
     );
   }
 
-  /** Up to `limit` rows older than `before` (an id), newest first; `next` is the cursor of the page after. */
+  /**
+   * Up to `limit` rows older than `before` (an id), newest first; `next` is the cursor of the page
+   * after. Ordered by the column, `audit.id`: a bare `id` would name the text output column, whose
+   * order puts 99999 before 100000 (and 9 before 10), and would sort the whole table for it.
+   */
   async page(before: string | null, limit: number): Promise<{ rows: AuditRow[]; next: string | null }> {
     const { rows } = await this.pool.query<AuditRow>(
-      `SELECT id::text AS id, at, actor, via, action, target, reason, outcome, detail
-         FROM audit WHERE ($1::bigint IS NULL OR id < $1::bigint) ORDER BY id DESC LIMIT $2`,
+      `SELECT audit.id::text AS id, at, actor, via, action, target, reason, outcome, detail
+         FROM audit WHERE ($1::bigint IS NULL OR audit.id < $1::bigint) ORDER BY audit.id DESC LIMIT $2`,
       [before, limit + 1],
     );
     const more = rows.length > limit;

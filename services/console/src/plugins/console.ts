@@ -7,8 +7,9 @@
 import { readFileSync } from 'node:fs';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { ConfigError, readSecretFile, reloadingSecret } from '@outreach/shared';
+import { brokerList, ConfigError, kafkaSecurityFromEnv, readSecretFile, reloadingSecret } from '@outreach/shared';
 import { AuditRepository } from '../adapters/audit-repository.js';
+import { DeadLetters } from '../adapters/dead-letters.js';
 import { Services } from '../adapters/services.js';
 import { LoginLimiter } from '../security/login-limiter.js';
 import { parseCidrs, proxyIdentity, type ProxyTrust } from '../security/proxy.js';
@@ -29,6 +30,10 @@ declare module 'fastify' {
   interface FastifyInstance {
     readonly services: Services;
     readonly audit: AuditRepository;
+    /** The DLQs, when KAFKA_BROKERS is set. */
+    readonly deadLetters: DeadLetters | undefined;
+    /** Signs and checks what a page hands itself back (a dry run's permission to replay). */
+    readonly consoleKey: Buffer;
     readonly localUsers: () => readonly LocalUser[];
     /** Sign-in throttling for the local users form (security/login-limiter.ts). */
     readonly loginLimiter: LoginLimiter;
@@ -124,6 +129,22 @@ export default fp(
       throw new ConfigError('invalid configuration: no sign-in: set CONSOLE_USERS_FILE or CONSOLE_PROXY_CIDRS');
 
     app.decorate('consoleConfig', config);
+    app.decorate('consoleKey', key);
+    let deadLetters: DeadLetters | undefined;
+    if (config.KAFKA_BROKERS.trim() !== '') {
+      try {
+        deadLetters = new DeadLetters({
+          brokers: brokerList(config.KAFKA_BROKERS),
+          security: kafkaSecurityFromEnv(process.env),
+          topicPrefix: config.TOPIC_PREFIX,
+          registryUrl: config.SCHEMA_REGISTRY_URL || undefined,
+          timeoutMs: config.DLQ_READ_TIMEOUT_MS,
+        });
+      } catch (error) {
+        throw new ConfigError(`invalid configuration: the console's Kafka settings: ${(error as Error).message}`);
+      }
+    }
+    app.decorate('deadLetters', deadLetters);
     app.decorate('localUsers', () => users);
     app.decorate('loginLimiter', new LoginLimiter());
     app.decorate('audit', new AuditRepository(app.pg));

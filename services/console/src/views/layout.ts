@@ -7,6 +7,9 @@ const NAV = [
   ['/campaigns', 'Campaigns'],
   ['/ambiguous', 'Ambiguous sends'],
   ['/sends', 'Send lookup'],
+  ['/stalled', 'Stalled'],
+  ['/dlq', 'Dead letters'],
+  ['/experiments', 'Experiments'],
   ['/audit', 'Audit'],
 ] as const;
 
