@@ -40,7 +40,18 @@ export interface StoreErasure {
 export interface ErasureReport {
   readonly requestId: string;
   readonly stores: Readonly<Record<Store, StoreErasure>>;
+  /**
+   * What may still be on its way: a request made before this erasure and not yet read by the planner
+   * (or a send not yet claimed) is refused or written scrubbed when it arrives; one whose planning
+   * overlapped the erasure may hold the person until a second erasure after `windowMs`.
+   */
+  readonly inFlight: { readonly windowMs: number; readonly note: string };
 }
+
+export const IN_FLIGHT_NOTE =
+  'requests made before this erasure may still be on their way for up to windowMs: they are refused or ' +
+  'stored scrubbed on arrival; one whose planning overlapped this erasure may hold the person until the ' +
+  'erasure is repeated after windowMs (docs/operations.md, "Data-subject requests")';
 
 /** At most `concurrency` at once, `queueMax` waiting; past that a 429 (a burst is told to come back). */
 class Slots {
@@ -76,10 +87,13 @@ export class SubjectRequests {
     private readonly peers: SubjectPeers,
     private readonly key: KeyObject,
     private readonly hashKey: EmailHashKey,
-    limits: { readonly concurrency: number; readonly queueMax: number },
+    limits: { readonly concurrency: number; readonly queueMax: number; readonly inFlightWindowMs: number },
   ) {
     this.slots = new Slots(limits.concurrency, limits.queueMax);
+    this.inFlightWindowMs = limits.inFlightWindowMs;
   }
+
+  private readonly inFlightWindowMs: number;
 
   /** The audit's actor: a keyed hash of the caller's token, the same on every replica and restart. */
   actorOf(token: string): string {
@@ -122,8 +136,10 @@ export class SubjectRequests {
       const sender = await this.peers.erase('sender', body(own.keys, own.emails));
       const keys = [...new Set([...own.keys, ...sender.candidateKeys])];
       const planner = await this.repository.erase(subject.hash, keys, own.emails);
+      // With the keys the planner's erasure found by address (a request planned since `resolve`).
+      const all = [...new Set([...keys, ...planner.candidateKeys])];
       const [experiment, liveness] = await Promise.all(
-        (['experiment', 'liveness'] as const).map((peer) => this.peers.erase(peer, body(keys, []))),
+        (['experiment', 'liveness'] as const).map((peer) => this.peers.erase(peer, body(all, []))),
       );
       const part = (p: { status: ErasureStatus; rows: Record<string, number> }): StoreErasure => ({
         status: p.status,
@@ -137,6 +153,7 @@ export class SubjectRequests {
           experiment: part(experiment as StoreErasure),
           liveness: part(liveness as StoreErasure),
         },
+        inFlight: { windowMs: this.inFlightWindowMs, note: IN_FLIGHT_NOTE },
       };
       await this.repository.audit({
         id: report.requestId,
