@@ -443,6 +443,26 @@ describe('data-subject requests', () => {
     expect(sink.deliveredTo(email).length).toBe(settled === 'sent' ? 1 : 0);
   }, 120_000);
 
+  it("one token's flood of exports leaves another token's erasure answered 2xx", async () => {
+    const flood = Array.from({ length: 800 }, () =>
+      app
+        .inject({
+          method: 'POST',
+          url: '/v1/subjects/search',
+          headers: readOnly,
+          payload: { email: 'flooded@example.com', limit: 500 },
+        })
+        .then((response) => response.statusCode),
+    );
+    const erased = await app.inject({ method: 'POST', url: '/v1/subjects/Flood-Victim/erase', headers: auth });
+    expect(erased.statusCode, erased.body).toBe(200);
+    const statuses = await Promise.all(flood);
+    expect(statuses.filter((s) => s >= 500)).toEqual([]);
+    // The flooding token got its share (SUBJECT_QUEUE_PER_CALLER, 50) and 429 past it.
+    expect(statuses.filter((s) => s === 429).length).toBeGreaterThanOrEqual(700);
+    expect(statuses.filter((s) => s === 200).length).toBeGreaterThan(0);
+  }, 180_000);
+
   it('1,000 erasures in a burst are all answered 2xx or 4xx, never 5xx', async () => {
     const statuses = await Promise.all(
       Array.from({ length: 1_000 }, (_, i) =>

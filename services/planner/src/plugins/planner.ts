@@ -116,6 +116,7 @@ export default fp(
         ? new SubjectRequests(new SubjectsRepository(app.pg, suppressionKey), peers, suppressionKey, emailHashKey, {
             concurrency: config.SUBJECT_CONCURRENCY,
             queueMax: config.SUBJECT_QUEUE_MAX,
+            perCaller: config.SUBJECT_QUEUE_PER_CALLER,
             inFlightWindowMs: config.SUBJECT_IN_FLIGHT_WINDOW_MS,
           })
         : undefined,

@@ -53,43 +53,67 @@ export const IN_FLIGHT_NOTE =
   'stored scrubbed on arrival; one whose planning overlapped this erasure may hold the person until the ' +
   'erasure is repeated after windowMs (docs/operations.md, "Data-subject requests")';
 
-/** At most `concurrency` at once, `queueMax` waiting; past that a 429 (a burst is told to come back). */
+/**
+ * At most `concurrency` at once, `queueMax` waiting; past that a 429 (a burst is told to come back).
+ * One caller (a token) holds at most `perCaller` of them, running and waiting together, so one
+ * token's flood cannot fill the queue for everyone else.
+ */
 class Slots {
   private active = 0;
   private readonly waiting: Array<() => void> = [];
+  private readonly held = new Map<string, number>();
   constructor(
     private readonly concurrency: number,
     private readonly queueMax: number,
+    private readonly perCaller: number,
   ) {}
-  async run<T>(work: () => Promise<T>): Promise<T> {
-    if (this.active >= this.concurrency) {
-      if (this.waiting.length >= this.queueMax)
-        throw new AppError('RATE_LIMITED', 'too many data-subject requests at once: retry in a few seconds');
-      await new Promise<void>((resolve) => this.waiting.push(resolve));
-    } else {
-      this.active++;
-    }
+  async run<T>(caller: string, work: () => Promise<T>): Promise<T> {
+    const mine = this.held.get(caller) ?? 0;
+    if (mine >= this.perCaller)
+      throw new AppError(
+        'RATE_LIMITED',
+        'too many data-subject requests from this caller at once: retry in a few seconds',
+      );
+    if (this.active >= this.concurrency && this.waiting.length >= this.queueMax)
+      throw new AppError('RATE_LIMITED', 'too many data-subject requests at once: retry in a few seconds');
+    this.held.set(caller, mine + 1);
     try {
-      return await work();
+      if (this.active >= this.concurrency) await new Promise<void>((resolve) => this.waiting.push(resolve));
+      else this.active++;
+      try {
+        return await work();
+      } finally {
+        const next = this.waiting.shift();
+        if (next) next();
+        else this.active--;
+      }
     } finally {
-      const next = this.waiting.shift();
-      if (next) next();
-      else this.active--;
+      const left = (this.held.get(caller) ?? 1) - 1;
+      if (left === 0) this.held.delete(caller);
+      else this.held.set(caller, left);
     }
   }
 }
 
 export class SubjectRequests {
-  private readonly slots: Slots;
+  /** Erasures have slots of their own: a flood of exports never stalls an erasure. */
+  private readonly exports: Slots;
+  private readonly erasures: Slots;
 
   constructor(
     private readonly repository: SubjectsRepository,
     private readonly peers: SubjectPeers,
     private readonly key: KeyObject,
     private readonly hashKey: EmailHashKey,
-    limits: { readonly concurrency: number; readonly queueMax: number; readonly inFlightWindowMs: number },
+    limits: {
+      readonly concurrency: number;
+      readonly queueMax: number;
+      readonly perCaller: number;
+      readonly inFlightWindowMs: number;
+    },
   ) {
-    this.slots = new Slots(limits.concurrency, limits.queueMax);
+    this.exports = new Slots(limits.concurrency, limits.queueMax, limits.perCaller);
+    this.erasures = new Slots(limits.concurrency, limits.queueMax, limits.perCaller);
     this.inFlightWindowMs = limits.inFlightWindowMs;
   }
 
@@ -125,7 +149,7 @@ export class SubjectRequests {
    * experiment and liveness services by every candidate key found. Audited whatever each store says.
    */
   erase(name: SubjectName, actor: string): Promise<ErasureReport> {
-    return this.slots.run(async () => {
+    return this.erasures.run(actor, async () => {
       const subject = this.subjectOf(name);
       const own = await this.repository.resolve(subject.keys, subject.emails);
       const body = (keys: readonly string[], emails: readonly string[]): SubjectPartEraseBody => ({
@@ -178,7 +202,7 @@ export class SubjectRequests {
     actor: string,
     options: { readonly limit: number; readonly page: number; readonly only?: Store },
   ): Promise<AsyncGenerator<string>> {
-    return this.slots.run(async () => {
+    return this.exports.run(actor, async () => {
       const subject = this.subjectOf(name);
       const own = await this.repository.resolve(subject.keys, subject.emails);
       const parts = options.only ? [options.only] : [...STORES];
