@@ -161,7 +161,26 @@ describe('data-subject requests', () => {
     const exported = await app.inject({ url: '/v1/subjects/Subj-Ada?limit=10', headers: readOnly });
     expect(exported.statusCode, exported.body).toBe(200);
     const document = exported.json();
-    expect(Object.keys(document)).toEqual(['requestId', 'subject', 'planner', 'sender', 'experiment', 'liveness']);
+    expect(Object.keys(document)).toEqual([
+      'requestId',
+      'subject',
+      'planner',
+      'sender',
+      'experiment',
+      'liveness',
+      'log',
+    ]);
+    // The log part: per topic the retention and what the stores know of the person's records.
+    const send = document.sender.tables.sends[0];
+    expect(document.log.topics['outreach.requested.v1']).toMatchObject({
+      retentionDays: 14,
+      eventIds: expect.arrayContaining([send.request_event_id]),
+    });
+    expect(document.log.topics['outreach.send-requested.v1'].sendIds).toContain(send.send_id);
+    expect(document.log.topics['outreach.send-recorded.v1']).toMatchObject({ retentionDays: 365 });
+    expect(document.log.topics['outreach.send-recorded.v1'].sendIds).toContain(send.send_id);
+    expect(document.log.topics['conversation.events.v1'].offsets.length).toBeGreaterThan(0);
+    expect(JSON.stringify(document.log)).not.toMatch(/subj\.ada@/i);
     expect(document.sender.tables.sends).toHaveLength(1);
     expect(document.sender.tables.sends[0].email_norm).toBe('subj.ada@example.com');
     expect(document.liveness.tables.conversations.length).toBeGreaterThan(0);

@@ -11,6 +11,8 @@ import { createHmac, randomUUID, type KeyObject } from 'node:crypto';
 import {
   AppError,
   MAX_SUBJECT_KEYS,
+  topics,
+  type TopicId,
   subjectHash,
   type ErasureStatus,
   type SubjectPartEraseBody,
@@ -93,6 +95,59 @@ class Slots {
       else this.held.set(caller, left);
     }
   }
+}
+
+type Rows = ReadonlyArray<Record<string, unknown>>;
+
+/** Per topic, its retention and what the platform knows of the person's records there. */
+export interface LogTopic {
+  readonly retentionDays: number;
+  /** Event ids of the person's records on the topic, as the stores hold them (this page's rows). */
+  readonly eventIds: string[];
+  /** Send ids: the key of each of the person's sends whose records the topic carries. */
+  readonly sendIds: string[];
+  /** Positions the liveness projection stored (`partition:offset`). */
+  readonly offsets: string[];
+}
+
+const strings = (rows: Rows | undefined, column: string): string[] => [
+  ...new Set((rows ?? []).flatMap((r) => (typeof r[column] === 'string' ? [r[column] as string] : []))),
+];
+
+/**
+ * The export's `log` part (ADR 014): per topic the documented retention (packages/shared
+ * kafka/topics.ts) and what the stores know of the person's records there, from the same page of
+ * the other parts: the OutreachRequested event ids the sender's and the planner's rows keep, the
+ * send ids (a SendRequested and the SendRecorded of each send), and the event ids and positions
+ * the liveness projection stored. Never the records' bytes.
+ */
+export function logPart(parts: Partial<Record<Store, { tables: Record<string, Rows> } | undefined>>): {
+  topics: Record<string, LogTopic>;
+  note: string;
+} {
+  const sends = parts.sender?.tables.sends;
+  const requestSends = parts.planner?.tables.request_sends;
+  const events = parts.liveness?.tables.conversation_events ?? [];
+  const sendIds = [...new Set([...strings(sends, 'send_id'), ...strings(requestSends, 'send_id')])];
+  const out: Record<string, LogTopic> = {};
+  for (const [id, spec] of Object.entries(topics) as Array<[TopicId, (typeof topics)[TopicId]]>) {
+    const seen = events.filter((e) => typeof e.source_topic === 'string' && e.source_topic.endsWith(spec.name));
+    out[spec.name] = {
+      retentionDays: spec.retentionMs / 86_400_000,
+      eventIds:
+        id === 'outreachRequested'
+          ? [...new Set([...strings(sends, 'request_event_id'), ...strings(requestSends, 'request_event_id')])]
+          : strings(seen, 'event_id'),
+      sendIds: id === 'sendRequested' || id === 'sendRecorded' ? sendIds : [],
+      offsets: seen.map((e) => `${String(e.source_partition)}:${String(e.source_offset)}`),
+    };
+  }
+  return {
+    topics: out,
+    note:
+      "from this page of the other parts; each topic's dead-letter topic (.dlq, 30 days) may hold copies; " +
+      'the records themselves are not read',
+  };
 }
 
 export class SubjectRequests {
@@ -245,9 +300,11 @@ export class SubjectRequests {
         stores: Object.fromEntries(parts.map((s) => [s, 'answered'])),
       });
       const subjectView = { candidateKeys: keys, addresses: own.emails };
+      const log = options.only ? undefined : logPart(answers as Parameters<typeof logPart>[0]);
       return (async function* document() {
         yield `{"requestId":${JSON.stringify(requestId)},"subject":${JSON.stringify(subjectView)}`;
         for (const store of parts) yield `,${JSON.stringify(store)}:${JSON.stringify(answers[store])}`;
+        if (log) yield `,"log":${JSON.stringify(log)}`;
         yield '}\n';
       })();
     });
