@@ -111,6 +111,8 @@ export {
   erasureStatus,
   exportTables,
   loadSuppressionKey,
+  lockAgainstErasure,
+  lockForErasure,
   MAX_SUBJECT_KEYS,
   MAX_SUBJECT_PAGE,
   recordErasure,

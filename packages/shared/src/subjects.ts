@@ -119,7 +119,8 @@ export function erasureStatus(changed: number, erasedBefore: boolean): ErasureSt
 /**
  * The `subject_erasures` table every service keeps (its own migrations): the hashes of every erasure
  * asked of it (the rebuild filter, ErasedSubjects, reads them), and whether one changed rows here
- * (`erased_rows`: a second erasure says `already_erased` rather than `not_found`). Returns whether an
+ * (`erased_rows`: a second erasure says `already_erased` rather than `not_found`), and when the latest
+ * was (`erased_at`: the planner refuses a request made before it). Returns whether an
  * erasure of any of `hashes` changed rows before; records them all, with `changed`.
  */
 export async function recordErasure(
@@ -134,10 +135,30 @@ export async function recordErasure(
   await client.query(
     `INSERT INTO subject_erasures (subject_hash, erased_rows)
      SELECT h, $2::boolean FROM (SELECT DISTINCT unnest($1::text[]) AS h ORDER BY 1) d
-     ON CONFLICT (subject_hash) DO UPDATE SET erased_rows = subject_erasures.erased_rows OR excluded.erased_rows`,
+     ON CONFLICT (subject_hash) DO UPDATE SET erased_rows = subject_erasures.erased_rows OR excluded.erased_rows,
+                                             erased_at = greatest(subject_erasures.erased_at, now())`,
     [hashes, changed],
   );
   return before.rows.length > 0;
+}
+
+/**
+ * The lock that orders an erasure against what writes a person's rows from the log (the planner's
+ * intake, the liveness projector): each of those takes it shared for its transaction and then asks
+ * `subject_erasures`; an erasure takes it exclusive in its own. Either the writer commits first and
+ * the erasure sees its rows, or the erasure commits first and the writer's probe sees the erasure.
+ * One lock per batch, never per row; erasures are rare, so writers seldom wait. Keyed by the schema,
+ * so services sharing a database do not wait on each other's erasures.
+ */
+const SUBJECT_ERASURE_LOCK = 0x0e7a5e14; // an int4: the first half of a two-key advisory lock
+type Queryable = { query: (sql: string, params?: unknown[]) => Promise<unknown> };
+export async function lockAgainstErasure(client: Queryable): Promise<void> {
+  await client.query('SELECT pg_advisory_xact_lock_shared($1::int, hashtext(current_schema()))', [
+    SUBJECT_ERASURE_LOCK,
+  ]);
+}
+export async function lockForErasure(client: Queryable): Promise<void> {
+  await client.query('SELECT pg_advisory_xact_lock($1::int, hashtext(current_schema()))', [SUBJECT_ERASURE_LOCK]);
 }
 
 /** One table of a service's export part: a SELECT of the person's rows, in a stable order (parameters: text arrays). */
@@ -186,7 +207,8 @@ export async function exportTables(
  */
 export class ErasedSubjects {
   constructor(
-    private readonly db: { query: (sql: string, params: unknown[]) => Promise<{ rows: unknown[] }> },
+    /** Where `subject_erasures` is read: the live schema's pool (a rebuild writes elsewhere). */
+    readonly db: { query: (sql: string, params: unknown[]) => Promise<{ rows: unknown[] }> },
     private readonly key: KeyObject | undefined,
   ) {}
 
@@ -195,7 +217,10 @@ export class ErasedSubjects {
   }
 
   /** Each erased key of `candidateKeys`, with the pseudonym the erasure left (`erased:<hash>`). */
-  async candidates(candidateKeys: Iterable<string>): Promise<Map<string, string>> {
+  async candidates(
+    candidateKeys: Iterable<string>,
+    client: { query: (sql: string, params: unknown[]) => Promise<{ rows: unknown[] }> } = this.db,
+  ): Promise<Map<string, string>> {
     const erased = new Map<string, string>();
     if (!this.key) return erased;
     const hashes = new Map<string, string>();
@@ -203,7 +228,7 @@ export class ErasedSubjects {
       if (!candidateKey.startsWith('erased:') && !hashes.has(candidateKey))
         hashes.set(candidateKey, subjectHash(this.key, 'candidate', candidateKey));
     if (hashes.size === 0) return erased;
-    const { rows } = await this.db.query(
+    const { rows } = await client.query(
       'SELECT subject_hash FROM subject_erasures WHERE subject_hash = ANY($1::text[])',
       [[...hashes.values()]],
     );

@@ -42,9 +42,20 @@ export const ConfigSchema = Type.Object({
   LIVENESS_TOKEN: Type.String({ default: '' }),
   /** How long one service may take over its part of one subject request. */
   SUBJECT_TIMEOUT_MS: Type.Integer({ minimum: 100, default: 10_000 }),
-  /** Subject requests served at once; more wait, up to SUBJECT_QUEUE_MAX, then 429. */
+  /**
+   * Subject requests served at once; more wait, up to SUBJECT_QUEUE_MAX, then 429. Exports and
+   * erasures each have these slots, apart; one caller (token) holds at most SUBJECT_QUEUE_PER_CALLER
+   * of a kind's, running and waiting.
+   */
   SUBJECT_CONCURRENCY: Type.Integer({ minimum: 1, maximum: 64, default: 4 }),
   SUBJECT_QUEUE_MAX: Type.Integer({ minimum: 0, maximum: 100_000, default: 500 }),
+  SUBJECT_QUEUE_PER_CALLER: Type.Integer({ minimum: 1, maximum: 100_000, default: 50 }),
+  /**
+   * What an erasure's report says a request made before it may still be on its way for (`inFlight`):
+   * the requests topic's lag and the consumer's retries (CONSUMER_RETRY_MAX_MS) at most. Repeat an
+   * erasure after it to catch a request whose planning overlapped the first.
+   */
+  SUBJECT_IN_FLIGHT_WINDOW_MS: Type.Integer({ minimum: 0, default: 600_000 }),
   /** How often the planner purges request statuses past their retention. */
   REQUEST_STATUS_PURGE_INTERVAL_MS: Type.Integer({ minimum: 100, default: 3_600_000 }),
 });

@@ -21,6 +21,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { infra, outreachRequested, plannerTestEnv } from './harness.js';
 
 const auth = { authorization: 'Bearer test-token' };
+const STORE_NAMES = ['planner', 'sender', 'experiment', 'liveness'] as const;
 const readOnly = { authorization: 'Bearer read-only-token' };
 const key = loadSuppressionKey({ ...TEST_SUPPRESSION_KEY_ENV, SUPPRESSION_KEY_FILE: '' });
 
@@ -160,7 +161,26 @@ describe('data-subject requests', () => {
     const exported = await app.inject({ url: '/v1/subjects/Subj-Ada?limit=10', headers: readOnly });
     expect(exported.statusCode, exported.body).toBe(200);
     const document = exported.json();
-    expect(Object.keys(document)).toEqual(['requestId', 'subject', 'planner', 'sender', 'experiment', 'liveness']);
+    expect(Object.keys(document)).toEqual([
+      'requestId',
+      'subject',
+      'planner',
+      'sender',
+      'experiment',
+      'liveness',
+      'log',
+    ]);
+    // The log part: per topic the retention and what the stores know of the person's records.
+    const send = document.sender.tables.sends[0];
+    expect(document.log.topics['outreach.requested.v1']).toMatchObject({
+      retentionDays: 14,
+      eventIds: expect.arrayContaining([send.request_event_id]),
+    });
+    expect(document.log.topics['outreach.send-requested.v1'].sendIds).toContain(send.send_id);
+    expect(document.log.topics['outreach.send-recorded.v1']).toMatchObject({ retentionDays: 365 });
+    expect(document.log.topics['outreach.send-recorded.v1'].sendIds).toContain(send.send_id);
+    expect(document.log.topics['conversation.events.v1'].offsets.length).toBeGreaterThan(0);
+    expect(JSON.stringify(document.log)).not.toMatch(/subj\.ada@/i);
     expect(document.sender.tables.sends).toHaveLength(1);
     expect(document.sender.tables.sends[0].email_norm).toBe('subj.ada@example.com');
     expect(document.liveness.tables.conversations.length).toBeGreaterThan(0);
@@ -289,6 +309,113 @@ describe('data-subject requests', () => {
     expect(hits).toEqual([]);
   }, 180_000);
 
+  it('a request made before the erasure and read after it: refused, and nothing of the person in any store', async () => {
+    const statusOf = async (requestId: string) =>
+      (await app.inject({ url: `/v1/outreach-requests/${encodeURIComponent(requestId)}`, headers: auth })).json() as {
+        status: string;
+        rejection: { detail: string } | null;
+      };
+    // The attack: POST answers 202, an erasure right after it answers not_found (the request is still
+    // in the topic), and the pipeline then plans it. Whichever side of the race it lands on, the
+    // person must end up nowhere.
+    const posted = await app.inject({
+      method: 'POST',
+      url: '/v1/outreach-requests',
+      headers: auth,
+      payload: {
+        requestId: 'req-race-post',
+        campaignId: 'camp-race-post',
+        candidateId: 'Racy-Post',
+        email: 'racy.post@example.com',
+        step: 'intro',
+        contents: [{ subject: 'Hello', body: 'Private racy content' }],
+      },
+    });
+    expect(posted.statusCode, posted.body).toBe(202);
+    const raced = await app.inject({ method: 'POST', url: '/v1/subjects/Racy-Post/erase', headers: auth });
+    expect(raced.statusCode, raced.body).toBe(200);
+    expect(raced.json().inFlight).toMatchObject({ windowMs: expect.any(Number), note: expect.any(String) });
+
+    // Deterministic: erased (by candidate and by address) while their requests wait in the topic.
+    const candidateErased = await app.inject({ method: 'POST', url: '/v1/subjects/Late-Req/erase', headers: auth });
+    const addressErased = await app.inject({
+      method: 'POST',
+      url: '/v1/subjects/erase',
+      headers: auth,
+      payload: { email: 'Late.Addr@Example.com' },
+    });
+    for (const erased of [candidateErased, addressErased])
+      for (const store of STORE_NAMES) expect(erased.json().stores[store].status).toBe('not_found');
+    const madeBefore = Date.now() - 5_000;
+    await planner.publish('outreachRequested', [
+      outreachRequested({
+        candidateId: 'Late-Req',
+        email: 'late.req@example.com',
+        campaignId: 'camp-lr',
+        requestId: 'req-late-1',
+        occurredAt: madeBefore,
+      }),
+      outreachRequested({
+        candidateId: 'Late-Addr',
+        email: 'late.addr@example.com',
+        campaignId: 'camp-lr',
+        requestId: 'req-late-2',
+        occurredAt: madeBefore,
+      }),
+    ]);
+    for (const requestId of ['req-late-1', 'req-late-2']) {
+      const status = await waitFor(
+        async () => {
+          const s = await statusOf(requestId);
+          return s.status === 'rejected' ? s : undefined;
+        },
+        { timeoutMs: 60_000, description: `${requestId} refused` },
+      );
+      expect(status.rejection?.detail).toMatch(/erased/);
+    }
+    // The raced request settles one way or the other: refused, or planned and its send suppressed.
+    await waitFor(
+      async () => {
+        const s = await statusOf('req-race-post');
+        return ['rejected', 'suppressed', 'sent'].includes(s.status) || undefined;
+      },
+      { timeoutMs: 60_000, description: 'the raced request settled' },
+    );
+    // Then the pipeline behind it: a control person mailed after, seen by liveness, and the outboxes drained.
+    await mailed('Control-After', 'control.after@example.com', 'camp-late-control');
+    await waitFor(
+      async () =>
+        (await peers.liveness.query("SELECT 1 FROM conversations WHERE campaign_id = 'camp-late-control'")).length >
+          0 &&
+        (await planner.query('SELECT 1 FROM outbox')).length === 0 &&
+        (await peers.sender.query('SELECT 1 FROM outbox')).length === 0,
+      { timeoutMs: 60_000, description: 'the pipeline behind the late requests' },
+    );
+    // The raced request may have been claimed by the sender while its erasure ran (the window the
+    // report's inFlight names): the erasure repeated after the pipeline settled leaves nothing.
+    const again = await app.inject({ method: 'POST', url: '/v1/subjects/Racy-Post/erase', headers: auth });
+    expect(again.statusCode).toBe(200);
+    await waitFor(async () => (await peers.sender.query('SELECT 1 FROM outbox')).length === 0, {
+      timeoutMs: 30_000,
+      description: "the sender's outbox to drain",
+    });
+    const spellings = [
+      'racy-post',
+      'racy.post@example.com',
+      'private racy content',
+      'late-req',
+      'late.req@example.com',
+      'late-addr',
+      'late.addr@example.com',
+      ...['Racy-Post', 'Late-Req', 'Late-Addr'].map((c) => candidateKeyFor(c, testEmailHashKey())),
+    ];
+    const hits = (await everyRow()).filter((row) =>
+      spellings.some((s) => row.text.toLowerCase().includes(s.toLowerCase())),
+    );
+    expect(hits).toEqual([]);
+    expect(sink.deliveredTo('late.req@example.com').length + sink.deliveredTo('late.addr@example.com').length).toBe(0);
+  }, 240_000);
+
   it('an unknown candidate is not_found in every store, audited the same; bad input is a 400', async () => {
     const unknown = await app.inject({ method: 'POST', url: '/v1/subjects/nobody-at-all/erase', headers: auth });
     expect(unknown.statusCode).toBe(200);
@@ -334,6 +461,26 @@ describe('data-subject requests', () => {
     );
     expect(sink.deliveredTo(email).length).toBe(settled === 'sent' ? 1 : 0);
   }, 120_000);
+
+  it("one token's flood of exports leaves another token's erasure answered 2xx", async () => {
+    const flood = Array.from({ length: 800 }, () =>
+      app
+        .inject({
+          method: 'POST',
+          url: '/v1/subjects/search',
+          headers: readOnly,
+          payload: { email: 'flooded@example.com', limit: 500 },
+        })
+        .then((response) => response.statusCode),
+    );
+    const erased = await app.inject({ method: 'POST', url: '/v1/subjects/Flood-Victim/erase', headers: auth });
+    expect(erased.statusCode, erased.body).toBe(200);
+    const statuses = await Promise.all(flood);
+    expect(statuses.filter((s) => s >= 500)).toEqual([]);
+    // The flooding token got its share (SUBJECT_QUEUE_PER_CALLER, 50) and 429 past it.
+    expect(statuses.filter((s) => s === 429).length).toBeGreaterThanOrEqual(700);
+    expect(statuses.filter((s) => s === 200).length).toBeGreaterThan(0);
+  }, 180_000);
 
   it('1,000 erasures in a burst are all answered 2xx or 4xx, never 5xx', async () => {
     const statuses = await Promise.all(

@@ -6,6 +6,7 @@
 import {
   erasureStatus,
   exportTables,
+  lockForErasure,
   recordErasure,
   withTransaction,
   type SubjectPartEraseAnswer,
@@ -42,6 +43,9 @@ export class SubjectsRepository {
 
   erase(body: SubjectPartEraseBody): Promise<SubjectPartEraseAnswer> {
     return withTransaction(this.pool, async (client) => {
+      // First, against the projector: a batch being projected now commits first (and is deleted
+      // here); one after this commits sees the erasure (workflow/projector.ts).
+      await lockForErasure(client);
       const keys = [body.candidates.map((c) => c.key)];
       // Conversations first, locked: the projector's writes to them wait, and see them gone.
       const conversations = await client.query<{ conversation_id: string }>(`${CONVERSATIONS} FOR UPDATE`, keys);

@@ -1,4 +1,5 @@
 import {
+  lockAgainstErasure,
   runCommands,
   type ErasedSubjects,
   withTransaction,
@@ -125,10 +126,29 @@ export function projectionProblem(event: ProjectedEvent): string | undefined {
  */
 export async function projectEvents(
   repository: ConversationsRepository,
-  events: readonly ProjectedEvent[],
+  batch: readonly ProjectedEvent[],
+  erased?: ErasedSubjects,
 ): Promise<ConversationRecovered[]> {
-  if (events.length === 0) return [];
+  // An event already under an erasure's pseudonyms (a request on its way during the erasure, claimed
+  // scrubbed by the sender) is an erased person's: no conversation is made of it.
+  const named = batch.filter((e) => !e.candidateKey.startsWith('erased:') && !e.conversationId.startsWith('erased:'));
+  if (named.length === 0) return [];
   return withTransaction(repository.pool, async (client) => {
+    // Events of a person erased here are skipped, asked under the lock an erasure takes: either the
+    // erasure ran first and is seen here, or it waits for this batch and deletes what it wrote.
+    let events = named;
+    if (erased?.configured) {
+      // Live: in this transaction, under the lock. A rebuild writes a scratch schema and reads the
+      // live one's erasures (no erasure runs on the scratch schema).
+      const live = erased.db === repository.pool;
+      if (live) await lockAgainstErasure(client);
+      const skip = await erased.candidates(
+        named.map((e) => e.candidateKey),
+        live ? client : erased.db,
+      );
+      if (skip.size > 0) events = named.filter((e) => !skip.has(e.candidateKey));
+      if (events.length === 0) return [];
+    }
     const { touched, filed, fresh } = await repository.record(client, events);
     if (touched.length === 0) return [];
     const now = await repository.now(client);
@@ -176,7 +196,7 @@ function pickCause(event: Cause | undefined): Cause | null {
 
 /**
  * The projector's handler. Events of a person erased here (`erased`, the live schema's
- * subject_erasures) are skipped: the erasure deleted their conversations, and neither a late event
+ * subject_erasures) and events under an erasure's `erased:` pseudonyms are skipped: the erasure deleted their conversations, and neither a late event
  * nor a replay of the log (a rebuild, a reset of the group) brings them back (ADR 014).
  */
 export function projectorHandler(
@@ -194,11 +214,7 @@ export function projectorHandler(
       if (problem) rejected.push({ offset: consumed.offset, reason: problem });
       else projected.push(event);
     }
-    const skip = erased ? await erased.candidates(projected.map((e) => e.candidateKey)) : new Map<string, string>();
-    const recovered = await projectEvents(
-      repository,
-      skip.size === 0 ? projected : projected.filter((e) => !skip.has(e.candidateKey)),
-    );
+    const recovered = await projectEvents(repository, projected, erased);
     for (const event of recovered) {
       logger.info(
         { alert: 'conversation_recovered', conversationId: event.conversationId, reason: event.reason },

@@ -10,6 +10,7 @@ import {
   erasedPseudonym,
   erasureStatus,
   exportTables,
+  lockForErasure,
   recordErasure,
   subjectHash,
   withTransaction,
@@ -43,6 +44,40 @@ export interface AuditRow {
   readonly actor: string;
   readonly subjectHash: string;
   readonly stores: Readonly<Record<string, unknown>>;
+}
+
+/** A request read from the requests topic, as the erased-request probe needs it. */
+export interface ArrivingRequest {
+  readonly candidateKey: string;
+  readonly emailNorm: string;
+  /** When the request was made (its event's occurredAt, ms). */
+  readonly occurredAt: number;
+}
+
+/**
+ * Which of a batch of requests read from the topic were made before an erasure of their person
+ * (ADR 014, "a request on its way during the erasure"): their candidate key's or their address's
+ * hash under the suppression key is in `subject_erasures`, recorded at or after the request's time.
+ * One keyed lookup per batch (primary-key probes). A request made after the latest erasure is a new
+ * request (the sender's hashed suppression still stops it unless the address opted back in).
+ */
+export async function erasedBefore(
+  db: { query: (sql: string, params: unknown[]) => Promise<{ rows: unknown[] }> },
+  key: KeyObject,
+  requests: readonly ArrivingRequest[],
+): Promise<Set<number>> {
+  if (requests.length === 0) return new Set();
+  const { rows } = await db.query(
+    `SELECT u.i - 1 AS i FROM unnest($1::text[], $2::text[], $3::float8[]) WITH ORDINALITY AS u(a, c, at, i)
+     WHERE EXISTS (SELECT 1 FROM subject_erasures x
+                   WHERE x.subject_hash IN (u.a, u.c) AND x.erased_at >= to_timestamp(u.at / 1000.0))`,
+    [
+      requests.map((r) => subjectHash(key, 'address', r.emailNorm)),
+      requests.map((r) => subjectHash(key, 'candidate', r.candidateKey)),
+      requests.map((r) => r.occurredAt),
+    ],
+  );
+  return new Set((rows as Array<{ i: string | number }>).map((r) => Number(r.i)));
 }
 
 export class SubjectsRepository {
@@ -82,10 +117,13 @@ export class SubjectsRepository {
     subject: string,
     keys: readonly string[],
     emails: readonly string[],
-  ): Promise<{ status: ErasureStatus; rows: Record<string, number> }> {
+  ): Promise<{ status: ErasureStatus; rows: Record<string, number>; candidateKeys: string[] }> {
     const pseudonym = (kind: 'candidate' | 'conversation', value: string) =>
       erasedPseudonym(subjectHash(this.key, kind, value));
     return withTransaction(this.pool, async (client) => {
+      // First, against the intake: a request being planned now is planned first (and erased here),
+      // one planned after this commits sees the erasure (outreach-requests.ts).
+      await lockForErasure(client);
       // Locked like the scheduler locks what it emits: a step being emitted now is emitted first.
       const steps = await client.query<{
         campaign_id: string;
@@ -157,7 +195,14 @@ export class SubjectsRepository {
         [subject, ...keys.map((k) => subjectHash(this.key, 'candidate', k))],
         changed > 0,
       );
-      return { status: erasureStatus(changed, before), rows };
+      // The keys found by address too: a request planned after the erasure resolved the person
+      // names candidates the experiment and liveness services must be told of.
+      const found = [...new Set([...steps.rows, ...seqs.rows].map((r) => r.candidate_key))];
+      return {
+        status: erasureStatus(changed, before),
+        rows,
+        candidateKeys: found.filter((k) => !k.startsWith('erased:')),
+      };
     });
   }
 

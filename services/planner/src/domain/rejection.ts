@@ -123,6 +123,19 @@ export function fieldsOfValidation(errors: readonly BodyValidationError[]): stri
 }
 
 /** A request that breaks its rules: the fields at fault, by name only. */
+/**
+ * A request made before its person's erasure (ADR 014) and read from the topic after it: not planned,
+ * so nothing of the person is stored or sent on. Told as invalid_request (the closed list has no code
+ * for it; a code of its own is a schema change), in the platform's words only.
+ */
+export function erasedSubjectRequest(): RequestRejection {
+  return {
+    reason: 'invalid_request',
+    detail: 'the candidate was erased (a data-subject request) after this request was made: not planned',
+    sendId: null,
+  };
+}
+
 export function invalidRequest(fields: readonly string[]): RequestRejection {
   const named = fields.flatMap((field) => fieldPath(field) ?? []);
   const shown = [...new Set(named)].slice(0, MAX_FIELDS);

@@ -16,7 +16,7 @@ import fp from 'fastify-plugin';
 import { ExperimentClient } from '../adapters/experiment-client.js';
 import { experimentToken, peerToken } from '../adapters/experiment-token.js';
 import { SubjectPeers } from '../adapters/subject-peers.js';
-import { SubjectsRepository } from '../adapters/subjects-repository.js';
+import { erasedBefore, SubjectsRepository } from '../adapters/subjects-repository.js';
 import { PlannerRepository } from '../adapters/planner-repository.js';
 import { RequestsRepository } from '../adapters/requests-repository.js';
 import type { Config } from '../config.js';
@@ -83,7 +83,7 @@ export default fp(
     app.decorate('requests', requests);
     const rerequests = new Rerequests(app.metrics, log('rerequests'));
     app.decorate('rerequests', rerequests);
-    const outreachRequests: OutreachRequestsDeps = {
+    const outreachRequests: { -readonly [K in keyof OutreachRequestsDeps]: OutreachRequestsDeps[K] } = {
       pool: app.pg,
       repository,
       requests,
@@ -91,9 +91,11 @@ export default fp(
       hashKey: emailHashKey,
       rerequests,
     };
+    const suppressionKey = loadSuppressionKey(config);
+    if (suppressionKey)
+      outreachRequests.erasedBefore = (arriving, client) => erasedBefore(client ?? app.pg, suppressionKey, arriving);
     app.decorate('outreachRequests', outreachRequests);
 
-    const suppressionKey = loadSuppressionKey(config);
     const senderToken = peerToken('SENDER_TOKEN', config, log('sender-token'));
     const livenessToken = peerToken('LIVENESS_TOKEN', config, log('liveness-token'));
     app.addHook('onClose', async () => {
@@ -114,6 +116,8 @@ export default fp(
         ? new SubjectRequests(new SubjectsRepository(app.pg, suppressionKey), peers, suppressionKey, emailHashKey, {
             concurrency: config.SUBJECT_CONCURRENCY,
             queueMax: config.SUBJECT_QUEUE_MAX,
+            perCaller: config.SUBJECT_QUEUE_PER_CALLER,
+            inFlightWindowMs: config.SUBJECT_IN_FLIGHT_WINDOW_MS,
           })
         : undefined,
     );

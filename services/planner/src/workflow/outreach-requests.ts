@@ -19,13 +19,14 @@
  * request's record) in one transaction on the database clock; a re-request of a step already
  * emitted or cancelled is counted and logged (workflow/rerequests.ts).
  */
-import { decideAll, runCommands, TransientError, withTransaction } from '@outreach/shared';
+import { decideAll, lockAgainstErasure, runCommands, TransientError, withTransaction } from '@outreach/shared';
 import { canonicalCorrelationId, type EmailHashKey, type OutreachRequested } from '@outreach/contracts';
-import type { Pool } from 'pg';
+import type { Pool, PoolClient } from 'pg';
 import type { ExperimentClient } from '../adapters/experiment-client.js';
 import type { PlannerRepository } from '../adapters/planner-repository.js';
 import { applyRequestEvents, requestStore, type RequestDecided } from '../adapters/request-store.js';
 import type { RequestsRepository } from '../adapters/requests-repository.js';
+import type { ArrivingRequest } from '../adapters/subjects-repository.js';
 import {
   asksExperiment,
   requestDecider,
@@ -33,7 +34,12 @@ import {
   type ExperimentAnswer,
   type RequestCommand,
 } from '../domain/plan.js';
-import { invalidRequest, type RefusedRequest, type RequestRejection } from '../domain/rejection.js';
+import {
+  erasedSubjectRequest,
+  invalidRequest,
+  type RefusedRequest,
+  type RequestRejection,
+} from '../domain/rejection.js';
 import { validateRequest, type PlannedRequest } from '../domain/request.js';
 import { stepRefKey } from '../domain/step.js';
 import type { Rerequest, Rerequests } from './rerequests.js';
@@ -45,6 +51,15 @@ export interface OutreachRequestsDeps {
   readonly experiments: ExperimentClient;
   readonly hashKey: EmailHashKey;
   readonly rerequests: Rerequests;
+  /**
+   * Which of a batch read from the topic were made before an erasure of their person (ADR 014; one
+   * keyed lookup per batch, adapters/subjects-repository.ts `erasedBefore`); absent without a
+   * suppression key. Those are refused before anything is asked or stored about them.
+   */
+  readonly erasedBefore?: (
+    requests: ReadonlyArray<ArrivingRequest>,
+    client?: PoolClient,
+  ) => Promise<ReadonlySet<number>>;
 }
 
 /**
@@ -148,16 +163,46 @@ export async function takeOutreachRequests(
     return verdicts;
   }
 
+  // A request made before its person's erasure and read after it: refused before the experiment
+  // service is asked (an assignment would name the candidate) and before anything is stored; asked
+  // again in the transaction, under the lock an erasure takes, for an erasure that ran meanwhile.
+  const arriving = (of: typeof valid) =>
+    of.map(({ event, request }) => ({
+      candidateKey: request.candidateKey,
+      emailNorm: request.emailNorm,
+      occurredAt: Number(event.occurredAt),
+    }));
+  const erasedRefusal = ({ index, event, request }: (typeof valid)[number]) => ({
+    index,
+    command: {
+      type: 'RefuseRequest',
+      refused: refusedOf(event, request),
+      rejection: erasedSubjectRequest(),
+      reason: 'the candidate was erased after this request was made: not planned',
+    } satisfies RequestCommand,
+  });
+  const erased = deps.erasedBefore ? await deps.erasedBefore(arriving(valid)) : new Set<number>();
+  const asked = valid.filter((_, i) => !erased.has(i));
+  const early = valid.filter((_, i) => erased.has(i)).map(erasedRefusal);
   // Sticky variants from the experiment service, one batch per experiment, before the transaction.
   const answers = await assignments(
     deps.experiments,
-    valid.map(({ request }) => request),
+    asked.map(({ request }) => request),
   );
-  const decided = await withTransaction(deps.pool, async (client) => {
+  const { decided, order } = await withTransaction(deps.pool, async (client) => {
+    let planning = asked;
+    let late: typeof early = [];
+    if (deps.erasedBefore && asked.length > 0) {
+      await lockAgainstErasure(client);
+      const meanwhile = await deps.erasedBefore(arriving(asked), client);
+      planning = asked.filter((_, i) => !meanwhile.has(i));
+      late = asked.filter((_, i) => meanwhile.has(i)).map(erasedRefusal);
+    }
+    const refused = [...refusals, ...early, ...late];
     const now = await deps.repository.now(client);
     const commands: RequestCommand[] = [
-      ...refusals.map(({ command }) => command),
-      ...valid.map(({ event, request }): RequestCommand => ({
+      ...refused.map(({ command }) => command),
+      ...planning.map(({ event, request }): RequestCommand => ({
         type: 'PlanRequest',
         request,
         refused: refusedOf(event, request),
@@ -165,9 +210,12 @@ export async function takeOutreachRequests(
         now,
       })),
     ];
-    return runCommands(client, requestDecider, requestStore(deps, now, commands), commands);
+    return {
+      decided: await runCommands(client, requestDecider, requestStore(deps, now, commands), commands),
+      order: [...refused.map(({ index }) => index), ...planning.map(({ index }) => index)],
+    };
   });
-  decidedAt([...refusals.map(({ index }) => index), ...valid.map(({ index }) => index)], decided);
+  decidedAt(order, decided);
   // After the commit: a retried chunk reports once, the time it went through.
   deps.rerequests.report(rerequestsOf(decided, 'kafka'));
   return verdicts;

@@ -32,6 +32,12 @@ const StoreErasure = Type.Object({
 const ErasureReport = Type.Object({
   requestId: Type.String({ format: 'uuid', description: 'The audit row (subject_requests.id)' }),
   stores: Type.Object(Object.fromEntries(STORES.map((s) => [s, StoreErasure]))),
+  inFlight: Type.Object({
+    windowMs: Type.Integer({
+      description: 'SUBJECT_IN_FLIGHT_WINDOW_MS: how long a request made before the erasure may still be on its way',
+    }),
+    note: Type.String(),
+  }),
 });
 
 /** The caller's bearer token, which access control has already verified (the audit hashes it). */
