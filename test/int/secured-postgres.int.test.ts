@@ -243,9 +243,14 @@ describe.skipIf(!infra)('secured PostgreSQL', () => {
             const listed = execFileSync('ss', ['-tno', 'state', 'established', `( sport = :${found.client_port} )`], {
               encoding: 'utf8',
             });
-            return listed.includes(`:${found.client_port}`) ? { session: found, sockets: listed } : undefined;
+            // A socket with a request in flight shows its retransmission timer (`timer:(on,...)`)
+            // instead: read again until it idles between the relay's polls (every 200 ms). A socket
+            // without keepalive never shows the keepalive timer, and this times out.
+            return listed.includes(`:${found.client_port}`) && listed.includes('timer:(keepalive')
+              ? { session: found, sockets: listed }
+              : undefined;
           },
-          { timeoutMs: 20_000, description: 'the relay session and its socket' },
+          { timeoutMs: 20_000, description: 'the relay session and its socket, idle, with its keepalive timer' },
         );
         expect(session.ssl).toBe(true);
         // The client's side of that connection: Linux shows a keepalive timer on it.
