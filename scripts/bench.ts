@@ -10,7 +10,7 @@
  *   4. scaling: the pipeline at 10k/50k/200k, the check endpoint's p99 at 1k req/s over 1M sent
  *      rows, experiment assignments single and batched, a liveness sweep over 10k/100k/1M open
  *      conversations;
- *   5. a CPU profile of planner and sender, summed by where the time goes.
+ *   5. a CPU profile of the four services, summed by where the time goes.
  * Each scenario is a module in scripts/bench/; this file parses the arguments and runs the sections
  * in order. Writes reports/bench/report.{md,json} (or into --out). Figures are printed and recorded,
  * never asserted.

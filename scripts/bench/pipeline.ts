@@ -25,7 +25,7 @@ import { waitFor } from '@outreach/testkit';
 export interface PipelineOptions {
   /** Sender SIGKILLs, each at the next quarter of the sends recorded, the sender restarted each time. */
   readonly kills?: number;
-  /** Runs the planner and the sender with `--cpu-prof`, writing under `<profileDir>/<service>`. */
+  /** Runs the four services with `--cpu-prof`, writing under `<profileDir>/<service>`. */
   readonly profileDir?: string;
   /** Requests per second; all at once when absent. */
   readonly pace?: number;

@@ -1,5 +1,5 @@
 /**
- * The CPU profile section: a pipeline run with `--cpu-prof` on the planner and the sender, their self
+ * The CPU profile section: a pipeline run with `--cpu-prof` on the four services, their self
  * time summed by where the code lives (a package, our shared layer, our services, Node itself).
  */
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -15,8 +15,12 @@ export async function profiledPipeline(env: BenchEnv, requests: readonly BenchRe
   return {
     requests: profiled.requests,
     sendsPerSecond: profiled.sendsPerSecond,
-    sender: summarizeProfile(join(profileDir, 'sender')),
-    planner: summarizeProfile(join(profileDir, 'planner')),
+    services: Object.fromEntries(
+      ['planner', 'sender', 'liveness', 'experiment'].map((service) => [
+        service,
+        summarizeProfile(join(profileDir, service)),
+      ]),
+    ),
   };
 }
 

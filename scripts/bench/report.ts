@@ -91,8 +91,8 @@ export interface ProfileShare {
 export interface ProfileResult {
   readonly requests: number;
   readonly sendsPerSecond: number;
-  readonly sender: readonly ProfileShare[];
-  readonly planner: readonly ProfileShare[];
+  /** Self time by where the code lives, per service (all four, profiled in the same run). */
+  readonly services: Readonly<Record<string, readonly ProfileShare[]>>;
 }
 
 /** reports/bench/report.json. A section that did not run (`--only`) is absent or empty. */
@@ -263,18 +263,21 @@ export function markdown(report: BenchReport, options: MarkdownOptions): string 
       ),
       '',
     );
-  if (profile)
+  if (profile) {
+    const names = Object.keys(profile.services);
+    const shares = Object.values(profile.services);
     lines.push(
-      `## Profile (\`--cpu-prof\` of planner and sender, ${profile.requests} requests, ${profile.sendsPerSecond} sends/s while profiled)`,
+      `## Profile (\`--cpu-prof\` of the four services, ${profile.requests} requests, ${profile.sendsPerSecond} sends/s while profiled)`,
       '',
-      '| where the self time goes | sender % | planner % |',
-      '|---|---|---|',
-      ...[...new Set([...profile.sender, ...profile.planner].map((c) => c.category))].map(
+      `| where the self time goes | ${names.map((n) => `${n} %`).join(' | ')} |`,
+      `|---|${names.map(() => '---').join('|')}|`,
+      ...[...new Set(shares.flatMap((list) => list.map((c) => c.category)))].map(
         (category) =>
-          `| ${category} | ${profile.sender.find((c) => c.category === category)?.share ?? 0} | ${profile.planner.find((c) => c.category === category)?.share ?? 0} |`,
+          `| ${category} | ${shares.map((list) => list.find((c) => c.category === category)?.share ?? 0).join(' | ')} |`,
       ),
       '',
     );
+  }
   return lines.join('\n');
 }
 
