@@ -68,6 +68,8 @@ it('runs every section at tiny sizes in the default wire format and writes a rep
       ...['--requests', '200', '--fault-requests', '200', '--kills', '1', '--scaling', '100,200'],
       ...['--profile-requests', '200', '--steady-rate', '200', '--steady-requests', '200'],
       ...['--check-rows', '2000', '--sweep-sizes', '100', '--load-seconds', '2', '--out', out],
+      // The settings-experiment options reach our services (a wrong flag or setting fails their start).
+      ...['--service-env=CONSUMER_FETCH_PARTITION_MAX_BYTES=262144', '--service-node-args=--max-semi-space-size=16'],
     ],
     18_880,
   );
@@ -95,7 +97,11 @@ it('runs every section at tiny sizes in the default wire format and writes a rep
   expect(report.check).toBeDefined();
   expect(report.experiment?.errors).toBe(0);
   expect(report.sweep).toHaveLength(1);
-  expect(report.profile).toBeDefined();
+  expect(Object.keys(report.profile?.services ?? {}).sort()).toEqual(['experiment', 'liveness', 'planner', 'sender']);
+  // Where the time goes, hop by hop, for the runs without kills; the failover after each kill.
+  const oursMain = report.main?.find((r) => r.system === 'outreach (ours)');
+  expect(oursMain?.hops?.map((h) => h.count)).toEqual(Array(9).fill(200));
+  expect(ours?.resumedAfterKillMs).toHaveLength(1);
   expect(readFileSync(join(out, 'report.md'), 'utf8')).toMatch(/## Pipeline scaling/);
 }, 900_000);
 
