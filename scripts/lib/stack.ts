@@ -77,6 +77,8 @@ export class Stack {
     IDENTIFIER_KEY: randomBytes(32).toString('hex'),
     IDENTIFIER_KEY_ID: `run-${randomUUID().slice(0, 8)}`,
   };
+  /** The run's own suppression key (data-subject requests, ADR 014): the same in the four services. */
+  readonly suppressionKey = { SUPPRESSION_KEY: randomBytes(32).toString('hex') };
   /** Whatever happens to the runner (a crash, Ctrl-C), its services do not outlive it. */
   private readonly exitGuard = () => this.killAll();
   /** The wire-format settings, once the run's subjects are registered (before the first start). */
@@ -155,9 +157,11 @@ export class Stack {
       API_TOKENS_OPERATE: options.token,
       API_TOKENS_READ: options.token,
       API_TOKENS_DSN: options.token,
+      API_TOKENS_ERASE: options.token,
       RATE_LIMIT_MAX: '100000000',
       LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
       NODE_ENV: 'development',
+      ...this.suppressionKey,
       // sender
       ...this.emailHashKey,
       ...this.identifierKey,
@@ -172,6 +176,11 @@ export class Stack {
       // planner
       EXPERIMENT_URL: this.url('experiment', ''),
       EXPERIMENT_TOKEN: options.token,
+      // Data-subject requests (ADR 014): the planner asks its peers for their parts.
+      SENDER_URL: this.url('sender', ''),
+      SENDER_TOKEN: options.token,
+      LIVENESS_URL: this.url('liveness', ''),
+      LIVENESS_TOKEN: options.token,
       SCHEDULER_INTERVAL_MS: '200',
       ...options.env?.(service),
     };

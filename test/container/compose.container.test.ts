@@ -223,6 +223,23 @@ it('comes up healthy in the dependency order of docker-compose.yml, and the READ
   expect(found.total).toBe(1);
   expect(found.messages_count).toBe(1);
   expect(found.messages[0]).toMatchObject({ Subject: 'Hello Ada', To: [{ Address: 'ada@example.com' }] });
+  // A data-subject export (ADR 014) through the planner, which asks the sender, experiment and
+  // liveness services for their parts at compose's SENDER_URL, EXPERIMENT_URL and LIVENESS_URL with
+  // its tokens: every part answers (a peer it cannot reach or whose token is refused is a 503), and
+  // the sender's holds the send just made.
+  const exported = inStackNetwork('curl', [
+    '-sS',
+    '-w',
+    '\n%{http_code}',
+    'http://127.0.0.1:8081/v1/subjects/cand-1042',
+    '-H',
+    'authorization: Bearer dev-token',
+  ]);
+  const [exportBody = '', exportCode] = exported.stdout.split(/\n(?=\d{3}$)/);
+  expect(exportCode, exportBody.slice(0, 500)).toBe('200');
+  const document = JSON.parse(exportBody) as Record<string, unknown>;
+  expect(Object.keys(document)).toEqual(expect.arrayContaining(['planner', 'sender', 'experiment', 'liveness', 'log']));
+  expect(JSON.stringify(document.sender)).toContain('ada@example.com');
   process.stdout.write(`[compose] up and one email delivered in ${at(Date.now())}\n`);
   composeUp = true;
 });
@@ -240,7 +257,7 @@ it("runs the dev overlay's Deployments and Jobs with podman kube play, on the co
   // holds the compose PostgreSQL's password; one token in every scope.
   const token = randomBytes(16).toString('hex');
   kube = forPodman(rendered.stdout, {
-    'outreach-api-tokens': { publish: token, operate: token, read: token, dsn: token },
+    'outreach-api-tokens': { publish: token, operate: token, read: token, dsn: token, erase: token },
     'outreach-db-passwords': Object.fromEntries(
       ['planner', 'sender', 'experiment', 'liveness', 'console', 'outreach_migrator'].map((role) => [role, 'postgres']),
     ),
@@ -253,7 +270,8 @@ it("runs the dev overlay's Deployments and Jobs with podman kube play, on the co
     },
     'outreach-email-hash-key': { key: randomBytes(32).toString('hex'), id: 'kube' },
     'outreach-identifier-key': { key: randomBytes(32).toString('hex'), id: 'kube' },
-    'outreach-secrets': { EXPERIMENT_TOKEN: token },
+    'outreach-secrets': { EXPERIMENT_TOKEN: token, SENDER_TOKEN: token, LIVENESS_TOKEN: token },
+    'outreach-suppression-key': { key: randomBytes(32).toString('hex') },
   });
   // What podman leaves out and how each pod's Secrets are bridged: test/container/kube.unit.test.ts.
   expect(kube.jobs.sort()).toEqual(['outreach-migrate', 'outreach-topics']);

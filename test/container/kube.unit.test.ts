@@ -12,7 +12,7 @@ import { forPodman } from './kube.js';
 
 const hasKubectl = spawnSync('kubectl', ['version', '--client'], { stdio: 'ignore' }).status === 0;
 const secrets = {
-  'outreach-api-tokens': { publish: 'p', operate: 'o', read: 'r', dsn: 'd' },
+  'outreach-api-tokens': { publish: 'p', operate: 'o', read: 'r', dsn: 'd', erase: 'e' },
   'outreach-db-passwords': {
     planner: 'pw-planner',
     sender: 'pw-sender',
@@ -24,7 +24,8 @@ const secrets = {
   'outreach-console': { 'read-token': 'r', 'operate-token': 'o', 'session-key': 'k'.repeat(32), users: '' },
   'outreach-email-hash-key': { key: 'the-key', id: 'key-1' },
   'outreach-identifier-key': { key: 'the-identifier-key', id: 'id-1' },
-  'outreach-secrets': { EXPERIMENT_TOKEN: 'token' },
+  'outreach-secrets': { EXPERIMENT_TOKEN: 'token', SENDER_TOKEN: 'sender-token', LIVENESS_TOKEN: 'liveness-token' },
+  'outreach-suppression-key': { key: 's'.repeat(64) },
 };
 
 interface Pod {
@@ -89,8 +90,12 @@ describe.skipIf(!hasKubectl)('the dev overlay for podman kube play', () => {
     expect(files('db-password')).toEqual({ password: 'pw-planner' });
     expect(files('email-hash-key')).toEqual({ key: 'the-key' });
     expect(files('experiment-token')).toEqual({ token: 'token' });
+    // The planner's tokens for its data-subject peers, each a key of outreach-secrets; the suppression key.
+    expect(files('sender-token')).toEqual({ token: 'sender-token' });
+    expect(files('liveness-token')).toEqual({ token: 'liveness-token' });
+    expect(files('suppression-key')).toEqual({ key: 's'.repeat(64) });
     // No items: every key, under its own name.
-    expect(files('api-tokens')).toEqual({ publish: 'p', operate: 'o', read: 'r', dsn: 'd' });
+    expect(files('api-tokens')).toEqual({ publish: 'p', operate: 'o', read: 'r', dsn: 'd', erase: 'e' });
     // The sender's db-password volume is another podman secret than the planner's: other content.
     const sender = podSpec('outreach-sender').volumes.find((v) => v.name === 'db-password')?.secret?.secretName;
     expect(sender).not.toBe(planner.volumes.find((v) => v.name === 'db-password')?.secret?.secretName);
@@ -124,5 +129,7 @@ describe.skipIf(!hasKubectl)('the dev overlay for podman kube play', () => {
     expect(() => forPodman(rendered, withoutPasswords)).toThrow(/no Secret outreach-db-passwords/);
     const { 'outreach-email-hash-key': __, ...withoutHashKey } = secrets;
     expect(() => forPodman(rendered, withoutHashKey)).toThrow(/no Secret outreach-email-hash-key/);
+    const { 'outreach-suppression-key': ___, ...withoutSuppressionKey } = secrets;
+    expect(() => forPodman(rendered, withoutSuppressionKey)).toThrow(/no Secret outreach-suppression-key/);
   });
 });

@@ -40,6 +40,7 @@ import {
   mountProblems,
   networkProblems,
   podsOf,
+  resolveFile,
   serviceCallProblems,
   serviceNames,
   serviceReads,
@@ -262,6 +263,40 @@ describe.skipIf(!hasKubectl)('Kubernetes overlays (rendered with kubectl kustomi
         expect(env.CONSOLE_PROXY_SECRET_FILE).toBe('/etc/outreach/console/proxy-secret');
         expect(env.CONSOLE_COOKIE_SECURE ?? 'true').toBe('true');
       }
+    },
+  );
+
+  it.each(overlays)(
+    '%s: data-subject requests (ADR 014): one suppression key in the four, an erase scope, the planner reaching its peers',
+    (overlay) => {
+      const objects = objectsOf(overlay);
+      const keys = new Set<string>();
+      for (const pod of podsOf(deployments(objects))) {
+        const container = pod.spec.containers[0] as Container;
+        const command = commandOf(container);
+        if (!isKafkaService(command?.services[0])) continue;
+        const env = envOf(container, objects);
+        const file = resolveFile(pod, container, env.SUPPRESSION_KEY_FILE ?? '');
+        expect(file, `${pod.object.metadata.name}: SUPPRESSION_KEY_FILE`).not.toHaveProperty('problem');
+        if (!('problem' in file)) keys.add(`${file.kind} ${file.name} ${file.key}`);
+        expect(env.API_TOKENS_ERASE_FILE, pod.object.metadata.name).toBe('/etc/outreach/api-tokens/erase');
+      }
+      expect([...keys]).toEqual(['secret outreach-suppression-key key']);
+      const planner = deployments(objects).find((d) => d.metadata.name === 'outreach-planner');
+      const env = envOf(mainContainer(planner as K8sObject), objects);
+      expect(env).toMatchObject({
+        SENDER_URL: 'http://outreach-sender',
+        LIVENESS_URL: 'http://outreach-liveness',
+        EXPERIMENT_URL: 'http://outreach-experiment',
+        SENDER_TOKEN_FILE: '/etc/outreach/sender-token/token',
+        LIVENESS_TOKEN_FILE: '/etc/outreach/liveness-token/token',
+      });
+      // The console holds no erase token and no suppression key.
+      const console = mainContainer(
+        deployments(objects).find((d) => d.metadata.name === 'outreach-console') as K8sObject,
+      );
+      expect(Object.keys(envOf(console, objects)).filter((k) => /ERASE|SUPPRESSION/.test(k))).toEqual([]);
+      expect(serviceCallProblems(objects, outOfBand)).toEqual([]);
     },
   );
 
@@ -520,6 +555,61 @@ describe.skipIf(!hasKubectl)('the manifest checks, given crafted manifests', slo
     expect(mountProblems(unmounted, outOfBand)).toEqual(
       expect.arrayContaining([
         expect.stringMatching(/outreach-console\/console: CONSOLE_READ_TOKEN_FILE: .* is under no volumeMount/),
+      ]),
+    );
+  });
+
+  it("data-subject wiring (ADR 014): the planner's peers unreachable or elsewhere, a service without the suppression key, the erase scope or a peer token", () => {
+    const withoutPolicy = copyOf('production').filter(
+      (o) => !(o.kind === 'NetworkPolicy' && o.metadata.name === 'outreach-egress-subject-parts'),
+    );
+    expect(serviceCallProblems(withoutPolicy)).toEqual([
+      expect.stringMatching(
+        /outreach-planner\/planner: SENDER_URL: no NetworkPolicy lets it reach the pods of outreach-sender/,
+      ),
+      expect.stringMatching(
+        /outreach-planner\/planner: LIVENESS_URL: no NetworkPolicy lets it reach the pods of outreach-liveness/,
+      ),
+    ]);
+    // The callee's ingress: outreach-http narrowed to the ingress controller's namespace.
+    const noIngress = copyOf('production');
+    const http = noIngress.find((o) => o.kind === 'NetworkPolicy' && o.metadata.name === 'outreach-http');
+    if (http?.spec?.ingress?.[0]?.from) http.spec.ingress[0].from = http.spec.ingress[0].from.slice(1);
+    expect(serviceCallProblems(noIngress)).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(
+          /outreach-planner\/planner: SENDER_URL: no NetworkPolicy lets it into the pods of outreach-sender/,
+        ),
+      ]),
+    );
+    const elsewhere = copyOf('production');
+    configMap(elsewhere, 'outreach-planner-config').LIVENESS_URL = 'http://liveness.example.com';
+    expect(serviceCallProblems(elsewhere)).toEqual([
+      expect.stringMatching(
+        /outreach-planner\/planner: LIVENESS_URL is http:\/\/liveness\.example\.com, not the Service outreach-liveness/,
+      ),
+    ]);
+    const unwired = copyOf('production');
+    const liveness = mainContainer(deployment(unwired, 'liveness'));
+    liveness.env = (liveness.env ?? []).filter((e) => e.name !== 'SUPPRESSION_KEY_FILE');
+    const sender = mainContainer(deployment(unwired, 'sender'));
+    sender.env = (sender.env ?? []).filter((e) => e.name !== 'API_TOKENS_ERASE_FILE');
+    const planner = mainContainer(deployment(unwired, 'planner'));
+    planner.env = (planner.env ?? []).filter((e) => e.name !== 'LIVENESS_TOKEN_FILE');
+    const experiment = deployment(unwired, 'experiment').spec?.template?.spec;
+    if (experiment) experiment.volumes = (experiment.volumes ?? []).filter((v) => v.name !== 'suppression-key');
+    const problems = startupProblems(unwired, outOfBand);
+    expect(problems).toHaveLength(4);
+    expect(problems).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/outreach-planner\/planner: planner: LIVENESS_TOKEN: LIVENESS_TOKEN_FILE is not set/),
+        expect.stringMatching(/outreach-sender\/sender: sender: erase scope: API_TOKENS_ERASE_FILE is not set/),
+        expect.stringMatching(
+          /outreach-experiment\/experiment: experiment: suppression key: .*SUPPRESSION_KEY_FILE cannot be read/,
+        ),
+        expect.stringMatching(
+          /outreach-liveness\/liveness: liveness: suppression key: SUPPRESSION_KEY_FILE is not set/,
+        ),
       ]),
     );
   });
@@ -1181,6 +1271,17 @@ describe('docker-compose.yml', () => {
       expect(consoleEnv[`${service.toUpperCase()}_URL`]).toBe(`http://${service}:8080`);
     const planner = loadConfig(plannerConfig, resolved(compose.services.planner?.environment)) as PlannerConfig;
     expect(planner.EXPERIMENT_URL).toBe('http://experiment:8080');
+    // Data-subject requests (ADR 014): the planner's peers by their compose names, with tokens; one
+    // suppression key and an erase scope in the four.
+    expect(planner).toMatchObject({ SENDER_URL: 'http://sender:8080', LIVENESS_URL: 'http://liveness:8080' });
+    expect(planner.SENDER_TOKEN && planner.LIVENESS_TOKEN && planner.EXPERIMENT_TOKEN).toBeTruthy();
+    const keys = new Set(
+      kafkaServiceNames.map((service) => resolved(compose.services[service]?.environment).SUPPRESSION_KEY),
+    );
+    expect(keys.size).toBe(1);
+    expect([...keys][0]?.length).toBeGreaterThanOrEqual(32);
+    for (const service of kafkaServiceNames)
+      expect(resolved(compose.services[service]?.environment).API_TOKENS_ERASE, service).toBeTruthy();
     expect(compose.services.sender?.environment?.SMTP_HOST).toBe('mailpit');
   });
 

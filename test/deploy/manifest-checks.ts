@@ -27,7 +27,9 @@ import { BlockList, isIP } from 'node:net';
 import { BaseConfigSchema, KafkaSecurityConfigSchema, loadConfig } from '@outreach/shared';
 import {
   loadEmailHashKey,
+  loadSuppressionKey,
   scopedTokensFrom,
+  type SuppressionKeyConfig,
   isKafkaRole,
   kafkaAcls,
   kafkaSecurityFromEnv,
@@ -47,7 +49,8 @@ import {
 } from '../../services/console/src/config.js';
 import { ConfigSchema as experimentConfig } from '../../services/experiment/src/config.js';
 import { ConfigSchema as livenessConfig } from '../../services/liveness/src/config.js';
-import { ConfigSchema as plannerConfig } from '../../services/planner/src/config.js';
+import { experimentToken, peerToken } from '../../services/planner/src/adapters/experiment-token.js';
+import { ConfigSchema as plannerConfig, type Config as PlannerConfig } from '../../services/planner/src/config.js';
 import {
   checkConfig as checkSenderConfig,
   ConfigSchema as senderConfig,
@@ -144,6 +147,7 @@ interface NetworkPolicyPeer {
 }
 interface NetworkPolicyRule {
   to?: NetworkPolicyPeer[];
+  from?: NetworkPolicyPeer[];
   ports?: NetworkPolicyPort[];
 }
 export interface K8sObject {
@@ -161,6 +165,7 @@ export interface K8sObject {
     podSelector?: LabelSelector;
     policyTypes?: string[];
     egress?: NetworkPolicyRule[];
+    ingress?: NetworkPolicyRule[];
     topicName?: string;
     partitions?: number;
     config?: Record<string, string>;
@@ -621,6 +626,36 @@ function secretProblems(service: Service, env: Record<string, string>, readFile:
     checks.push(['emailHash key', () => loadEmailHashKey(config as SenderConfig, readFile)]);
   if (service === 'sender')
     checks.push(['identifier key', () => identifierKeyring(config as SenderConfig, Date.now(), readFile)]);
+  // Data-subject requests (ADR 014): each of the four holds the suppression key and an erase scope.
+  checks.push([
+    'suppression key',
+    () => {
+      if (!loadSuppressionKey(config as unknown as SuppressionKeyConfig, readFile))
+        throw new Error('SUPPRESSION_KEY_FILE is not set: mount Secret outreach-suppression-key');
+    },
+  ]);
+  checks.push([
+    'erase scope',
+    () => {
+      if (config.API_TOKENS_ERASE_FILE === '' && config.API_TOKENS_ERASE === '')
+        throw new Error('API_TOKENS_ERASE_FILE is not set: the planner could not ask for its part of an erasure');
+    },
+  ]);
+  // The planner's tokens for the peers it asks for their parts (and the experiment's assignments).
+  if (service === 'planner')
+    for (const name of ['EXPERIMENT_TOKEN', 'SENDER_TOKEN', 'LIVENESS_TOKEN'] as const)
+      checks.push([
+        name,
+        () => {
+          const plannerSettings = config as unknown as PlannerConfig;
+          const token =
+            name === 'EXPERIMENT_TOKEN'
+              ? experimentToken(plannerSettings, undefined, readFile)
+              : peerToken(name, plannerSettings, undefined, readFile);
+          token.stop();
+          if (token.current() === undefined) throw new Error(`${name}_FILE is not set`);
+        },
+      ]);
   return checks.flatMap(([what, check]) => {
     try {
       check();
@@ -1046,18 +1081,62 @@ export function networkProblems(
   return problems;
 }
 
-/** The settings naming the services the console calls, and whose Deployment each must name. */
-const CONSOLE_CALLS: Readonly<Record<string, string>> = {
-  PLANNER_URL: 'outreach-planner',
-  SENDER_URL: 'outreach-sender',
-  EXPERIMENT_URL: 'outreach-experiment',
-  LIVENESS_URL: 'outreach-liveness',
+/**
+ * The settings naming the services a service calls, and whose Deployment each must name: the console
+ * calls all four; the planner the experiment service (assignments, and its part of a data-subject
+ * request), the sender and the liveness service (their parts, ADR 014).
+ */
+const SERVICE_CALLS: Readonly<Partial<Record<Service, Readonly<Record<string, string>>>>> = {
+  console: {
+    PLANNER_URL: 'outreach-planner',
+    SENDER_URL: 'outreach-sender',
+    EXPERIMENT_URL: 'outreach-experiment',
+    LIVENESS_URL: 'outreach-liveness',
+  },
+  planner: {
+    EXPERIMENT_URL: 'outreach-experiment',
+    SENDER_URL: 'outreach-sender',
+    LIVENESS_URL: 'outreach-liveness',
+  },
 };
 
+/** The NetworkPolicies that isolate a pod's ingress. */
+function ingressPolicies(objects: readonly K8sObject[], labels: Record<string, string>): K8sObject[] {
+  return objects.filter(
+    (o) =>
+      o.kind === 'NetworkPolicy' &&
+      // Without policyTypes a policy always isolates ingress.
+      (o.spec?.policyTypes ?? ['Ingress']).includes('Ingress') &&
+      selects(o.spec?.podSelector, labels),
+  );
+}
+
+/** Whether a pod of the namespace with `from` labels may open a connection to `port` of pods labelled `to`. */
+export function ingressAllowedFrom(
+  objects: readonly K8sObject[],
+  to: Record<string, string>,
+  from: Record<string, string>,
+  port: number,
+): boolean {
+  const policies = ingressPolicies(objects, to);
+  if (policies.length === 0) return true;
+  return policies.some((policy) =>
+    (policy.spec?.ingress ?? []).some(
+      (rule) =>
+        (!rule.from ||
+          rule.from.length === 0 ||
+          rule.from.some((peer) => !peer.namespaceSelector && !peer.ipBlock && selects(peer.podSelector, from))) &&
+        (!rule.ports ||
+          rule.ports.length === 0 ||
+          rule.ports.some((p) => (p.protocol ?? 'TCP') === 'TCP' && (p.port === undefined || p.port === port))),
+    ),
+  );
+}
+
 /**
- * The console reaches the services it calls: each URL names that service's Kubernetes Service (in the
- * pod's namespace), and an egress rule of its pod lets it reach the Service's pods on their port (a
- * policy sees the pod's port, not the Service's). No other pod of the platform may be reached.
+ * A service reaches the services it calls: each URL names that service's Kubernetes Service (in the
+ * pod's namespace), an egress rule of its pod lets it reach the Service's pods on their port (a policy
+ * sees the pod's port, not the Service's), and the callee's ingress policies let it in.
  */
 export function serviceCallProblems(
   objects: readonly K8sObject[],
@@ -1066,9 +1145,11 @@ export function serviceCallProblems(
   const problems: string[] = [];
   for (const pod of podsOf(objects)) {
     for (const container of containersOf(pod)) {
-      if (commandOf(container)?.services[0] !== 'console' || commandOf(container)?.migrateOnly) continue;
+      const command = commandOf(container);
+      const calls = command && !command.migrateOnly ? SERVICE_CALLS[command.services[0] as Service] : undefined;
+      if (!calls) continue;
       const { env } = containerEnv(container, objects, outOfBand);
-      for (const [name, target] of Object.entries(CONSOLE_CALLS)) {
+      for (const [name, target] of Object.entries(calls)) {
         const where = `${at(pod, container)}: ${name}`;
         const url = parseUrl(env[name] ?? '');
         const service = objects.find((o) => o.kind === 'Service' && o.metadata.name === target);
@@ -1091,6 +1172,8 @@ export function serviceCallProblems(
           ),
         );
         if (!reached) problems.push(`${where}: no NetworkPolicy lets it reach the pods of ${target} on their port`);
+        else if (!ports.some((port) => ingressAllowedFrom(objects, labels, pod.labels, port)))
+          problems.push(`${where}: no NetworkPolicy lets it into the pods of ${target} on their port (ingress)`);
       }
     }
   }

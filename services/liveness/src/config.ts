@@ -20,6 +20,13 @@ export const ConfigSchema = Type.Object({
   REPLY_WINDOW_MS: Type.Integer({ minimum: 1, default: 7 * 24 * 60 * MINUTE }),
   SWEEP_INTERVAL_MS: Type.Integer({ minimum: 100, default: 1_000 }),
   /**
+   * Retention (ADR 014): a closed conversation, its events and its planned steps are purged once it
+   * closed and last changed this many days ago (then GET /v1/conversations/:id answers 404).
+   */
+  CONVERSATION_RETENTION_DAYS: Type.Integer({ minimum: 1, maximum: 3_650, default: 90 }),
+  /** How often the liveness service purges closed conversations past their retention. */
+  CONVERSATION_PURGE_INTERVAL_MS: Type.Integer({ minimum: 100, default: 3_600_000 }),
+  /**
    * The suppression key (ADR 014): the projector and the rebuild skip events of a person erased here
    * (`subject_erasures` holds their candidate key's hash under it). The planner's and the sender's.
    */

@@ -153,6 +153,14 @@ export const ConfigSchema = Type.Object({
   FEEDBACK_RETENTION_DAYS: Type.Integer({ minimum: 8, maximum: 3_650, default: 90 }),
   /** How often the sender purges feedback reports past their retention. */
   FEEDBACK_PURGE_INTERVAL_MS: Type.Integer({ minimum: 100, default: 3_600_000 }),
+  /**
+   * The sent log's retention (ADR 014): this many days after a send ended (sent, suppressed, failed)
+   * and last changed, its row loses the address, the candidate id, the subject and the body, and keeps
+   * the pseudonymous keys that refuse a repeat of the send. 0 (the default): kept whole.
+   */
+  SENT_LOG_RETENTION_DAYS: Type.Integer({ minimum: 0, maximum: 3_650, default: 0 }),
+  /** How often the sender walks the sent log for rows past SENT_LOG_RETENTION_DAYS (when set). */
+  SENT_LOG_PURGE_INTERVAL_MS: Type.Integer({ minimum: 100, default: 3_600_000 }),
   /** The largest feedback request body read (SNS, SendGrid batches, a DSN); at most the service body limit. */
   FEEDBACK_MAX_BODY_BYTES: Type.Integer({ minimum: 1024, maximum: MAX_BODY_BYTES, default: MAX_BODY_BYTES }),
   /** Events handed to the pipeline at once (one claim statement). */

@@ -706,6 +706,41 @@ export class ConversationsRepository {
     });
   }
 
+  /**
+   * Forgets closed conversations past `retentionDays` (ADR 014, retention): at most `batch` of them,
+   * oldest close first through the partial index on `closed_at`, each with its events and its planned
+   * steps, in one statement. A conversation that closed and then changed within the retention stays
+   * (`updated_at`); one the projector holds locked is skipped (the next run takes it). An event
+   * arriving after the purge starts the conversation afresh, as for an id never seen.
+   */
+  async purgeClosed(
+    retentionDays: number,
+    batch: number,
+  ): Promise<{ conversations: number; events: number; plannedSteps: number }> {
+    const { rows } = await this.pool.query<{ conversations: number; events: number; planned: number }>(
+      `WITH cutoff AS (SELECT now() - make_interval(days => $1) AS at),
+       victims AS (
+         SELECT c.conversation_id, c.campaign_id, c.candidate_key FROM conversations c, cutoff
+         WHERE c.closed_at < cutoff.at AND c.updated_at < cutoff.at
+         ORDER BY c.closed_at LIMIT $2
+         FOR UPDATE OF c SKIP LOCKED),
+       events AS (
+         DELETE FROM conversation_events e USING victims v WHERE e.conversation_id = v.conversation_id RETURNING 1),
+       planned AS (
+         DELETE FROM planned_steps p USING victims v
+         WHERE p.campaign_id = v.campaign_id AND p.candidate_key = v.candidate_key
+           AND p.conversation_id = v.conversation_id
+         RETURNING 1),
+       gone AS (
+         DELETE FROM conversations c USING victims v WHERE c.conversation_id = v.conversation_id RETURNING 1)
+       SELECT (SELECT count(*) FROM gone)::int AS conversations, (SELECT count(*) FROM events)::int AS events,
+              (SELECT count(*) FROM planned)::int AS planned`,
+      [retentionDays, batch],
+    );
+    const row = rows[0];
+    return { conversations: row?.conversations ?? 0, events: row?.events ?? 0, plannedSteps: row?.planned ?? 0 };
+  }
+
   /** Fresh planner statistics after a bulk load, so the sweep's plan is the one it gets in production. */
   async analyze(): Promise<void> {
     await this.pool.query('ANALYZE conversations, conversation_events');

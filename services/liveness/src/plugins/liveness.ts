@@ -1,7 +1,9 @@
 import {
   ErasedSubjects,
   loadSuppressionKey,
+  PeriodicTask,
   registerConsumer,
+  registerPeriodicTask,
   registerOutboxRelay,
   retryCap,
   topicName,
@@ -31,6 +33,10 @@ export function defaultGraces(config: Config) {
     replyWindowMs: config.REPLY_WINDOW_MS,
   };
 }
+
+/** Closed conversations purged per statement, and statements per run of the retention task. */
+const PURGE_BATCH = 1_000;
+const PURGE_ROUNDS_PER_RUN = 100;
 
 /** Wires the projection consumer (both topics), the sweeper, the gauges and the outbox relay. */
 export default fp(
@@ -67,6 +73,28 @@ export default fp(
         new ErasedSubjects(app.pg, suppressionKey),
       ),
     });
+    const retentionLog = app.log.child({ component: 'conversation-retention' }) as Logger;
+    registerPeriodicTask(
+      app,
+      new PeriodicTask(
+        'conversation-retention',
+        async (stopping) => {
+          // Batches, so no statement holds its locks for long; bounded per run, and ended by a
+          // shutdown (the next run goes on).
+          for (let round = 0; round < PURGE_ROUNDS_PER_RUN && !stopping.aborted; round++) {
+            const purged = await repository.purgeClosed(config.CONVERSATION_RETENTION_DAYS, PURGE_BATCH);
+            if (purged.conversations > 0)
+              retentionLog.info(
+                { ...purged, retentionDays: config.CONVERSATION_RETENTION_DAYS },
+                'purged closed conversations',
+              );
+            if (purged.conversations < PURGE_BATCH) break;
+          }
+        },
+        config.CONVERSATION_PURGE_INTERVAL_MS,
+        retentionLog,
+      ),
+    );
     registerOutboxRelay(app, {
       databaseUrl: config.DATABASE_URL,
       schema: config.DATABASE_SCHEMA,

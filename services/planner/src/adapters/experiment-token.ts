@@ -43,6 +43,7 @@ export function peerToken(
     'SENDER_TOKEN' | 'SENDER_TOKEN_FILE' | 'LIVENESS_TOKEN' | 'LIVENESS_TOKEN_FILE' | 'SECRET_FILE_REFRESH_MS'
   >,
   logger?: Logger,
+  readFile?: (path: string) => string,
 ): Reloading<string | undefined> {
   return reloadingSecret({ [name]: config[name], [`${name}_FILE`]: config[`${name}_FILE`] }, name, {
     intervalMs: config.SECRET_FILE_REFRESH_MS,
@@ -51,5 +52,6 @@ export function peerToken(
         ? undefined
         : 'must hold exactly one bearer token: one line of printable ASCII, without spaces or commas',
     ...(logger ? { logger } : {}),
+    ...(readFile ? { readFile } : {}),
   });
 }

@@ -12,6 +12,7 @@ import fp from 'fastify-plugin';
 import { MailgunFeedbackIntake } from '../adapters/feedback/mailgun-intake.js';
 import { SnsCertificateCache } from '../adapters/feedback/sns-certificates.js';
 import { SnsFeedbackIntake } from '../adapters/feedback/sns-intake.js';
+import { SentLogRetention } from '../adapters/sent-log-retention.js';
 import { FeedbackRepository } from '../adapters/feedback-repository.js';
 import { SharedErrorWindow } from '../adapters/incident-controls.js';
 import { mailgunWebhookSigningKey, sendGridWebhookKey, sesTopicArns, type Config } from '../config.js';
@@ -69,6 +70,9 @@ declare module 'fastify' {
 /** Feedback rows purged per statement, and statements per run of the retention task. */
 const FEEDBACK_PURGE_BATCH = 1_000;
 const FEEDBACK_PURGE_ROUNDS = 50;
+/** Sends read per statement of the sent log's walk, and statements per run. */
+const SENT_LOG_PAGE = 5_000;
+const SENT_LOG_PAGES_PER_RUN = 200;
 
 /** Wires unsubscribes and delivery feedback: tokens, SNS, SendGrid and Mailgun verification, intake, limits. */
 export default fp(
@@ -143,6 +147,34 @@ export default fp(
         retentionLog,
       ),
     );
+
+    // The sent log past SENT_LOG_RETENTION_DAYS (0: off): a walk in send-id order, a page per
+    // statement and at most SENT_LOG_PAGES_PER_RUN a run; the next run goes on from where this one
+    // stopped, and starts over once it reached the end.
+    if (config.SENT_LOG_RETENTION_DAYS > 0) {
+      const sentLog = new SentLogRetention(app.pg);
+      const sentLogLog = app.log.child({ component: 'sent-log-retention' }) as Logger;
+      let cursor: string | null = null;
+      registerPeriodicTask(
+        app,
+        new PeriodicTask(
+          'sent-log-retention',
+          async (stopping) => {
+            let scrubbed = 0;
+            for (let round = 0; round < SENT_LOG_PAGES_PER_RUN && !stopping.aborted; round++) {
+              const page = await sentLog.scrubPage(config.SENT_LOG_RETENTION_DAYS, cursor, SENT_LOG_PAGE);
+              scrubbed += page.scrubbed;
+              cursor = page.next;
+              if (cursor === null) break;
+            }
+            if (scrubbed > 0)
+              sentLogLog.info({ scrubbed, retentionDays: config.SENT_LOG_RETENTION_DAYS }, 'sent log rows retained');
+          },
+          config.SENT_LOG_PURGE_INTERVAL_MS,
+          sentLogLog,
+        ),
+      );
+    }
 
     // Each purpose its own buckets, so a flood of one kind (link scanners' GETs, garbage posted at
     // a webhook) never uses up another's, nor a verified caller's (credentialRateLimit).
