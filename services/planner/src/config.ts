@@ -29,7 +29,7 @@ export const ConfigSchema = Type.Object({
    */
   ...SuppressionKeyConfigSchema.properties,
   /** The sender and the liveness service, asked for their parts of an export or erasure. */
-  SENDER_URL: Type.String({ default: 'http://127.0.0.1:8081', pattern: '^https?://' }),
+  SENDER_URL: Type.String({ default: 'http://127.0.0.1:8082', pattern: '^https?://' }),
   LIVENESS_URL: Type.String({ default: 'http://127.0.0.1:8084', pattern: '^https?://' }),
   /**
    * Bearer tokens the sender and the liveness service list under their read and erase scopes (the
