@@ -1,10 +1,9 @@
 /**
  * Conversation retention (ADR 014, "Retention you can set"), like the planner's request-status
  * purge: the retention task runs every 200 ms against the real database; the test ages the rows.
- * A closed conversation whose close and last change are older than CONVERSATION_RETENTION_DAYS goes
- * with its events and its planned steps; an open one, one closed recently, and one closed long ago
- * but changed since stay. `closed_at` is kept by the trigger on every path that writes the status,
- * and the purge finds its rows through the partial index on it.
+ * A closed conversation unchanged for longer than CONVERSATION_RETENTION_DAYS goes with its events
+ * and its planned steps; an open one, one closed recently, and one closed long ago but changed since
+ * stay. The purge finds its rows through the partial index on closed conversations' `updated_at`.
  */
 import { randomUUID } from 'node:crypto';
 import { planScans, waitFor, type ServiceTestEnv } from '@outreach/testkit';
@@ -59,39 +58,6 @@ const counts = async (id: string) => {
 };
 
 describe('conversation retention', () => {
-  it('keeps closed_at on every path that writes the status: set on close, kept while closed, cleared on reopening', async () => {
-    const id = `conv-${randomUUID()}`;
-    await conversation(id, false);
-    const closedAt = async () =>
-      (
-        await t.query<{ closed_at: Date | null }>('SELECT closed_at FROM conversations WHERE conversation_id = $1', [
-          id,
-        ])
-      )[0]?.closed_at;
-    expect(await closedAt()).toBeNull();
-    await t.query(`UPDATE conversations SET status = 'closed' WHERE conversation_id = $1`, [id]);
-    const first = await closedAt();
-    expect(first).toBeInstanceOf(Date);
-    // Written again as closed (the projection rewrites every column): the close time stays.
-    await t.query(`UPDATE conversations SET status = 'closed', updated_at = now() WHERE conversation_id = $1`, [id]);
-    expect(await closedAt()).toEqual(first);
-    await t.query(`UPDATE conversations SET status = 'open' WHERE conversation_id = $1`, [id]);
-    expect(await closedAt()).toBeNull();
-    // Inserted closed (a fresh projection of a batch that closes it).
-    const fresh = `conv-${randomUUID()}`;
-    await t.query(
-      `INSERT INTO conversations (conversation_id, campaign_id, candidate_key, status) VALUES ($1, $2, 'k', 'closed')`,
-      [fresh, CAMPAIGN],
-    );
-    expect(
-      (
-        await t.query<{ closed_at: Date | null }>('SELECT closed_at FROM conversations WHERE conversation_id = $1', [
-          fresh,
-        ])
-      )[0]?.closed_at,
-    ).toBeInstanceOf(Date);
-  });
-
   it('purges closed conversations past the retention with their events and planned steps, and nothing else', async () => {
     const [old, recent, open, changed] = ['old', 'recent', 'open', 'changed'].map(
       (n) => `conv-${n}-${randomUUID()}`,
@@ -103,11 +69,10 @@ describe('conversation retention', () => {
     for (const id of [old, recent, open, changed]) expect(await found(id), id).toBe(200);
     // 31 days pass for the old one; the one closed long ago changed yesterday; the open one is idle.
     const age = "now() - interval '31 days'";
-    await t.query(`UPDATE conversations SET closed_at = ${age}, updated_at = ${age} WHERE conversation_id = $1`, [old]);
-    await t.query(
-      `UPDATE conversations SET closed_at = ${age}, updated_at = now() - interval '1 day' WHERE conversation_id = $1`,
-      [changed],
-    );
+    await t.query(`UPDATE conversations SET updated_at = ${age} WHERE conversation_id = $1`, [old]);
+    await t.query(`UPDATE conversations SET updated_at = now() - interval '1 day' WHERE conversation_id = $1`, [
+      changed,
+    ]);
     await t.query(`UPDATE conversations SET updated_at = ${age} WHERE conversation_id = $1`, [open]);
 
     await waitFor(async () => (await found(old)) === 404, {
@@ -119,11 +84,11 @@ describe('conversation retention', () => {
       expect(await found(id), id).toBe(200);
       expect(await counts(id), id).toEqual({ events: 2, planned: 1 });
     }
-    // The purge's scan is the partial index on the close time, not the table.
+    // The purge's scan is the partial index on closed conversations, not the table.
     const scans = await planScans(
       app.pg,
-      `SELECT conversation_id FROM conversations WHERE closed_at < now() - make_interval(days => 30)
-         AND updated_at < now() - make_interval(days => 30) ORDER BY closed_at LIMIT 1000`,
+      `SELECT conversation_id FROM conversations WHERE status = 'closed'
+         AND updated_at < now() - make_interval(days => 30) ORDER BY updated_at LIMIT 1000`,
     );
     expect(scans.find((s) => s.relation === 'conversations')?.indexes).toEqual(['conversations_closed_idx']);
   });

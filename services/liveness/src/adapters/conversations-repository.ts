@@ -707,11 +707,12 @@ export class ConversationsRepository {
   }
 
   /**
-   * Forgets closed conversations past `retentionDays` (ADR 014, retention): at most `batch` of them,
-   * oldest close first through the partial index on `closed_at`, each with its events and its planned
-   * steps, in one statement. A conversation that closed and then changed within the retention stays
-   * (`updated_at`); one the projector holds locked is skipped (the next run takes it). An event
-   * arriving after the purge starts the conversation afresh, as for an id never seen.
+   * Forgets closed conversations unchanged for `retentionDays` (ADR 014, retention): at most `batch`
+   * of them, the longest unchanged first through the partial index on closed conversations'
+   * `updated_at` (at or after the close, so a conversation that closed and then changed within the
+   * retention stays), each with its events and its planned steps, in one statement. One the
+   * projector holds locked is skipped (the next run takes it). An event arriving after the purge
+   * starts the conversation afresh, as for an id never seen.
    */
   async purgeClosed(
     retentionDays: number,
@@ -721,8 +722,8 @@ export class ConversationsRepository {
       `WITH cutoff AS (SELECT now() - make_interval(days => $1) AS at),
        victims AS (
          SELECT c.conversation_id, c.campaign_id, c.candidate_key FROM conversations c, cutoff
-         WHERE c.closed_at < cutoff.at AND c.updated_at < cutoff.at
-         ORDER BY c.closed_at LIMIT $2
+         WHERE c.status = 'closed' AND c.updated_at < cutoff.at
+         ORDER BY c.updated_at LIMIT $2
          FOR UPDATE OF c SKIP LOCKED),
        events AS (
          DELETE FROM conversation_events e USING victims v WHERE e.conversation_id = v.conversation_id RETURNING 1),
