@@ -243,7 +243,7 @@ describe('the Kubernetes monitoring component', () => {
     expect(rule.spec.groups).toEqual(groups);
   });
 
-  it('its PodMonitor scrapes /metrics on the http port of the four services, and no Job', () => {
+  it('its PodMonitor scrapes /metrics on the http port of the four services and the console, and no Job', () => {
     const monitor = parseYaml(readFileSync(join(componentDir, 'podmonitor.yaml'), 'utf8')) as {
       kind: string;
       spec: {
@@ -277,7 +277,9 @@ describe('the Kubernetes monitoring component', () => {
         (e) => e.operator === 'In' && e.values.includes(labels[e.key] ?? ''),
       );
     const selected = pods.filter((p) => selects(p.labels));
-    expect(selected.map((p) => p.labels['app.kubernetes.io/component']).sort()).toEqual([...SERVICES].sort());
+    expect(selected.map((p) => p.labels['app.kubernetes.io/component']).sort()).toEqual(
+      [...SERVICES, 'console'].sort(),
+    );
     expect(selected.every((p) => p.kind === 'Deployment')).toBe(true);
     for (const endpoint of monitor.spec.podMetricsEndpoints) {
       expect(endpoint.path).toBe('/metrics');

@@ -15,8 +15,8 @@ export const STRIMZI_API_VERSION = 'kafka.strimzi.io/v1';
 export const STRIMZI_CLUSTER = 'outreach-kafka';
 export const STRIMZI_REPLICAS = 3;
 /**
- * The principals that get a KafkaUser: one per service, and the upstream publisher (whose Secret its
- * team copies out). topics-admin has no user: the Topic Operator creates the topics. dlq-replay is an
+ * The principals that get a KafkaUser: one per service, the console (its dead-letter pages), and the
+ * upstream publisher (whose Secret its team copies out). topics-admin has no user: the Topic Operator creates the topics. dlq-replay is an
  * operator's occasional command: `npm run acls:print -- --role dlq-replay --format strimzi` when needed.
  */
 export const STRIMZI_USER_ROLES = [
@@ -24,6 +24,7 @@ export const STRIMZI_USER_ROLES = [
   'sender',
   'experiment',
   'liveness',
+  'console',
   'publisher',
 ] as const satisfies readonly KafkaRoleName[];
 export type StrimziAuthentication = 'scram-sha-512' | 'tls';

@@ -30,6 +30,7 @@ import { generatedFiles, STRIMZI_CLUSTER, STRIMZI_REPLICAS } from '../../scripts
 import { STRIMZI_USER_ROLES, strimziKafkaUsers } from '../../scripts/lib/strimzi.js';
 import {
   commandOf,
+  connectionsOf,
   containerEnv,
   credentialProblems,
   egressAllowed,
@@ -241,19 +242,41 @@ describe.skipIf(!hasKubectl)('Kubernetes overlays (rendered with kubectl kustomi
   );
 
   it.each(overlays)(
-    '%s: the console reaches the four services and PostgreSQL, and nothing else: no Kafka, no registry, no mail',
+    '%s: the console reaches the four services and PostgreSQL, Kafka and the registry only for its dead-letter pages (production), never mail',
     (overlay) => {
       const objects = objectsOf(overlay);
       const console = deployments(objects).find((d) => d.metadata.name === 'outreach-console');
       if (!console) throw new Error('no console Deployment');
       const labels = console.spec?.template?.metadata?.labels ?? {};
       expect(serviceCallProblems(objects, outOfBand)).toEqual([]);
-      const env = envOf(mainContainer(console), objects);
+      const container = mainContainer(console);
+      const env = envOf(container, objects);
       const db = new URL(env.DATABASE_URL ?? '');
       expect(egressAllowed(objects, labels, Number(db.port || 5432), db.hostname)).toBe(true);
-      for (const other of ['KAFKA_BROKERS', 'SCHEMA_REGISTRY_URL']) expect(env[other], other).toBeUndefined();
-      // Beyond the platform's pods: only PostgreSQL's port (and DNS).
-      for (const port of [9092, 9093, 9094, 9096, 9098, 8080, 8081, 25, 465, 587, 443])
+      const shared = envOf(
+        mainContainer(deployments(objects).find((d) => d.metadata.name === 'outreach-sender') as K8sObject),
+        objects,
+      );
+      if (overlay === 'dev') {
+        // The dead-letter pages are off: no brokers, no registry, no egress to either.
+        for (const other of ['KAFKA_BROKERS', 'SCHEMA_REGISTRY_URL']) expect(env[other], other).toBeUndefined();
+      } else {
+        // On, with the services' brokers and registry (so an overlay that moves them moves the console's),
+        // as its own principal: its credentials from its own Secret or KafkaUser.
+        expect(env.KAFKA_BROKERS).toBe(shared.KAFKA_BROKERS);
+        expect(env.SCHEMA_REGISTRY_URL).toBe(shared.SCHEMA_REGISTRY_URL);
+        expect(env.KAFKA_SSL).toBe('true');
+        const client = console.spec?.template?.spec.volumes?.find((v) => v.name === 'kafka-client')?.secret?.secretName;
+        if (env.KAFKA_OAUTH_PROVIDER !== 'aws-msk-iam')
+          expect(client).toBe(overlay.startsWith('production-strimzi') ? 'console' : 'outreach-kafka-console');
+        else expect(console.spec?.template?.spec.serviceAccountName).toBe('outreach-console');
+      }
+      // Beyond the platform's pods: only the ports it connects to (and DNS); never mail or HTTPS.
+      const command = commandOf(container);
+      if (!command) throw new Error('the console runs no command');
+      const used = new Set(connectionsOf(command, env).map((c) => c.port));
+      if (overlay !== 'dev') expect(used.size, 'PostgreSQL, the brokers and the registry').toBeGreaterThanOrEqual(3);
+      for (const port of [9092, 9093, 9094, 9096, 9098, 8080, 8081, 25, 465, 587, 443].filter((p) => !used.has(p)))
         expect(egressAllowed(objects, labels, port), `port ${port}`).toBe(false);
       // Its API tokens are its own Secret's, not the services' token lists.
       const volumes = console.spec?.template?.spec.volumes ?? [];
@@ -364,7 +387,7 @@ describe.skipIf(!hasKubectl)('Kubernetes overlays (rendered with kubectl kustomi
   );
 
   it.each(strimziOverlays)(
-    '%s: a KafkaUser per service and the publisher, with the generated ACLs, and each pod its own',
+    '%s: a KafkaUser per service, the console and the publisher, with the generated ACLs, and each pod its own',
     (overlay) => {
       const objects = objectsOf(overlay);
       const users = objects.filter((o) => o.kind === 'KafkaUser');
@@ -379,7 +402,7 @@ describe.skipIf(!hasKubectl)('Kubernetes overlays (rendered with kubectl kustomi
       // Each service's pod reads its Kafka credentials from its own user's Secret.
       for (const deployment of deployments(objects)) {
         const role = mainContainer(deployment).args?.[0];
-        if (!isKafkaService(role)) continue; // the console has no Kafka
+        if (!isKafkaService(role) && role !== 'console') continue;
         const volume = deployment.spec?.template?.spec.volumes?.find((v) => v.name === 'kafka-client');
         expect(volume?.secret?.secretName, deployment.metadata.name).toBe(role);
       }
@@ -534,13 +557,33 @@ describe.skipIf(!hasKubectl)('the manifest checks, given crafted manifests', slo
     expect(serviceCallProblems(elsewhere)).toEqual([
       expect.stringMatching(/SENDER_URL is http:\/\/sender\.example\.com, not the Service outreach-sender/),
     ]);
-    const kafka = copyOf('production');
+    // Dev ships the dead-letter pages off: Kafka egress for the console there is a port it never uses.
+    const kafka = copyOf('dev');
     const policy = kafka.find((o) => o.kind === 'NetworkPolicy' && o.metadata.name === 'outreach-egress-kafka');
     policy?.spec?.podSelector?.matchExpressions?.[0]?.values?.push('outreach-console');
     expect(networkProblems(kafka, outOfBand)).toEqual(
       expect.arrayContaining([
         expect.stringMatching(
-          /^Deployment\/outreach-console: NetworkPolicy outreach-egress-kafka lets it reach port 9093/,
+          /^Deployment\/outreach-console: NetworkPolicy outreach-egress-kafka lets it reach port 9092/,
+        ),
+      ]),
+    );
+    // Production turns them on: without the console in the Kafka egress, its brokers are unreachable.
+    const unreachable = copyOf('production');
+    const narrowed = unreachable.find((o) => o.kind === 'NetworkPolicy' && o.metadata.name === 'outreach-egress-kafka')
+      ?.spec?.podSelector?.matchExpressions?.[0];
+    if (narrowed) narrowed.values = (narrowed.values ?? []).filter((v) => v !== 'outreach-console');
+    expect(networkProblems(unreachable, outOfBand)).toEqual(
+      expect.arrayContaining([expect.stringMatching(/outreach-console.*KAFKA_BROKERS/)]),
+    );
+    // ... and with another principal's credentials, it would act as that principal.
+    const borrowed = copyOf('production');
+    const client = deployment(borrowed, 'console').spec?.template?.spec.volumes?.find((v) => v.name === 'kafka-client');
+    if (client?.secret) client.secret.secretName = 'outreach-kafka-sender';
+    expect(startupProblems(borrowed, outOfBand)).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(
+          /outreach-console\/console: reads its Kafka credentials from Secret outreach-kafka-sender, which holds sender's, not console's/,
         ),
       ]),
     );

@@ -186,7 +186,10 @@ export const services = {
 export type Service = keyof typeof services;
 export const serviceNames = Object.keys(services) as Service[];
 const isService = (name: string | undefined): name is Service => name !== undefined && name in services;
-/** The services on Kafka, each its own principal; the console (ADR 015) has no Kafka and no registry. */
+/**
+ * The services on Kafka, each its own principal. The console (ADR 015) is on Kafka only for its
+ * dead-letter pages, as principal `console`, where an overlay gives it KAFKA_BROKERS (production).
+ */
 export const kafkaServiceNames = serviceNames.filter((s): s is Exclude<Service, 'console'> => s !== 'console');
 export const isKafkaService = (name: string | undefined): name is Exclude<Service, 'console'> =>
   name !== undefined && (kafkaServiceNames as readonly string[]).includes(name);
@@ -250,14 +253,16 @@ export interface Command {
 export function commandOf(container: Container): Command | undefined {
   const [command, ...rest] = container.args ?? [];
   if (command === 'console') {
-    // No Kafka, no registry: PostgreSQL (its audit table) and the four services' APIs.
+    // PostgreSQL (its audit table) and the four services' APIs; Kafka as its own principal and the
+    // registry only for its dead-letter pages, when KAFKA_BROKERS and SCHEMA_REGISTRY_URL are set.
     return {
       reads: new Set(serviceReads('console')),
       services: ['console'],
       migrateOnly: false,
-      kafkaSettings: false,
+      role: 'console',
+      kafkaSettings: true,
       postgres: true,
-      registry: false,
+      registry: true,
       smtp: false,
     };
   }
@@ -741,7 +746,8 @@ export function startupProblems(
       }
       // Public topics are written in the Confluent wire format unless a deployment opts out (ADR 011):
       // a service without the registry's URL refuses to start.
-      if (command.registry && command.services.length > 0 && !command.migrateOnly) {
+      // (The console writes no event of its own: it decodes dead letters, with the registry when it has one.)
+      if (command.registry && command.services.length > 0 && !command.migrateOnly && command.role !== 'console') {
         if ((env.EVENT_WIRE_FORMAT ?? 'confluent') === 'confluent' && !env.SCHEMA_REGISTRY_URL)
           problems.push(
             `${where}: writes public topics in the Confluent wire format (EVENT_WIRE_FORMAT's default) but sets no SCHEMA_REGISTRY_URL`,

@@ -545,7 +545,7 @@ describe('the operations console in a browser', () => {
     await context.close();
   });
 
-  it("shows an experiment's variant balance with intervals, the SRM p-value and contamination, as an SVG chart", async () => {
+  it("shows an experiment's variant balance and reply rate per variant with intervals, the SRM p-value and contamination, as SVG charts", async () => {
     await stack.json('experiment', '/v1/experiments', {
       method: 'POST',
       body: {
@@ -560,6 +560,44 @@ describe('the operations console in a browser', () => {
       method: 'POST',
       body: { candidateIds: Array.from({ length: 40 }, (_, i) => `exp-cand-${i}`) },
     });
+    // Four of them are sent the experiment's message through the planner and the sender, and two reply
+    // through the planner's conversation route: MessageReceived on the log, attributed by the experiment service.
+    const sent = ['exp-cand-0', 'exp-cand-1', 'exp-cand-2', 'exp-cand-3'];
+    for (const candidateId of sent)
+      await stack.json('planner', '/v1/outreach-requests', {
+        method: 'POST',
+        body: ingressBody(
+          outreachRequest({
+            requestId: `console-exp-${candidateId}`,
+            campaignId: 'console-exp-camp',
+            candidateId,
+            email: `${candidateId}@example.com`,
+            experimentId: 'console-exp',
+            contents: [
+              { variant: 'short', subject: 'A role', body: 'Talk?' },
+              { variant: 'personal', subject: 'A role for you', body: 'Would you like to talk about a role?' },
+            ],
+          }),
+        ),
+      });
+    type Variants = { variants: Array<{ variant: string; exposedCandidates: number; repliedCandidates: number }> };
+    const report = () => stack.json<Variants>('experiment', '/v1/experiments/console-exp/report');
+    const total = (r: Variants, field: 'exposedCandidates' | 'repliedCandidates') =>
+      r.variants.reduce((sum, v) => sum + v[field], 0);
+    await waitFor(async () => total(await report(), 'exposedCandidates') === 4, {
+      timeoutMs: 60_000,
+      intervalMs: 300,
+      description: "the experiment's four sends exposed",
+    });
+    await reply('console-exp-camp:exp-cand-0', 'console-exp-camp', 'exp-cand-0');
+    await reply('console-exp-camp:exp-cand-1', 'console-exp-camp', 'exp-cand-1');
+    await reply('another-camp:exp-cand-2', 'another-camp', 'exp-cand-2'); // another campaign: not this experiment's
+    await waitFor(async () => total(await report(), 'repliedCandidates') === 2, {
+      timeoutMs: 30_000,
+      intervalMs: 300,
+      description: 'the two replies attributed',
+    });
+    const expected = (await report()).variants;
     const { context, page, problems } = await newPage();
     await signIn(page, 'rita', '/experiments?experimentId=console-exp');
     await text(page.getByTestId('assigned-total'), '40');
@@ -569,9 +607,26 @@ describe('the operations console in a browser', () => {
     await text(page.getByTestId('contaminated'), '0');
     const assigned = await page.locator('[data-testid=variants] [data-field=assigned]').allInnerTexts();
     expect(assigned.map(Number).reduce((a, b) => a + b, 0)).toBe(40);
-    expect(await page.locator('svg.chart rect').count()).toBe(2);
+    // Two charts: the balance and the reply rate.
+    expect(await page.locator('svg.chart').count()).toBe(2);
+    expect(await page.locator('svg.chart rect').count()).toBe(4);
     await text(page.locator('[data-testid=variants] tr[data-variant=short] [data-field=interval]'), '–', 'contains');
-    await text(page.getByTestId('reply-rate'), 'not shown', 'contains');
+    for (const v of expected) {
+      const row = page.locator(`[data-testid=reply-rate] tr[data-variant=${v.variant}]`);
+      await text(row.locator('[data-field=exposed]'), String(v.exposedCandidates));
+      await text(row.locator('[data-field=replied]'), String(v.repliedCandidates));
+      if (v.exposedCandidates > 0) {
+        await text(
+          row.locator('[data-field=rate]'),
+          `${((v.repliedCandidates / v.exposedCandidates) * 100).toFixed(1)}%`,
+        );
+        const [low, high] = (await row.locator('[data-field=interval]').innerText())
+          .split('–')
+          .map((x) => parseFloat(x));
+        expect(low).toBeLessThanOrEqual((v.repliedCandidates / v.exposedCandidates) * 100);
+        expect(high).toBeGreaterThanOrEqual((v.repliedCandidates / v.exposedCandidates) * 100);
+      }
+    }
     expect(problems).toEqual([]);
     const missing = await page.goto(`${consoleUrl}/experiments?experimentId=no-such-experiment`);
     expect(missing?.status()).toBe(404);

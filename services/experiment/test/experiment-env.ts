@@ -35,7 +35,7 @@ export const experimentEnv = () =>
     { kafkaBrokers: inject('kafkaBrokers'), databaseUrl: inject('databaseUrl') },
   );
 
-/** Replays the exposures from the service's SendRecorded topic and compares them with its live projection. */
+/** Replays the exposures and replies from the service's topics and compares them with its live projections. */
 export const replayFromLog = (
   t: ServiceTestEnv,
   options: { timeoutMs?: number; inspect?: (pool: Pool) => Promise<void> } = {},
@@ -44,6 +44,7 @@ export const replayFromLog = (
     replayExposures({
       kafka: t.kafka,
       topic: t.topic('sendRecorded'),
+      repliesTopic: t.topic('conversationEvents'),
       databaseUrl: t.databaseUrl,
       livePool,
       migrationsDir,

@@ -138,8 +138,24 @@ describe('importing pre-platform variant history', () => {
     expect(report.contamination).toEqual({ candidates: 2, withImportedHistory: 2, listed: 2 });
     // Clean imported history shows per arm; contaminated candidates are excluded as always.
     expect(report.variants).toEqual([
-      { variant: 'A', assigned: 0, exposedCandidates: 0, exposures: 0, importedCandidates: 1, importedExposures: 1 },
-      { variant: 'B', assigned: 0, exposedCandidates: 0, exposures: 0, importedCandidates: 1, importedExposures: 1 },
+      {
+        variant: 'A',
+        assigned: 0,
+        exposedCandidates: 0,
+        exposures: 0,
+        importedCandidates: 1,
+        importedExposures: 1,
+        repliedCandidates: 0,
+      },
+      {
+        variant: 'B',
+        assigned: 0,
+        exposedCandidates: 0,
+        exposures: 0,
+        importedCandidates: 1,
+        importedExposures: 1,
+        repliedCandidates: 0,
+      },
     ]);
 
     // The findings go out as VariantContaminated, through the outbox the service's relay drains.

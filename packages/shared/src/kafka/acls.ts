@@ -45,9 +45,9 @@ export const kafkaRoles = {
     groupPrefix: 'sender',
   },
   experiment: {
-    description: 'the experiment service (and its replay-exposures command)',
+    description: 'the experiment service (and its replay-exposures command): exposures, and replies for the reply rate',
     produces: ['assignments'],
-    consumes: ['sendRecorded'],
+    consumes: ['sendRecorded', 'conversationEvents'],
     groupPrefix: 'experiment',
   },
   liveness: {

@@ -25,16 +25,29 @@ export interface Bar {
 }
 
 /**
- * A horizontal bar chart as inline SVG, drawn on the server: presentation attributes only (the CSP
- * refuses inline styles), every label through the escaping template. No chart library.
+ * The end of an axis that shows every bar and interval: the next tenth above the largest (so a 3%
+ * reply rate is not a sliver of a 0–100% axis), 100% at most; 100% when there is nothing to show.
  */
-export function barChart(bars: readonly Bar[], title: string): Html {
+export function axisMax(bars: readonly Bar[]): number {
+  const top = Math.max(0, ...bars.map((b) => Math.max(b.value, b.high ?? 0, b.expected ?? 0)));
+  if (!(top > 0)) return 1;
+  return Math.min(1, Math.ceil(top * 10 - 1e-9) / 10);
+}
+
+/**
+ * A horizontal bar chart as inline SVG, drawn on the server: presentation attributes only (the CSP
+ * refuses inline styles), every label through the escaping template. No chart library. The axis runs
+ * from 0 to `max` (100% unless told; values beyond it are drawn at its end).
+ */
+export function barChart(bars: readonly Bar[], title: string, { max = 1 }: { readonly max?: number } = {}): Html {
   const width = 560;
   const labelWidth = 140;
   const plot = width - labelWidth - 60;
   const row = 28;
   const height = bars.length * row + 24;
-  const x = (v: number) => labelWidth + Math.max(0, Math.min(1, v)) * plot;
+  const end = max > 0 && max <= 1 ? max : 1;
+  const x = (v: number) => labelWidth + Math.max(0, Math.min(1, v / end)) * plot;
+  const axisEnd = `${Math.round(end * 1000) / 10}%`;
   const pct = (v: number) => `${(v * 100).toFixed(1)}%`;
   return html`<svg
     xmlns="http://www.w3.org/2000/svg"
@@ -83,6 +96,6 @@ export function barChart(bars: readonly Bar[], title: string): Html {
       </g>`;
     })}
     <text x="${labelWidth}" y="${height - 4}" font-size="11">0%</text>
-    <text x="${labelWidth + plot}" y="${height - 4}" font-size="11" text-anchor="end">100%</text>
+    <text x="${labelWidth + plot}" y="${height - 4}" font-size="11" text-anchor="end">${axisEnd}</text>
   </svg>`;
 }

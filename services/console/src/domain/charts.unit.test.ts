@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { barChart, wilson } from './charts.js';
+import { axisMax, barChart, wilson } from './charts.js';
 
 describe('wilson', () => {
   it('is the textbook interval, inside [0, 1], and the whole range without data', () => {
@@ -26,5 +26,22 @@ describe('barChart', () => {
     expect(svg).not.toContain('<script>');
     expect(svg).not.toMatch(/style=/);
     expect(svg).toContain('50.0%');
+  });
+});
+
+describe('reply-rate axis', () => {
+  it('ends at the next tenth above every bar and interval, 100% at most and without data', () => {
+    expect(axisMax([{ label: 'a', value: 0.03, low: 0.01, high: 0.08 }])).toBeCloseTo(0.1, 12);
+    expect(axisMax([{ label: 'a', value: 0.2, low: 0.1, high: 0.3 }])).toBeCloseTo(0.3, 12);
+    expect(axisMax([{ label: 'a', value: 0.9, high: 0.97 }])).toBe(1);
+    expect(axisMax([{ label: 'a', value: 0 }])).toBe(1);
+    expect(axisMax([])).toBe(1);
+  });
+
+  it('draws on a shorter axis: a 5% bar on a 10% axis is half the plot, the axis labelled 10%', () => {
+    const svg = barChart([{ label: 'a', value: 0.05, low: 0.01, high: 0.1 }], 'Reply rate', { max: 0.1 }).value;
+    expect(svg).toMatch(/<rect x="140" y="4" width="180\.0"/);
+    expect(svg).toContain('>10%</text>');
+    expect(svg).toContain('5.0%');
   });
 });

@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import { barChart, wilson } from '../domain/charts.js';
+import { axisMax, barChart, wilson } from '../domain/charts.js';
 import { html, path } from '../domain/html.js';
 import { answerNotice, sendPage } from '../views/layout.js';
 
@@ -18,6 +18,8 @@ interface Report {
     exposedCandidates: number;
     exposures: number;
     importedCandidates: number;
+    /** Of the exposed candidates, those who replied in the campaign after a send (absent from older services). */
+    repliedCandidates?: number;
   }>;
   readonly sampleRatioMismatch: { pValue: number; mismatch: boolean; threshold: number };
   readonly contamination: { candidates: number; withImportedHistory: number; listed: number };
@@ -33,8 +35,8 @@ const percent = (v: number) => `${(v * 100).toFixed(1)}%`;
 export default async function experimentRoutes(app: FastifyInstance): Promise<void> {
   /**
    * An experiment's balance: each variant's share of the (uncontaminated) assignments with its 95%
-   * interval against its weight's share, the SRM p-value the experiment service computes, and the
-   * contaminated candidates.
+   * interval against its weight's share, the SRM p-value the experiment service computes, each
+   * variant's reply rate with its 95% interval, and the contaminated candidates.
    */
   app.get<{ Querystring: Static<typeof ReportQuery> }>(
     '/experiments',
@@ -60,6 +62,26 @@ export default async function experimentRoutes(app: FastifyInstance): Promise<vo
         const expected = weightSum === 0 ? undefined : (report.weights[v.variant] ?? 0) / weightSum;
         return { ...v, share, interval, expected };
       });
+      // Reply rate: replied over exposed candidates (both contaminated-free), with its 95% Wilson interval.
+      const replies = report.variants.every((v) => typeof v.repliedCandidates === 'number')
+        ? report.variants.map((v) => {
+            const replied = v.repliedCandidates ?? 0;
+            const exposed = v.exposedCandidates;
+            return {
+              variant: v.variant,
+              exposed,
+              replied,
+              rate: exposed === 0 ? 0 : replied / exposed,
+              interval: wilson(replied, exposed),
+            };
+          })
+        : undefined;
+      const replyBars = (replies ?? []).map((r) => ({
+        label: r.variant,
+        value: r.rate,
+        low: r.interval.low,
+        high: r.interval.high,
+      }));
       const srm = report.sampleRatioMismatch;
       const content = html`${form}
         <div class="cards">
@@ -121,10 +143,39 @@ export default async function experimentRoutes(app: FastifyInstance): Promise<vo
               </tr>`,
           )}
         </table>
-        <p data-testid="reply-rate">
-          Reply rate per variant: not shown. The experiment service counts assignments and exposures, not replies; no
-          service's API attributes a reply to a variant yet.
-        </p>
+        <h2>Reply rate</h2>
+        ${
+          replies === undefined
+            ? html`<p data-testid="reply-rate">
+                Reply rate per variant: not shown. The experiment service's report carries no replied candidates (an
+                older version).
+              </p>`
+            : html`<p>
+                  Each bar is the share of the variant's exposed candidates (sent its message, contaminated excluded)
+                  who replied in that campaign after the send; the black line is its 95% interval (Wilson). Intervals
+                  that overlap widely are no evidence of a difference.
+                </p>
+                ${barChart(replyBars, `Reply rate per variant in ${report.experimentId}`, { max: axisMax(replyBars) })}
+                <table data-testid="reply-rate">
+                  <tr>
+                    <th>variant</th>
+                    <th>exposed candidates</th>
+                    <th>replied</th>
+                    <th>reply rate</th>
+                    <th>95% interval</th>
+                  </tr>
+                  ${replies.map(
+                    (r) =>
+                      html`<tr data-variant="${r.variant}">
+                        <td>${r.variant}</td>
+                        <td data-field="exposed">${r.exposed}</td>
+                        <td data-field="replied">${r.replied}</td>
+                        <td data-field="rate">${r.exposed === 0 ? '–' : percent(r.rate)}</td>
+                        <td data-field="interval">${percent(r.interval.low)} – ${percent(r.interval.high)}</td>
+                      </tr>`,
+                  )}
+                </table>`
+        }
         <h2>Contamination</h2>
         ${
           report.contaminated.length === 0

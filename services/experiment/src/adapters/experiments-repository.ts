@@ -111,9 +111,26 @@ export interface Exposure {
   readonly candidateKey: string;
   readonly variant: string;
   readonly sendId: string;
+  readonly campaignId: string;
   readonly recordedAt: Date;
   readonly correlationId: string;
 }
+
+/** A candidate's reply (MessageReceived), attributed to variants at report time. */
+export interface Reply {
+  readonly eventId: string;
+  readonly candidateKey: string;
+  readonly campaignId: string;
+  readonly conversationId: string;
+  readonly occurredAt: Date;
+}
+
+/**
+ * An exposure's candidate replied: a reply in the exposure's campaign (any campaign, for an exposure
+ * stored before exposures kept theirs) at or after the exposure was recorded.
+ */
+const REPLIED = `EXISTS (SELECT 1 FROM reply_events r WHERE r.candidate_key = x.candidate_key
+  AND (x.campaign_id IS NULL OR r.campaign_id = x.campaign_id) AND r.occurred_at >= x.recorded_at)`;
 
 export class ExperimentsRepository {
   constructor(
@@ -357,11 +374,16 @@ export class ExperimentsRepository {
     if (exposures.length === 0) return [];
     return withTransaction(this.pool, async (client) => {
       const inserted = await client.query<{ experimentId: string; candidateKey: string }>(
-        `INSERT INTO exposure_events (event_id, experiment_id, candidate_key, variant, send_id, recorded_at)
-         SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::uuid[], $6::timestamptz[])
+        `INSERT INTO exposure_events (event_id, experiment_id, candidate_key, variant, send_id, recorded_at, campaign_id)
+         SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::uuid[], $6::timestamptz[], $7::text[])
          ON CONFLICT (event_id) DO NOTHING
          RETURNING experiment_id AS "experimentId", candidate_key AS "candidateKey"`,
-        [...exposureKeyColumns(exposures), exposures.map((e) => e.sendId), exposures.map((e) => e.recordedAt)],
+        [
+          ...exposureKeyColumns(exposures),
+          exposures.map((e) => e.sendId),
+          exposures.map((e) => e.recordedAt),
+          exposures.map((e) => e.campaignId),
+        ],
       );
       const rows = await this.detectContaminations(client, inserted.rows);
       const events = rows.map((row) => {
@@ -409,6 +431,23 @@ export class ExperimentsRepository {
       [touched.map((r) => r.experimentId), touched.map((r) => r.candidateKey)],
     );
     return rows;
+  }
+
+  /** Records replies, idempotent by event id. */
+  async recordReplies(replies: readonly Reply[]): Promise<void> {
+    if (replies.length === 0) return;
+    await this.pool.query(
+      `INSERT INTO reply_events (event_id, candidate_key, campaign_id, conversation_id, occurred_at)
+       SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[])
+       ON CONFLICT (event_id) DO NOTHING`,
+      [
+        replies.map((r) => r.eventId),
+        replies.map((r) => r.candidateKey),
+        replies.map((r) => r.campaignId),
+        replies.map((r) => r.conversationId),
+        replies.map((r) => r.occurredAt),
+      ],
+    );
   }
 
   /**
@@ -489,7 +528,9 @@ export class ExperimentsRepository {
    * the assignments per weights period. Assignments seeded from imported history are not drawn by
    * the weights: they stay out of `assigned` and the periods (their candidates count under
    * `importedCandidates`), and in `assignedTotal`. An assignment without a stored period (written before
-   * periods were) belongs to the last period in force at its assigned_at.
+   * periods were) belongs to the last period in force at its assigned_at. `repliedCandidates`: of a
+   * variant's exposed candidates (platform sends, contaminated excluded), those with a reply in the
+   * campaign of an exposure, at or after it; a rate over `exposedCandidates`.
    */
   async report(experimentId: string): Promise<{
     variants: Array<{
@@ -499,6 +540,7 @@ export class ExperimentsRepository {
       exposures: number;
       importedCandidates: number;
       importedExposures: number;
+      repliedCandidates: number;
     }>;
     assignedTotal: number;
     periods: Array<{
@@ -516,7 +558,7 @@ export class ExperimentsRepository {
     }>;
   }> {
     const clean = `NOT EXISTS (SELECT 1 FROM contaminations c WHERE c.experiment_id = $1 AND c.candidate_key = x.candidate_key)`;
-    const [byPeriod, exposed, periods, contaminated, all, [contamination]] = await Promise.all([
+    const [byPeriod, exposed, periods, contaminated, all, [contamination], replied] = await Promise.all([
       this.pool.query<{ period: number; variant: string; n: number }>(
         `SELECT coalesce(x.period,
                          (SELECT max(p.period) FROM weight_periods p WHERE p.experiment_id = $1 AND p.effective_from <= x.assigned_at),
@@ -551,6 +593,12 @@ export class ExperimentsRepository {
         experimentId,
       ]),
       this.contaminationCounts([experimentId]),
+      this.pool.query<{ variant: string; candidates: number }>(
+        `SELECT x.variant, count(DISTINCT x.candidate_key)::int AS candidates
+         FROM exposure_events x WHERE x.experiment_id = $1 AND x.source = 'send' AND ${clean} AND ${REPLIED}
+         GROUP BY 1`,
+        [experimentId],
+      ),
     ]);
     const assignedOf = (variant: string) => sum(byPeriod.rows.filter((r) => r.variant === variant).map((r) => r.n));
     const exposedOf = (variant: string, source: 'send' | 'import') =>
@@ -564,6 +612,7 @@ export class ExperimentsRepository {
         exposures: exposedOf(variant, 'send')?.exposures ?? 0,
         importedCandidates: exposedOf(variant, 'import')?.candidates ?? 0,
         importedExposures: exposedOf(variant, 'import')?.exposures ?? 0,
+        repliedCandidates: replied.rows.find((r) => r.variant === variant)?.candidates ?? 0,
       })),
       assignedTotal: all.rows[0]?.n ?? 0,
       periods: periods.rows.map((p) => ({
@@ -590,6 +639,18 @@ export class ExperimentsRepository {
     }>(
       `SELECT experiment_id AS "experimentId", variant, count(*)::int AS exposures, count(DISTINCT candidate_key)::int AS candidates
        FROM exposure_events WHERE source = 'send' GROUP BY experiment_id, variant ORDER BY 1, 2`,
+    );
+    return rows;
+  }
+
+  /**
+   * Replying candidates per (experiment, variant), as the report counts them (contaminated ones too):
+   * what a replay of both topics must reproduce.
+   */
+  async replyCounts(): Promise<Array<{ experimentId: string; variant: string; candidates: number }>> {
+    const { rows } = await this.pool.query<{ experimentId: string; variant: string; candidates: number }>(
+      `SELECT x.experiment_id AS "experimentId", x.variant, count(DISTINCT x.candidate_key)::int AS candidates
+       FROM exposure_events x WHERE x.source = 'send' AND ${REPLIED} GROUP BY 1, 2 ORDER BY 1, 2`,
     );
     return rows;
   }

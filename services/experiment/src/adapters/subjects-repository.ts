@@ -1,6 +1,6 @@
 /**
  * The experiment service's part of a data subject's export and erasure (ADR 014). An erased
- * candidate's assignments, memberships, exposures and contaminations keep their rows (the
+ * candidate's assignments, memberships, exposures, contaminations and replies keep their rows (the
  * experiment's counts and its sticky variants stay true) under a pseudonym the planner made
  * (`erased:<hash under the suppression key>`), never the candidate key again.
  */
@@ -18,12 +18,16 @@ import {
 } from '@outreach/shared';
 import type { Pool } from 'pg';
 
-const TABLES = ['assignments', 'group_memberships', 'exposure_events', 'contaminations'] as const;
+const TABLES = ['assignments', 'group_memberships', 'exposure_events', 'contaminations', 'reply_events'] as const;
 
 const EXPORT: readonly SubjectTable[] = TABLES.map((name) => ({
   name,
   sql: `SELECT * FROM ${name} WHERE candidate_key = ANY($1::text[]) ORDER BY candidate_key, ${
-    name === 'group_memberships' ? 'exclusion_group' : name === 'exposure_events' ? 'event_id' : 'experiment_id'
+    name === 'group_memberships'
+      ? 'exclusion_group'
+      : name === 'exposure_events' || name === 'reply_events'
+        ? 'event_id'
+        : 'experiment_id'
   }`,
 }));
 

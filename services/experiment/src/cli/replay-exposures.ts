@@ -1,6 +1,6 @@
 /**
- * Replays outreach.send-recorded.v1 from the beginning into a scratch exposure projection and
- * reports whether it matches the live one. Exit 0 when it does.
+ * Replays outreach.send-recorded.v1 and conversation.events.v1 from the beginning into scratch
+ * exposure and reply projections and reports whether they match the live ones. Exit 0 when they do.
  *
  *   KAFKA_BROKERS=... DATABASE_URL=... [TOPIC_PREFIX=] [SUPPRESSION_KEY_FILE=] node dist/cli/replay-exposures.js
  */
@@ -24,6 +24,7 @@ try {
   const result = await replayExposures({
     kafka: createKafka({ brokers: brokers.split(','), clientId: 'experiment-replay' }),
     topic: topicName('sendRecorded', process.env.TOPIC_PREFIX ?? ''),
+    repliesTopic: topicName('conversationEvents', process.env.TOPIC_PREFIX ?? ''),
     databaseUrl,
     livePool,
     migrationsDir,

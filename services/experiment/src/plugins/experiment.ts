@@ -12,6 +12,7 @@ import fp from 'fastify-plugin';
 import { ExperimentsRepository } from '../adapters/experiments-repository.js';
 import type { Config } from '../config.js';
 import { exposureHandler } from '../workflow/exposures.js';
+import { experimentEventsHandler, replyHandler } from '../workflow/replies.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -20,7 +21,7 @@ declare module 'fastify' {
   }
 }
 
-/** Wires the repository, the exposure consumer and the outbox relay. */
+/** Wires the repository, the exposure and reply consumer and the outbox relay. */
 export default fp(
   async (app: FastifyInstance, { config }: { config: Config }) => {
     const repository = new ExperimentsRepository(app.pg, topicName('assignments', config.TOPIC_PREFIX));
@@ -29,15 +30,16 @@ export default fp(
     const suppressionKey = loadSuppressionKey(config);
     if (!suppressionKey)
       app.log.warn('SUPPRESSION_KEY_FILE is not set: exposures of erased people are not recognized (ADR 014)');
+    const erased = new ErasedSubjects(app.pg, suppressionKey);
     registerConsumer(app, {
       partitionsConsumedConcurrently: config.CONSUMER_PARTITION_CONCURRENCY,
       groupId: config.CONSUMER_GROUP,
-      topics: [topicName('sendRecorded', config.TOPIC_PREFIX)],
+      // Replies for the reply rate per variant; an upgraded group starts the new topic from its beginning.
+      topics: [topicName('sendRecorded', config.TOPIC_PREFIX), topicName('conversationEvents', config.TOPIC_PREFIX)],
       retry: retryCap(config),
-      handler: exposureHandler(
-        repository,
-        app.log.child({ component: 'exposures' }) as Logger,
-        new ErasedSubjects(app.pg, suppressionKey),
+      handler: experimentEventsHandler(
+        exposureHandler(repository, app.log.child({ component: 'exposures' }) as Logger, erased),
+        replyHandler(repository, erased),
       ),
     });
     registerOutboxRelay(app, {

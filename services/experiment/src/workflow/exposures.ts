@@ -26,6 +26,7 @@ export function exposureHandler(
         candidateKey: e.candidateKey,
         variant: e.variant as string,
         sendId: e.sendId,
+        campaignId: e.campaignId,
         recordedAt: new Date(e.recordedAt),
         correlationId: e.correlationId,
       }));
