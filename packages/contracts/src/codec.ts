@@ -232,6 +232,20 @@ export class EventCodec {
     return { entry, headerLength: HEADER_LENGTH };
   }
 
+  /**
+   * The event type the bytes were written as, read from their framing alone (the registry id or the
+   * fingerprint: the first 5 or 10 bytes), without decoding the body; undefined when the framing
+   * names no schema this codec knows (decode then says why). A consumer that handles a few types
+   * skips the others with this, unread: the type comes from the writer schema, never from a header.
+   */
+  typeOf(bytes: Uint8Array): EventType | undefined {
+    try {
+      return this.entryOf(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)).entry.type;
+    } catch {
+      return undefined;
+    }
+  }
+
   /** Like decode, but as a value: `{ ok: false, error }` instead of a throw. */
   tryDecode(bytes: Uint8Array): { ok: true; event: OutreachEvent } | { ok: false; error: DecodeError } {
     try {

@@ -194,3 +194,27 @@ describe('schema evolution', () => {
     expect(problems[0]).toMatchObject({ schema: 'Probe', against: 'Probe.v1.avsc' });
   });
 });
+
+describe('typeOf: the written type from the framing alone', () => {
+  it('names the type of every event, current and older schemas alike, without reading the body', () => {
+    for (const type of eventTypes) {
+      const bytes = eventCodec.encode(randomEvent(type));
+      expect(eventCodec.typeOf(bytes)).toBe(type);
+      // The body is not read: a truncated body still names its type (decode refuses it).
+      expect(eventCodec.typeOf(bytes.subarray(0, 10))).toBe(type);
+      expect(eventCodec.tryDecode(bytes.subarray(0, 10)).ok).toBe(false);
+    }
+  });
+
+  it('names nothing for bytes whose framing names no known schema', () => {
+    for (const bytes of [
+      Buffer.alloc(0),
+      Buffer.from([0xc3, 0x01, 1, 2, 3]),
+      Buffer.from([0xc3, 0x01, 0, 0, 0, 0, 0, 0, 0, 0, 9]),
+      Buffer.from([0, 0, 0, 0x7f, 0xff, 1]),
+      Buffer.from('{"type":"SendRecorded"}'),
+    ]) {
+      expect(eventCodec.typeOf(bytes)).toBeUndefined();
+    }
+  });
+});

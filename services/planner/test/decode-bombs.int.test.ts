@@ -2,8 +2,9 @@
  * Issue #14 as it happened: Avro bombs (a ~100-byte OutreachRequested whose `contents` claims 2^30
  * items, and the other shapes of eventBombs) published to the planner, running as a process, among
  * valid requests. Before the decoder's guard, the first bomb grew the planner past 2 GB and killed
- * it, and every replica after it. Now each bomb is dead-lettered with its code, every valid request
- * is planned, the process is never restarted, and its RSS stays within a bound.
+ * it, and every replica after it. Now each bomb of a type it takes is dead-lettered with its code
+ * (the others it skips unread), every valid request is planned, the process is never restarted, and
+ * its RSS stays within a bound.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { EventProducer, type RawRecord } from '@outreach/shared';
@@ -35,7 +36,7 @@ const request = (candidateId: string) => outreachRequested({ requestId: `req-${c
 
 describe.skipIf(!existsSync('/proc/self/status'))('planner under Avro bombs', () => {
   it(
-    'dead-letters every bomb, plans every valid request, never restarts, and keeps its RSS bounded',
+    'dead-letters every bomb of a type it takes, skips the others unread, plans every valid request, never restarts, and keeps its RSS bounded',
     {
       timeout: 180_000,
     },
@@ -95,21 +96,34 @@ describe.skipIf(!existsSync('/proc/self/status'))('planner under Avro bombs', ()
           new Set([...valid.map((r) => r.requestId), ...Array.from({ length: 5 }, (_, i) => `req-warm-${i}`)]),
         );
         const requestBombs = bombs.filter((b) => b.type === 'OutreachRequested').length;
-        const dead = [
-          ...(await readTopic(
-            env.kafka,
-            `${env.topic('outreachRequested')}.dlq`,
-            (m) => m.length >= rounds * requestBombs,
-            60_000,
-          )),
-          ...(await readTopic(
-            env.kafka,
-            `${env.topic('conversationEvents')}.dlq`,
-            (m) => m.length >= rounds * (bombs.length - requestBombs),
-            60_000,
-          )),
-        ];
-        expect(dead).toHaveLength(rounds * bombs.length);
+        const dead = await readTopic(
+          env.kafka,
+          `${env.topic('outreachRequested')}.dlq`,
+          (m) => m.length >= rounds * requestBombs,
+          60_000,
+        );
+        expect(dead).toHaveLength(rounds * requestBombs);
+        // The conversation topic's bombs are of types the planner does not take (StepCompleted): its
+        // consumer skips them by their schema fingerprint, unread, so they cannot touch its memory;
+        // the consumer that takes them (liveness) dead-letters them. Counted as handled, none dead.
+        const conversationTopic = env.topic('conversationEvents');
+        const consumed = async (result: string) => {
+          const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+          return text
+            .split('\n')
+            .filter(
+              (l) =>
+                l.startsWith('outreach_consumer_messages_total{') &&
+                l.includes(`topic="${conversationTopic}"`) &&
+                l.includes(`result="${result}"`),
+            )
+            .reduce((sum, l) => sum + Number(l.split(' ').at(-1)), 0);
+        };
+        await waitFor(async () => (await consumed('handled')) >= rounds * (bombs.length - requestBombs), {
+          timeoutMs: 60_000,
+          description: "the conversation topic's bombs passed over",
+        });
+        expect(await consumed('dead_lettered')).toBe(0);
         for (const message of dead) {
           expect(message.headers['dlq-error-code'], message.key ?? '').toBe(message.headers['bomb-code']);
           expect(message.headers['dlq-reason']).toMatch(/^\w+ body: \S+: .+ \(at byte \d+\)$/);

@@ -3,7 +3,7 @@
  * flowing; transient failures are retried without skipping, up to the cap; a failing event is
  * narrowed down; DLQ writes fit the DLQ topic's max.message.bytes.
  */
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import avro from 'avsc';
 import type { Admin, Kafka, Producer } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -252,6 +252,53 @@ describe('ConsumerRunner', () => {
     expect(runner.stats.deadLettered).toBe(4);
     const dead = await readTopic(kafka, dlqTopicOf(topic), (m) => m.length >= 4);
     expect(dead.map((d) => d.headers['dlq-reason'])).toEqual(Array(4).fill('step divisible by three'));
+  });
+
+  it('hands only the event types it takes to the handler, skips the others unread, and still dead-letters bytes it cannot read', async () => {
+    const topic = await topicWithDlq('types', 1);
+    const wanted = Array.from({ length: 6 }, (_, i) => stepCompleted(i, 'k'));
+    const other = (i: number) =>
+      eventCodec.encode({
+        type: 'ConversationClosed',
+        eventId: randomUUID(),
+        occurredAt: Date.now(),
+        producer: 'test',
+        correlationId: `c-${i}`,
+        causationId: null,
+        conversationId: 'conv-k',
+        campaignId: 'camp',
+        candidateKey: 'k',
+        reason: 'test',
+      } as unknown as Parameters<typeof eventCodec.encode>[0]);
+    // Interleaved: wanted, other, wanted, other, ..., then bytes with no known framing at the end.
+    const values = wanted.flatMap((e, i) => [eventCodec.encode(e), other(i)]);
+    values.push(Buffer.from('not an event'));
+    await producer.send({ topic, acks: -1, messages: values.map((value) => ({ key: 'k', value })) });
+    const seen: string[] = [];
+    const groupId = uniqueName('group');
+    const runner = new ConsumerRunner({
+      kafka,
+      groupId,
+      topics: [topic],
+      handler: async (batch) => {
+        seen.push(...batch.map((b) => `${b.event.type}:${b.offset}`));
+      },
+      logger,
+      metrics: createMetricsRegistry('test', false),
+      eventTypes: new Set(['StepCompleted']),
+      retry: { initialMs: 20, maxMs: 200 },
+    });
+    runners.push(runner);
+    await runner.start();
+    await settled(runner, values.length, 'every message handled, skipped or dead-lettered');
+    expect(seen).toEqual(wanted.map((_, i) => `StepCompleted:${2 * i}`));
+    expect(runner.stats).toMatchObject({ handled: 12, deadLettered: 1 });
+    const dead = await readTopic(kafka, dlqTopicOf(topic), (m) => m.length >= 1);
+    expect(dead.map((d) => d.headers['dlq-error-code'])).toEqual(['NOT_SINGLE_OBJECT']);
+    await waitFor(async () => (await committedOffset(groupId, topic)) === String(values.length), {
+      timeoutMs: 15_000,
+      description: 'the offset committed past every message',
+    });
   });
 
   it('caps transient retries: an event that always fails transiently goes to the DLQ as TRANSIENT_EXHAUSTED and the partition moves on', async () => {

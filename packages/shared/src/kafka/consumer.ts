@@ -163,6 +163,14 @@ export interface ConsumerRunnerOptions {
   readonly partitionsConsumedConcurrently?: number;
   /** Short long-polls keep shutdown and rebalances quick. */
   readonly maxWaitTimeMs?: number;
+  /**
+   * The event types the handler takes; the others are skipped unread and committed with their chunk
+   * (each message's type read from its writer schema's id or fingerprint, EventCodec.typeOf, never
+   * from a header; a message whose framing names no known schema is decoded and dead-lettered as
+   * before). Default: every type reaches the handler. Decoding what a handler then ignores was most
+   * of the cost of a consumer reading a busy topic for a few types (#29).
+   */
+  readonly eventTypes?: ReadonlySet<string>;
   /** What one fetch may bring back (every record of it is held until its batches are handled). */
   readonly fetchLimits?: { readonly maxBytes: number; readonly maxBytesPerPartition: number };
   /**
@@ -455,7 +463,16 @@ export class ConsumerRunner {
         const events: ConsumedEvent[] = [];
         // Registry ids first seen here (a newer writer) are fetched once; what stays unknown dead-letters.
         await learnUnknownSchemaIds(chunk.map((m) => m.value));
+        const wanted = this.options.eventTypes;
+        let skipped = 0;
         for (const message of chunk) {
+          if (wanted && message.value) {
+            const type = eventCodec.typeOf(message.value);
+            if (type !== undefined && !wanted.has(type)) {
+              skipped++;
+              continue;
+            }
+          }
           const decoded = message.value
             ? eventCodec.tryDecode(message.value)
             : ({ ok: false, error: { code: 'EMPTY', message: 'message has no value (tombstone)' } } as const);
@@ -486,11 +503,12 @@ export class ConsumerRunner {
         if (last) resolveOffset(last.offset);
         await commitOffsetsIfNecessary();
         await heartbeat();
-        this.stats.handled += events.length - rejected.length;
+        // A skipped event counts as handled: its type is one this consumer has no work for.
+        this.stats.handled += events.length - rejected.length + skipped;
         this.stats.deadLettered += dead.length;
         this.metrics?.messages.inc(
           { group: this.options.groupId, topic: batch.topic, result: 'handled' },
-          events.length - rejected.length,
+          events.length - rejected.length + skipped,
         );
         if (dead.length > 0) {
           this.metrics?.messages.inc(

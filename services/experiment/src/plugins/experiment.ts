@@ -36,6 +36,8 @@ export default fp(
       groupId: config.CONSUMER_GROUP,
       // Replies for the reply rate per variant; an upgraded group starts the new topic from its beginning.
       topics: [topicName('sendRecorded', config.TOPIC_PREFIX), topicName('conversationEvents', config.TOPIC_PREFIX)],
+      // Exposures and replies; the conversation topic's other events (a StepPlanned per send) are skipped unread.
+      eventTypes: new Set(['SendRecorded', 'MessageReceived']),
       retry: retryCap(config),
       handler: experimentEventsHandler(
         exposureHandler(repository, app.log.child({ component: 'exposures' }) as Logger, erased),

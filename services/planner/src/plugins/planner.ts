@@ -47,6 +47,17 @@ declare module 'fastify' {
 }
 
 /** Request statuses purged per statement, and statements per run of the retention task. */
+/**
+ * What the conversations consumer's handlers act on (workflow/conversations.ts, send-outcomes.ts):
+ * a sent step advances its sequence and every outcome is projected for the request status; a reply
+ * or a close cancels the steps still scheduled.
+ */
+const CONVERSATION_EVENT_TYPES: ReadonlySet<string> = new Set([
+  'SendRecorded',
+  'MessageReceived',
+  'ConversationClosed',
+]);
+
 const PURGE_BATCH = 5_000;
 const PURGE_ROUNDS_PER_RUN = 50;
 
@@ -149,6 +160,9 @@ export default fp(
       partitionsConsumedConcurrently: config.CONSUMER_PARTITION_CONCURRENCY,
       groupId: `${config.CONSUMER_GROUP}-conversations`,
       topics: [topicName('conversationEvents', config.TOPIC_PREFIX), topicName('sendRecorded', config.TOPIC_PREFIX)],
+      // What the two handlers act on; the rest (the planner's own StepPlanned, one per send, among
+      // them) is skipped unread.
+      eventTypes: CONVERSATION_EVENT_TYPES,
       retry: retryCap(config),
       handler: conversationsAndOutcomes,
     });
