@@ -4,8 +4,8 @@
  * included for `outreach.rejected.v1.dlq`) can name another topic there, and an operator's routine
  * replay of that DLQ (the console's principal, or dlq:replay's, may write every source topic)
  * publishes the record into it: shown with a SendRequested in the rejected DLQ, which the sender
- * then mailed. `it.fails` while that holds: make it `it` once a replay only writes to the DLQ's own
- * source topic (the DLQ's name without `.dlq`) and counts the others as skipped.
+ * then mailed. Fixed: a replay writes only to the DLQ's own source topic (the DLQ's name without
+ * `.dlq`) and counts the others as skipped, misrouted.
  */
 import type { Admin, Kafka } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -30,7 +30,7 @@ const depth = async (topic: string) =>
   (await admin.fetchTopicOffsets(topic)).reduce((n, p) => n + Number(BigInt(p.high) - BigInt(p.low)), 0);
 
 describe('replayDeadLetters and the source a dead letter names', () => {
-  it.fails('writes nothing to a topic other than the DLQ’s own source', async () => {
+  it('writes nothing to a topic other than the DLQ’s own source', async () => {
     const source = uniqueName('dlq-source');
     const dlqTopic = dlqTopicOf(source);
     const elsewhere = uniqueName('dlq-elsewhere');
@@ -55,6 +55,11 @@ describe('replayDeadLetters and the source a dead letter names', () => {
 
     expect(await depth(source)).toBe(1);
     expect(await depth(elsewhere)).toBe(0);
-    expect(result).toMatchObject({ replayed: 1, skipped: 1 });
+    expect(result).toMatchObject({ destination: source, replayed: 1, skipped: 1, misrouted: 1 });
+    // A dry run says where a replay would write, and what it would leave.
+    const dry = await replayDeadLetters({ kafka, dlqTopic, dryRun: true, timeoutMs: 30_000 });
+    expect(dry).toMatchObject({ destination: source, misrouted: 1 });
+    // A topic that is not a DLQ is refused before anything is read.
+    await expect(replayDeadLetters({ kafka, dlqTopic: source })).rejects.toThrow(/is not a dead-letter topic/);
   });
 });

@@ -1,6 +1,8 @@
 /**
  * Replays dead-lettered messages to the topic they came from, once the cause is fixed (a handler
  * bug, a missing experiment): the original key, value and headers, plus where the replay came from.
+ * The destination is the DLQ's own source (its name without `.dlq`), never what a message's
+ * `dlq-source-topic` header says: a message naming another topic is skipped as misrouted.
  * Every consumer group of the source topic sees the message again; handlers are idempotent by event
  * id. Progress is a consumer group of its own (`dlq-replay.<dlq topic>`), so a second run replays
  * only what was dead-lettered since. Filters choose by error code and by the group that gave up on
@@ -24,8 +26,16 @@ export interface DlqReplayOptions {
 }
 
 export interface DlqReplayResult {
+  /** The one topic a replay of this DLQ writes to: its own source (the DLQ's name without `.dlq`). */
+  readonly destination: string;
   readonly replayed: number;
   readonly skipped: number;
+  /**
+   * Of the skipped, messages whose `dlq-source-topic` names another topic than the DLQ's own source:
+   * never published there (whoever may write a DLQ could otherwise route a record into any topic the
+   * replaying principal may write, a SendRequested into the sender's input among them).
+   */
+  readonly misrouted: number;
   /** Messages seen, by `code: reason` (reasons cut at 120 characters). */
   readonly byReason: Record<string, number>;
 }
@@ -36,13 +46,23 @@ const header = (message: KafkaMessage, name: string): string | undefined => {
   return first?.toString();
 };
 
+/** The source topic of a dead-letter topic (`<source>.dlq`); throws for a name that is not one. */
+export function sourceOfDlq(dlqTopic: string): string {
+  if (!dlqTopic.endsWith(DLQ_SUFFIX) || dlqTopic.length === DLQ_SUFFIX.length)
+    throw new Error(`${dlqTopic} is not a dead-letter topic (<source>${DLQ_SUFFIX})`);
+  return dlqTopic.slice(0, -DLQ_SUFFIX.length);
+}
+const DLQ_SUFFIX = '.dlq';
+const MISROUTED = 'MISROUTED: names another source topic than this DLQ’s; not replayed';
+
 export async function replayDeadLetters(options: DlqReplayOptions): Promise<DlqReplayResult> {
+  const destination = sourceOfDlq(options.dlqTopic);
   const admin = options.kafka.admin();
   await admin.connect();
   const groupId = `dlq-replay.${options.dlqTopic}`;
   const producer = new EventProducer(options.kafka);
   const consumer = options.kafka.consumer({ groupId: options.dryRun ? `${groupId}.dry-run.${Date.now()}` : groupId });
-  const result = { replayed: 0, skipped: 0, byReason: {} as Record<string, number> };
+  const result = { destination, replayed: 0, skipped: 0, misrouted: 0, byReason: {} as Record<string, number> };
   try {
     // The end of the DLQ when the replay began: what arrives later waits for the next run.
     const ends = new Map(
@@ -73,6 +93,12 @@ export async function replayDeadLetters(options: DlqReplayOptions): Promise<DlqR
             const reason = `${code}: ${(header(message, 'dlq-reason') ?? '').slice(0, 120)}`;
             result.byReason[reason] = (result.byReason[reason] ?? 0) + 1;
             const source = header(message, 'dlq-source-topic');
+            if (source !== undefined && source !== destination) {
+              result.misrouted++;
+              result.skipped++;
+              result.byReason[MISROUTED] = (result.byReason[MISROUTED] ?? 0) + 1;
+              continue;
+            }
             const wanted =
               source !== undefined &&
               (!options.codes?.length || options.codes.includes(code)) &&
@@ -87,7 +113,7 @@ export async function replayDeadLetters(options: DlqReplayOptions): Promise<DlqR
               if (text !== undefined && !name.startsWith('dlq-')) headers[name] = text;
             }
             headers['replayed-from'] = `${batch.topic}/${batch.partition}/${message.offset}`;
-            replay.push({ topic: source, record: { key: message.key, value: message.value, headers } });
+            replay.push({ topic: destination, record: { key: message.key, value: message.value, headers } });
           }
           if (!options.dryRun) {
             const byTopic = new Map<string, RawRecord[]>();
