@@ -189,7 +189,7 @@ export default fp(
       suppressions,
       suppressionKey ? (kind, value) => subjectHash(suppressionKey, kind, value) : undefined,
     );
-    const campaigns = new CampaignsRepository(app.pg, repository);
+    const campaigns = new CampaignsRepository(app.pg, repository, config.AUTO_PAUSE_WINDOW_MS);
     const killSwitch = new KillSwitch(app.pg, repository);
     // Set the same on every replica: the buckets are shared, each call refills them at its own rate.
     const rateLimiter = new SharedRateLimiter(
