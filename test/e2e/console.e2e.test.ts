@@ -93,6 +93,8 @@ beforeAll(async () => {
     CONSOLE_PROXY_CIDRS: '203.0.113.0/24',
     CONSOLE_PROXY_SECRET_FILE: file('proxy-secret', PROXY_SECRET),
     CONSOLE_PAGE_SIZE: '20',
+    // The overview's outcome chart: a read of the sender's counters every second.
+    CONSOLE_OUTCOME_SAMPLE_MS: '1000',
     // The dead-letter pages: the run's DLQs, read with the broker's (unsecured) access.
     KAFKA_BROKERS: inject('kafkaBrokers'),
     TOPIC_PREFIX: stack.prefix,
@@ -337,6 +339,79 @@ describe('the operations console in a browser', () => {
     await page.goto(`${consoleUrl}/audit`);
     await text(page.getByTestId('audit'), 'send.resolve.retry', 'contains');
     await text(page.getByTestId('audit'), 'refused', 'contains');
+    expect(problems).toEqual([]);
+    await context.close();
+  });
+
+  it('the overview: sends per second and outcomes sampled from /metrics, backlog, DLQ depth per topic, paused campaigns, each number a link', async () => {
+    const { context, page, problems } = await newPage();
+    await signIn(page, 'ada');
+    await campaignAction(page, 'console-paused-list', 'Pause…', 'for the overview');
+    // Sends while the console samples the sender's counters every second.
+    for (let i = 0; i < 5; i += 1) await request(`console-rate-${i}`, 'console-rate', `rate-${i}@example.com`);
+    const sentInWindow = page.locator('[data-testid=outcome-totals] tr[data-outcome="sent"] [data-field=count]');
+    await waitFor(
+      async () => {
+        await page.goto(`${consoleUrl}/`);
+        if ((await page.getByTestId('outcome-chart').count()) === 0) return false;
+        return Number((await sentInWindow.innerText().catch(() => '0')).trim()) >= 5;
+      },
+      { timeoutMs: 60_000, intervalMs: 1_000, description: 'five sends in the outcome chart' },
+    );
+    expect(
+      await page.locator('[data-testid=outcome-chart] polyline, [data-testid=outcome-chart] circle').count(),
+    ).toBeGreaterThan(0);
+    expect(Number(await page.getByTestId('sends-per-second').innerText())).not.toBeNaN();
+    // Backlog per service from each /metrics: the sender consumes and has an outbox.
+    const sender = page.locator('[data-testid=backlog] tr[data-service="sender"]');
+    expect(Number(await sender.locator('[data-field=lag]').innerText())).toBeGreaterThanOrEqual(0);
+    expect(await sender.locator('[data-field=outbox-age]').innerText()).toMatch(/\d+ (s|min)/);
+    expect(Number(await sender.locator('[data-field=parked]').innerText())).toBe(0);
+    // DLQ depth per topic, the console's own reader; each depth opens its DLQ.
+    const depths = page.locator('[data-testid=dlq-depths] tr[data-dlq]');
+    expect(await depths.count()).toBeGreaterThan(3);
+    expect(await depths.first().locator('a').getAttribute('href')).toMatch(/^\/dlq\?topic=/);
+    expect(Number(await page.getByTestId('dlq-total').innerText())).toBeGreaterThanOrEqual(0);
+    // Every card's number is a link to its list.
+    for (const [id, href] of [
+      ['ambiguous-count', '/ambiguous'],
+      ['held-count', '/campaigns?held=true'],
+      ['paused-count', '/campaigns?paused=true'],
+      ['stalled-count', '/stalled'],
+      ['dlq-total', '/dlq'],
+      ['kill-switch', '/campaigns#kill-switch'],
+    ] as const)
+      expect(await page.getByTestId(id).getAttribute('href'), id).toBe(href);
+    expect(Number(await page.getByTestId('paused-count').innerText())).toBeGreaterThanOrEqual(1);
+    await page.getByTestId('paused-count').click();
+    await page.waitForURL((url) => url.pathname === '/campaigns' && url.searchParams.get('paused') === 'true');
+    const row = page.locator('tr[data-campaign="console-paused-list"]');
+    await text(row.getByTestId('campaign-status'), 'paused');
+    await text(row.locator('[data-field=reason]'), 'for the overview (console: ada)', 'contains');
+    expect(problems).toEqual([]);
+    await context.close();
+  });
+
+  it('lists every campaign a page at a time with its status, counts, held sends, error rate and reason', async () => {
+    const { context, page, problems } = await newPage();
+    await signIn(page, 'ada', '/campaigns');
+    const seen: string[] = [];
+    let target: Locator | undefined;
+    for (let pageNo = 0; pageNo < 10 && target === undefined; pageNo += 1) {
+      const rows = page.locator('[data-testid=campaigns] tr[data-campaign]');
+      for (const id of await rows.evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-campaign') ?? '')))
+        seen.push(id);
+      if (seen.includes('console-rate')) target = page.locator('tr[data-campaign="console-rate"]');
+      else if ((await page.getByTestId('next-page').count()) > 0) await page.getByTestId('next-page').click();
+      else break;
+    }
+    expect(target, `console-rate among ${seen.join(', ')}`).toBeDefined();
+    expect(new Set(seen).size).toBe(seen.length); // no campaign twice across pages
+    await text(target!.getByTestId('campaign-status'), 'running');
+    await text(target!.locator('[data-field=counts]'), 'sent: 5', 'contains');
+    await text(target!.locator('[data-field=held]'), '0');
+    await text(target!.locator('[data-field=error-rate]'), '0.0% (0/5)');
+    expect(await target!.locator('a', { hasText: 'Pause…' }).count()).toBe(1);
     expect(problems).toEqual([]);
     await context.close();
   });
