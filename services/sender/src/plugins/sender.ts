@@ -58,6 +58,8 @@ declare module 'fastify' {
     readonly emailHashKey: EmailHashKey;
     /** Signs and checks the identifiers our mail carries (ADR 012; read once, at start). */
     readonly identifiers: SendIdentifiers;
+    /** MESSAGE_ID_DOMAIN: the right-hand side of our Message-IDs (shown with a send in doubt). */
+    readonly messageIdDomain: string;
   }
 }
 
@@ -255,6 +257,7 @@ export default fp(
     watchPeriodicTask(app, reconciler.loop);
     app.decorate('emailHashKey', emailHashKey);
     app.decorate('identifiers', identifiers);
+    app.decorate('messageIdDomain', config.MESSAGE_ID_DOMAIN);
     registerSenderGauges(app.metrics, reports, killSwitch);
 
     registerConsumer(app, {
