@@ -416,12 +416,83 @@ describe('the operations console in a browser', () => {
     await context.close();
   });
 
+  it("shows each ambiguous send's Message-ID, verdict wait and the follow-ups behind it, and resolves a selection at once", async () => {
+    const followUps = ['f1', 'f2'].map((step) => ({
+      step,
+      delayMs: 86_400_000,
+      contents: [{ variant: null, subject: 'Again', body: 'Still interested?' }],
+    }));
+    const sendIds: string[] = [];
+    for (const i of [0, 1]) {
+      const body = ingressBody(
+        outreachRequest({
+          requestId: `console-sel-${i}`,
+          campaignId: 'console-sel',
+          candidateId: `console-sel-${i}`,
+          email: `slow-sel-${i}@example.com`,
+          followUps,
+        }),
+      );
+      sendIds.push(
+        (await stack.json<{ sendId: string }>('planner', '/v1/outreach-requests', { method: 'POST', body })).sendId,
+      );
+    }
+    await waitFor(async () => (await Promise.all(sendIds.map(senderSend))).every((s) => s?.status === 'ambiguous'), {
+      timeoutMs: 60_000,
+      intervalMs: 300,
+      description: 'both sends ambiguous',
+    });
+    const { context, page, problems } = await newPage();
+    await signIn(page, 'ada', '/ambiguous?campaignId=console-sel');
+    for (const sendId of sendIds) {
+      const row = page.locator(`tr[data-send="${sendId}"]`);
+      await text(row, 'console-sel', 'contains');
+      expect(await row.locator('[data-field=message-id]').innerText()).toMatch(/^<[^@\s]+@[^>\s]+>$/);
+      expect(await row.locator('[data-field=verdict-awaited]').innerText()).toMatch(/^(no|\d{4}-.+)$/);
+      // Two follow-ups wait behind the intro: still in the sequence, or already scheduled.
+      const waiting = (await row.locator('[data-field=waiting]').innerText()).match(
+        /(\d+) follow-up\(s\), (\d+) other/,
+      );
+      expect(Number(waiting?.[1]) + Number(waiting?.[2])).toBe(2);
+      await row.locator('input[type=checkbox]').check();
+    }
+    const form = page.getByTestId('resolve-selection');
+    await form.locator('select[name=resolution]').selectOption('sent');
+    await form.locator('input[name=reason]').fill('both in the provider log');
+    await Promise.all([
+      page.waitForURL((url) => url.pathname === '/ambiguous/resolve-selection'),
+      form.locator('button', { hasText: 'Resolve the selection' }).click(),
+    ]);
+    expect(await page.locator('main').innerText()).toContain('2 of 2 resolved as sent');
+    for (const sendId of sendIds) {
+      await text(
+        page.locator(`[data-testid=selection-results] tr[data-send="${sendId}"] [data-field=answer]`),
+        'now sent',
+      );
+      expect((await senderSend(sendId))?.status).toBe('sent');
+    }
+    // Anything but picked sends in the form is refused 400, nothing resolved.
+    const csrf = await page.locator('header input[name=_csrf]').inputValue();
+    const stray = await context.request.post(`${consoleUrl}/ambiguous/resolve-selection`, {
+      form: { _csrf: csrf, resolution: 'retry', reason: 'x', [`s-${sendIds[0]}`]: '1', campaignId: '1' },
+      maxRedirects: 0,
+    });
+    expect(stray.status()).toBe(400);
+    const none = await context.request.post(`${consoleUrl}/ambiguous/resolve-selection`, {
+      form: { _csrf: csrf, resolution: 'retry', reason: 'x' },
+      maxRedirects: 0,
+    });
+    expect(none.status()).toBe(400);
+    expect(problems).toEqual([]);
+    await context.close();
+  });
+
   it('a reader sees no action, and its POST is refused 403 even with its own CSRF token', async () => {
     const { context, page } = await newPage();
     await signIn(page, 'rita', '/campaigns?campaignId=console-readonly');
     await text(page.getByTestId('whoami'), 'rita (reader)');
     await page.locator('tr[data-campaign="console-readonly"]').waitFor();
-    expect(await page.locator('main a', { hasText: /Pause|Resume|Stop all|Restart/ }).count()).toBe(0);
+    expect(await page.locator('main a', { hasText: /Pause…|Resume…|Stop all|Restart/ }).count()).toBe(0);
     expect(await page.locator('main form[method=post]').count()).toBe(0);
     await page.goto(`${consoleUrl}/ambiguous`);
     expect(await page.locator('main button', { hasText: 'Resolve' }).count()).toBe(0);
