@@ -487,6 +487,131 @@ describe('the operations console in a browser', () => {
     await context.close();
   });
 
+  it('runs the seed incidents from the console alone: no duplicates, stop sending, settle the ambiguous sends after a crash, a stalled conversation and its timeline, the contaminated count', async () => {
+    const { context, page, problems } = await newPage();
+    await signIn(page, 'ada');
+    const campaign = async (campaignId: string) =>
+      page.goto(`${consoleUrl}/campaigns?campaignId=${encodeURIComponent(campaignId)}`);
+
+    // Seed 000-1: the batch re-runs after a restart; the re-run's request for the same candidate sends nothing.
+    await request('console-seed-a', 'console-seed', 'seed-a@example.com');
+    const rerun = ingressBody(
+      outreachRequest({
+        requestId: 'console-seed-a-rerun',
+        campaignId: 'console-seed',
+        candidateId: 'console-seed-a',
+        email: 'seed-a@example.com',
+      }),
+    );
+    await stack.json('planner', '/v1/outreach-requests', { method: 'POST', body: rerun });
+    await waitFor(
+      async () => {
+        await campaign('console-seed');
+        return (await page.locator('tr[data-campaign="console-seed"] [data-field=counts]').innerText()).includes(
+          'sent: 1',
+        );
+      },
+      { timeoutMs: 60_000, intervalMs: 500, description: 'the first send recorded, seen from the console' },
+    );
+    await text(page.getByTestId('duplicates-total'), '0');
+    expect(sink.deliveredTo('seed-a@example.com')).toHaveLength(1);
+
+    // Seed 000-2: stop sending from the console; a new request is held, not mailed, until it restarts.
+    await page.goto(`${consoleUrl}/campaigns#kill-switch`);
+    await page.locator('a', { hasText: 'Stop all sending…' }).click();
+    await page.fill('textarea[name=reason]', 'seed 000-2: two workers on one shard');
+    await page.getByTestId('confirm').click();
+    await page.getByTestId('notice-ok').waitFor();
+    await page.goto(`${consoleUrl}/`);
+    await text(page.getByTestId('kill-switch'), 'ON: all sending stopped');
+    await request('console-seed-b', 'console-seed', 'seed-b@example.com');
+    await waitFor(
+      async () => {
+        await campaign('console-seed');
+        return (await page.locator('tr[data-campaign="console-seed"] [data-field=held]').innerText()).trim() === '1';
+      },
+      { timeoutMs: 60_000, intervalMs: 500, description: 'the new request held, seen from the console' },
+    );
+    expect(sink.deliveredTo('seed-b@example.com')).toHaveLength(0);
+    await page.goto(`${consoleUrl}/campaigns#kill-switch`);
+    await page.locator('a', { hasText: 'Restart sending…' }).click();
+    await page.fill('textarea[name=reason]', 'leases fixed');
+    await page.getByTestId('confirm').click();
+    await text(page.getByTestId('notice-ok'), '1 held send(s) released', 'contains');
+    await waitFor(async () => sink.deliveredTo('seed-b@example.com').length === 1, {
+      timeoutMs: 60_000,
+      description: 'the held send mailed once',
+    });
+
+    // A crash mid-send: the sender is killed while the provider has the mail; after the restart its
+    // lease lapses and the send waits, ambiguous, in the console's work queue.
+    const crashed = await request('console-seed-crash', 'console-seed-crash', 'slow-crash@example.com');
+    await waitFor(async () => (await senderSend(crashed))?.status === 'sending', {
+      timeoutMs: 30_000,
+      intervalMs: 10,
+      description: 'the send at the provider',
+    });
+    await stack.stop('sender', 'SIGKILL');
+    await stack.start('sender');
+    const row = page.locator(`tr[data-send="${crashed}"]`);
+    await waitFor(
+      async () => {
+        await page.goto(`${consoleUrl}/ambiguous?campaignId=console-seed-crash`);
+        return (await row.count()) === 1;
+      },
+      { timeoutMs: 60_000, intervalMs: 500, description: 'the crashed send in the work queue' },
+    );
+    await text(row.locator('[data-field=reason]'), 'lease expired while sending', 'contains');
+    expect(await row.locator('[data-field=message-id]').innerText()).toMatch(/^<.+@.+>$/);
+    await row.locator('input[type=checkbox]').check();
+    const form = page.getByTestId('resolve-selection');
+    await form.locator('select[name=resolution]').selectOption('sent');
+    await form.locator('input[name=reason]').fill('in the provider log after the crash');
+    await Promise.all([
+      page.waitForURL((url) => url.pathname === '/ambiguous/resolve-selection'),
+      form.locator('button', { hasText: 'Resolve the selection' }).click(),
+    ]);
+    expect(await page.locator('main').innerText()).toContain('1 of 1 resolved as sent');
+    expect((await senderSend(crashed))?.status).toBe('sent');
+
+    // Seed 003: a conversation with no next step, found from the overview, and its timeline.
+    await reply('console-seed-stall:cand-1', 'console-seed-stall', 'cand-1');
+    const stalled = page.locator('tr[data-conversation="console-seed-stall:cand-1"]');
+    await waitFor(
+      async () => {
+        await page.goto(`${consoleUrl}/`);
+        await page.getByTestId('stalled-count').click();
+        await page.waitForURL((url) => url.pathname === '/stalled');
+        await page.goto(`${consoleUrl}/stalled?campaignId=console-seed-stall`);
+        return (await stalled.count()) === 1;
+      },
+      { timeoutMs: 30_000, intervalMs: 500, description: 'the conversation listed as stalled' },
+    );
+    await text(stalled.locator('[data-field=reason]'), 'no_next_step');
+    await stalled.locator('a').click();
+    await text(page.locator('[data-testid=timeline] [data-field=type]'), 'MessageReceived');
+
+    // Seed 000-3: the contaminated count of a test.
+    await stack.json('experiment', '/v1/experiments', {
+      method: 'POST',
+      body: {
+        experimentId: 'console-seed-exp',
+        variants: [
+          { name: 'a', weight: 1 },
+          { name: 'b', weight: 1 },
+        ],
+      },
+    });
+    await stack.json('experiment', '/v1/experiments/console-seed-exp/assignments', {
+      method: 'POST',
+      body: { candidateIds: ['seed-exp-1', 'seed-exp-2'] },
+    });
+    await page.goto(`${consoleUrl}/experiments?experimentId=console-seed-exp`);
+    await text(page.getByTestId('contaminated'), '0');
+    expect(problems).toEqual([]);
+    await context.close();
+  });
+
   it('a reader sees no action, and its POST is refused 403 even with its own CSRF token', async () => {
     const { context, page } = await newPage();
     await signIn(page, 'rita', '/campaigns?campaignId=console-readonly');

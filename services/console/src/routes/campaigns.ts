@@ -1,6 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { html, path, query, type Html } from '../domain/html.js';
+import type { Answer } from '../adapters/services.js';
 import type { Session } from '../security/session.js';
 import { answerNotice, csrfField, isOperator, notice, sendPage } from '../views/layout.js';
 import { allSamples, heldByCampaign, type KillSwitch } from './overview.js';
@@ -89,6 +90,56 @@ function campaignTable(campaigns: readonly CampaignView[], session: Session) {
   </table>`;
 }
 
+interface DuplicateGroup {
+  readonly step: string;
+  readonly kind: 'address' | 'candidate';
+  readonly key: string;
+  readonly count: number;
+  readonly sources: readonly string[];
+  readonly firstAt: string;
+  readonly lastAt: string;
+}
+
+/** The sender's duplicates report for one campaign: deliveries to one candidate or address at one step. */
+function duplicatesSection(answer: Answer) {
+  if (answer.status !== 200)
+    return html`<h2>Duplicates</h2>
+      ${answerNotice(answer)}`;
+  const { duplicates, total } = answer.body as { duplicates: DuplicateGroup[]; total: number };
+  return html`<h2>Duplicates</h2>
+    <p>
+      Deliveries to one candidate or one address at one step, from the sent log and imported provider history
+      (docs/operations.md, section 4): <strong data-testid="duplicates-total">${total}</strong>.
+    </p>
+    ${
+      total === 0
+        ? ''
+        : html`<table data-testid="duplicates">
+            <tr>
+              <th>step</th>
+              <th>by</th>
+              <th>candidate key</th>
+              <th>deliveries</th>
+              <th>sources</th>
+              <th>first</th>
+              <th>last</th>
+            </tr>
+            ${duplicates.map(
+              (d) =>
+                html`<tr>
+                  <td>${d.step}</td>
+                  <td>${d.kind}</td>
+                  <td>${d.kind === 'candidate' ? d.key : '(an address: not shown)'}</td>
+                  <td>${d.count}</td>
+                  <td>${d.sources.join(', ')}</td>
+                  <td>${d.firstAt}</td>
+                  <td>${d.lastAt}</td>
+                </tr>`,
+            )}
+          </table>`
+    }`;
+}
+
 function killSwitchSection(sending: KillSwitch | undefined, session: Session) {
   if (!sending) return notice('error', 'The kill switch cannot be read.');
   return html`<h2 id="kill-switch">Kill switch</h2>
@@ -139,6 +190,10 @@ export default async function campaignRoutes(app: FastifyInstance): Promise<void
           next = body.next;
         } else problems.push(answerNotice(answer));
       }
+      // Seed 000-1 and 000-2's first question: were any mailed twice? (Addresses never reach the page.)
+      const duplicates = asked
+        ? await app.services.read('sender', `/v1/reports/duplicates${query({ campaignId: asked })}`)
+        : undefined;
       const lately = [
         ...new Set(recent.rows.filter((row) => row.action.startsWith('campaign.')).map((row) => row.target)),
       ].slice(0, 20);
@@ -153,6 +208,7 @@ export default async function campaignRoutes(app: FastifyInstance): Promise<void
         <h2>${heading}</h2>
         ${problems}
         ${campaigns.length === 0 ? html`<p data-testid="no-campaigns">No campaign${after ? ' after this one' : ''}.</p>` : campaignTable(campaigns, request.session)}
+        ${duplicates ? duplicatesSection(duplicates) : ''}
         ${next ? html`<p><a data-testid="next-page" href="/campaigns${query({ after: next, paused })}">Next page</a></p>` : ''}
         ${lately.length > 0 ? html`<p>Acted on lately: ${lately.map((id) => html`<a href="/campaigns${query({ campaignId: id })}">${id}</a> `)}</p>` : ''}
         ${killSwitchSection(sending.status === 200 ? (sending.body as KillSwitch) : undefined, request.session)}`;
