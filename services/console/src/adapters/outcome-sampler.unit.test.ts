@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseSamples } from './prometheus-text.js';
 import { OutcomeSampler, outcomeCounters } from './outcome-sampler.js';
-import { backlogOf, sendRates } from '../routes/overview.js';
+import { backlogOf, sendRates } from './overview-figures.js';
 
 const exposition = (sent: number, start = 1700000000) => `# HELP outreach_sender_sends_total Terminal outcomes
 # TYPE outreach_sender_sends_total counter

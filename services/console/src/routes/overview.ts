@@ -1,9 +1,10 @@
 import type { FastifyInstance } from 'fastify';
 import type { DeadLetterTopic } from '../adapters/dead-letters.js';
 import { parseSamples, total, type Sample } from '../adapters/prometheus-text.js';
-import { serviceNames, type ServiceName, type Services } from '../adapters/services.js';
+import { serviceNames, type Services } from '../adapters/services.js';
 import { html, query } from '../domain/html.js';
-import { formatRate, outcomesOf, rateChart, type RatePoint } from '../domain/outcome-series.js';
+import { backlogOf, sendRates, type Backlog } from '../adapters/overview-figures.js';
+import { formatRate, outcomesOf, rateChart } from '../domain/outcome-series.js';
 import { answerNotice, notice, sendPage } from '../views/layout.js';
 
 export interface KillSwitch {
@@ -31,44 +32,6 @@ export function heldByCampaign(samples: readonly Sample[]): Array<{ campaign: st
     .map((s) => ({ campaign: s.labels.campaign ?? '', held: s.value }))
     .filter((c) => c.campaign !== '' && !c.campaign.startsWith('_'))
     .sort((a, b) => b.held - a.held || a.campaign.localeCompare(b.campaign));
-}
-
-/** A service's backlog from its /metrics: consumer lag by group and topic, and its outbox. */
-export interface Backlog {
-  readonly service: ServiceName;
-  /** Sum of `outreach_consumer_lag_messages`; undefined when the service exports none. */
-  readonly lag: number | undefined;
-  readonly lagByTopic: ReadonlyArray<{ group: string; topic: string; lag: number }>;
-  readonly outboxAgeSeconds: number | undefined;
-  readonly parkedRows: number | undefined;
-}
-
-export function backlogOf(service: ServiceName, samples: readonly Sample[]): Backlog {
-  const byTopic = new Map<string, { group: string; topic: string; lag: number }>();
-  for (const s of samples) {
-    if (s.name !== 'outreach_consumer_lag_messages') continue;
-    const group = s.labels.group ?? '';
-    const topic = s.labels.topic ?? '';
-    const key = `${group}\u0000${topic}`;
-    const row = byTopic.get(key) ?? { group, topic, lag: 0 };
-    row.lag += s.value;
-    byTopic.set(key, row);
-  }
-  return {
-    service,
-    lag: total(samples, 'outreach_consumer_lag_messages'),
-    lagByTopic: [...byTopic.values()].sort((a, b) => b.lag - a.lag || a.topic.localeCompare(b.topic)),
-    outboxAgeSeconds: total(samples, 'outreach_outbox_oldest_unpublished_age_seconds'),
-    parkedRows: total(samples, 'outreach_outbox_parked_rows'),
-  };
-}
-
-/** What the sampler's points say: sends per second now (the last interval) and over the window. */
-export function sendRates(points: readonly RatePoint[]): { now: number | undefined; mean: number | undefined } {
-  const last = points.at(-1);
-  const seconds = points.reduce((n, p) => n + p.seconds, 0);
-  const sent = points.reduce((n, p) => n + (p.perSecond.sent ?? 0) * p.seconds, 0);
-  return { now: last ? (last.perSecond.sent ?? 0) : undefined, mean: seconds > 0 ? sent / seconds : undefined };
 }
 
 const shown = (value: unknown) => (value === undefined ? 'unknown' : String(value));
