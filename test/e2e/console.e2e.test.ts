@@ -93,6 +93,8 @@ beforeAll(async () => {
     CONSOLE_PROXY_CIDRS: '203.0.113.0/24',
     CONSOLE_PROXY_SECRET_FILE: file('proxy-secret', PROXY_SECRET),
     CONSOLE_PAGE_SIZE: '20',
+    // The overview's outcome chart: a read of the sender's counters every second.
+    CONSOLE_OUTCOME_SAMPLE_MS: '1000',
     // The dead-letter pages: the run's DLQs, read with the broker's (unsecured) access.
     KAFKA_BROKERS: inject('kafkaBrokers'),
     TOPIC_PREFIX: stack.prefix,
@@ -341,12 +343,281 @@ describe('the operations console in a browser', () => {
     await context.close();
   });
 
+  it('the overview: sends per second and outcomes sampled from /metrics, backlog, DLQ depth per topic, paused campaigns, each number a link', async () => {
+    const { context, page, problems } = await newPage();
+    await signIn(page, 'ada');
+    await campaignAction(page, 'console-paused-list', 'Pause…', 'for the overview');
+    // Sends while the console samples the sender's counters every second.
+    for (let i = 0; i < 5; i += 1) await request(`console-rate-${i}`, 'console-rate', `rate-${i}@example.com`);
+    const sentInWindow = page.locator('[data-testid=outcome-totals] tr[data-outcome="sent"] [data-field=count]');
+    await waitFor(
+      async () => {
+        await page.goto(`${consoleUrl}/`);
+        if ((await page.getByTestId('outcome-chart').count()) === 0) return false;
+        return Number((await sentInWindow.innerText().catch(() => '0')).trim()) >= 5;
+      },
+      { timeoutMs: 60_000, intervalMs: 1_000, description: 'five sends in the outcome chart' },
+    );
+    expect(
+      await page.locator('[data-testid=outcome-chart] polyline, [data-testid=outcome-chart] circle').count(),
+    ).toBeGreaterThan(0);
+    expect(Number(await page.getByTestId('sends-per-second').innerText())).not.toBeNaN();
+    // Backlog per service from each /metrics: the sender consumes and has an outbox.
+    const sender = page.locator('[data-testid=backlog] tr[data-service="sender"]');
+    expect(Number(await sender.locator('[data-field=lag]').innerText())).toBeGreaterThanOrEqual(0);
+    expect(await sender.locator('[data-field=outbox-age]').innerText()).toMatch(/\d+ (s|min)/);
+    expect(Number(await sender.locator('[data-field=parked]').innerText())).toBe(0);
+    // DLQ depth per topic, the console's own reader; each depth opens its DLQ.
+    const depths = page.locator('[data-testid=dlq-depths] tr[data-dlq]');
+    expect(await depths.count()).toBeGreaterThan(3);
+    expect(await depths.first().locator('a').getAttribute('href')).toMatch(/^\/dlq\?topic=/);
+    expect(Number(await page.getByTestId('dlq-total').innerText())).toBeGreaterThanOrEqual(0);
+    // Every card's number is a link to its list.
+    for (const [id, href] of [
+      ['ambiguous-count', '/ambiguous'],
+      ['held-count', '/campaigns?held=true'],
+      ['paused-count', '/campaigns?paused=true'],
+      ['stalled-count', '/stalled'],
+      ['dlq-total', '/dlq'],
+      ['kill-switch', '/campaigns#kill-switch'],
+    ] as const)
+      expect(await page.getByTestId(id).getAttribute('href'), id).toBe(href);
+    expect(Number(await page.getByTestId('paused-count').innerText())).toBeGreaterThanOrEqual(1);
+    await page.getByTestId('paused-count').click();
+    await page.waitForURL((url) => url.pathname === '/campaigns' && url.searchParams.get('paused') === 'true');
+    const row = page.locator('tr[data-campaign="console-paused-list"]');
+    await text(row.getByTestId('campaign-status'), 'paused');
+    await text(row.locator('[data-field=reason]'), 'for the overview (console: ada)', 'contains');
+    expect(problems).toEqual([]);
+    await context.close();
+  });
+
+  it('lists every campaign a page at a time with its status, counts, held sends, error rate and reason', async () => {
+    const { context, page, problems } = await newPage();
+    await signIn(page, 'ada', '/campaigns');
+    const seen: string[] = [];
+    let target: Locator | undefined;
+    for (let pageNo = 0; pageNo < 10 && target === undefined; pageNo += 1) {
+      const rows = page.locator('[data-testid=campaigns] tr[data-campaign]');
+      for (const id of await rows.evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-campaign') ?? '')))
+        seen.push(id);
+      if (seen.includes('console-rate')) target = page.locator('tr[data-campaign="console-rate"]');
+      else if ((await page.getByTestId('next-page').count()) > 0) await page.getByTestId('next-page').click();
+      else break;
+    }
+    expect(target, `console-rate among ${seen.join(', ')}`).toBeDefined();
+    expect(new Set(seen).size).toBe(seen.length); // no campaign twice across pages
+    await text(target!.getByTestId('campaign-status'), 'running');
+    await text(target!.locator('[data-field=counts]'), 'sent: 5', 'contains');
+    await text(target!.locator('[data-field=held]'), '0');
+    await text(target!.locator('[data-field=error-rate]'), '0.0% (0/5)');
+    expect(await target!.locator('a', { hasText: 'Pause…' }).count()).toBe(1);
+    expect(problems).toEqual([]);
+    await context.close();
+  });
+
+  it("shows each ambiguous send's Message-ID, verdict wait and the follow-ups behind it, and resolves a selection at once", async () => {
+    const followUps = ['f1', 'f2'].map((step) => ({
+      step,
+      delayMs: 86_400_000,
+      contents: [{ variant: null, subject: 'Again', body: 'Still interested?' }],
+    }));
+    const sendIds: string[] = [];
+    for (const i of [0, 1]) {
+      const body = ingressBody(
+        outreachRequest({
+          requestId: `console-sel-${i}`,
+          campaignId: 'console-sel',
+          candidateId: `console-sel-${i}`,
+          email: `slow-sel-${i}@example.com`,
+          followUps,
+        }),
+      );
+      sendIds.push(
+        (await stack.json<{ sendId: string }>('planner', '/v1/outreach-requests', { method: 'POST', body })).sendId,
+      );
+    }
+    await waitFor(async () => (await Promise.all(sendIds.map(senderSend))).every((s) => s?.status === 'ambiguous'), {
+      timeoutMs: 60_000,
+      intervalMs: 300,
+      description: 'both sends ambiguous',
+    });
+    const { context, page, problems } = await newPage();
+    await signIn(page, 'ada', '/ambiguous?campaignId=console-sel');
+    for (const sendId of sendIds) {
+      const row = page.locator(`tr[data-send="${sendId}"]`);
+      await text(row, 'console-sel', 'contains');
+      expect(await row.locator('[data-field=message-id]').innerText()).toMatch(/^<[^@\s]+@[^>\s]+>$/);
+      expect(await row.locator('[data-field=verdict-awaited]').innerText()).toMatch(/^(no|\d{4}-.+)$/);
+      // Two follow-ups wait behind the intro: still in the sequence, or already scheduled.
+      const waiting = (await row.locator('[data-field=waiting]').innerText()).match(
+        /(\d+) follow-up\(s\), (\d+) other/,
+      );
+      expect(Number(waiting?.[1]) + Number(waiting?.[2])).toBe(2);
+      await row.locator('input[type=checkbox]').check();
+    }
+    const form = page.getByTestId('resolve-selection');
+    await form.locator('select[name=resolution]').selectOption('sent');
+    await form.locator('input[name=reason]').fill('both in the provider log');
+    await Promise.all([
+      page.waitForURL((url) => url.pathname === '/ambiguous/resolve-selection'),
+      form.locator('button', { hasText: 'Resolve the selection' }).click(),
+    ]);
+    expect(await page.locator('main').innerText()).toContain('2 of 2 resolved as sent');
+    for (const sendId of sendIds) {
+      await text(
+        page.locator(`[data-testid=selection-results] tr[data-send="${sendId}"] [data-field=answer]`),
+        'now sent',
+      );
+      expect((await senderSend(sendId))?.status).toBe('sent');
+    }
+    // Anything but picked sends in the form is refused 400, nothing resolved.
+    const csrf = await page.locator('header input[name=_csrf]').inputValue();
+    const stray = await context.request.post(`${consoleUrl}/ambiguous/resolve-selection`, {
+      form: { _csrf: csrf, resolution: 'retry', reason: 'x', [`s-${sendIds[0]}`]: '1', campaignId: '1' },
+      maxRedirects: 0,
+    });
+    expect(stray.status()).toBe(400);
+    const none = await context.request.post(`${consoleUrl}/ambiguous/resolve-selection`, {
+      form: { _csrf: csrf, resolution: 'retry', reason: 'x' },
+      maxRedirects: 0,
+    });
+    expect(none.status()).toBe(400);
+    expect(problems).toEqual([]);
+    await context.close();
+  });
+
+  it('runs the seed incidents from the console alone: no duplicates, stop sending, settle the ambiguous sends after a crash, a stalled conversation and its timeline, the contaminated count', async () => {
+    const { context, page, problems } = await newPage();
+    await signIn(page, 'ada');
+    const campaign = async (campaignId: string) =>
+      page.goto(`${consoleUrl}/campaigns?campaignId=${encodeURIComponent(campaignId)}`);
+
+    // Seed 000-1: the batch re-runs after a restart; the re-run's request for the same candidate sends nothing.
+    await request('console-seed-a', 'console-seed', 'seed-a@example.com');
+    const rerun = ingressBody(
+      outreachRequest({
+        requestId: 'console-seed-a-rerun',
+        campaignId: 'console-seed',
+        candidateId: 'console-seed-a',
+        email: 'seed-a@example.com',
+      }),
+    );
+    await stack.json('planner', '/v1/outreach-requests', { method: 'POST', body: rerun });
+    await waitFor(
+      async () => {
+        await campaign('console-seed');
+        return (await page.locator('tr[data-campaign="console-seed"] [data-field=counts]').innerText()).includes(
+          'sent: 1',
+        );
+      },
+      { timeoutMs: 60_000, intervalMs: 500, description: 'the first send recorded, seen from the console' },
+    );
+    await text(page.getByTestId('duplicates-total'), '0');
+    expect(sink.deliveredTo('seed-a@example.com')).toHaveLength(1);
+
+    // Seed 000-2: stop sending from the console; a new request is held, not mailed, until it restarts.
+    await page.goto(`${consoleUrl}/campaigns#kill-switch`);
+    await page.locator('a', { hasText: 'Stop all sending…' }).click();
+    await page.fill('textarea[name=reason]', 'seed 000-2: two workers on one shard');
+    await page.getByTestId('confirm').click();
+    await page.getByTestId('notice-ok').waitFor();
+    await page.goto(`${consoleUrl}/`);
+    await text(page.getByTestId('kill-switch'), 'ON: all sending stopped');
+    await request('console-seed-b', 'console-seed', 'seed-b@example.com');
+    await waitFor(
+      async () => {
+        await campaign('console-seed');
+        return (await page.locator('tr[data-campaign="console-seed"] [data-field=held]').innerText()).trim() === '1';
+      },
+      { timeoutMs: 60_000, intervalMs: 500, description: 'the new request held, seen from the console' },
+    );
+    expect(sink.deliveredTo('seed-b@example.com')).toHaveLength(0);
+    await page.goto(`${consoleUrl}/campaigns#kill-switch`);
+    await page.locator('a', { hasText: 'Restart sending…' }).click();
+    await page.fill('textarea[name=reason]', 'leases fixed');
+    await page.getByTestId('confirm').click();
+    await text(page.getByTestId('notice-ok'), '1 held send(s) released', 'contains');
+    await waitFor(async () => sink.deliveredTo('seed-b@example.com').length === 1, {
+      timeoutMs: 60_000,
+      description: 'the held send mailed once',
+    });
+
+    // A crash mid-send: the sender is killed while the provider has the mail; after the restart its
+    // lease lapses and the send waits, ambiguous, in the console's work queue.
+    const crashed = await request('console-seed-crash', 'console-seed-crash', 'slow-crash@example.com');
+    await waitFor(async () => (await senderSend(crashed))?.status === 'sending', {
+      timeoutMs: 30_000,
+      intervalMs: 10,
+      description: 'the send at the provider',
+    });
+    await stack.stop('sender', 'SIGKILL');
+    await stack.start('sender');
+    const row = page.locator(`tr[data-send="${crashed}"]`);
+    await waitFor(
+      async () => {
+        await page.goto(`${consoleUrl}/ambiguous?campaignId=console-seed-crash`);
+        return (await row.count()) === 1;
+      },
+      { timeoutMs: 60_000, intervalMs: 500, description: 'the crashed send in the work queue' },
+    );
+    await text(row.locator('[data-field=reason]'), 'lease expired while sending', 'contains');
+    expect(await row.locator('[data-field=message-id]').innerText()).toMatch(/^<.+@.+>$/);
+    await row.locator('input[type=checkbox]').check();
+    const form = page.getByTestId('resolve-selection');
+    await form.locator('select[name=resolution]').selectOption('sent');
+    await form.locator('input[name=reason]').fill('in the provider log after the crash');
+    await Promise.all([
+      page.waitForURL((url) => url.pathname === '/ambiguous/resolve-selection'),
+      form.locator('button', { hasText: 'Resolve the selection' }).click(),
+    ]);
+    expect(await page.locator('main').innerText()).toContain('1 of 1 resolved as sent');
+    expect((await senderSend(crashed))?.status).toBe('sent');
+
+    // Seed 003: a conversation with no next step, found from the overview, and its timeline.
+    await reply('console-seed-stall:cand-1', 'console-seed-stall', 'cand-1');
+    const stalled = page.locator('tr[data-conversation="console-seed-stall:cand-1"]');
+    await waitFor(
+      async () => {
+        await page.goto(`${consoleUrl}/`);
+        await page.getByTestId('stalled-count').click();
+        await page.waitForURL((url) => url.pathname === '/stalled');
+        await page.goto(`${consoleUrl}/stalled?campaignId=console-seed-stall`);
+        return (await stalled.count()) === 1;
+      },
+      { timeoutMs: 30_000, intervalMs: 500, description: 'the conversation listed as stalled' },
+    );
+    await text(stalled.locator('[data-field=reason]'), 'no_next_step');
+    await stalled.locator('a').click();
+    await text(page.locator('[data-testid=timeline] [data-field=type]'), 'MessageReceived');
+
+    // Seed 000-3: the contaminated count of a test.
+    await stack.json('experiment', '/v1/experiments', {
+      method: 'POST',
+      body: {
+        experimentId: 'console-seed-exp',
+        variants: [
+          { name: 'a', weight: 1 },
+          { name: 'b', weight: 1 },
+        ],
+      },
+    });
+    await stack.json('experiment', '/v1/experiments/console-seed-exp/assignments', {
+      method: 'POST',
+      body: { candidateIds: ['seed-exp-1', 'seed-exp-2'] },
+    });
+    await page.goto(`${consoleUrl}/experiments?experimentId=console-seed-exp`);
+    await text(page.getByTestId('contaminated'), '0');
+    expect(problems).toEqual([]);
+    await context.close();
+  });
+
   it('a reader sees no action, and its POST is refused 403 even with its own CSRF token', async () => {
     const { context, page } = await newPage();
     await signIn(page, 'rita', '/campaigns?campaignId=console-readonly');
     await text(page.getByTestId('whoami'), 'rita (reader)');
     await page.locator('tr[data-campaign="console-readonly"]').waitFor();
-    expect(await page.locator('main a', { hasText: /Pause|Resume|Stop all|Restart/ }).count()).toBe(0);
+    expect(await page.locator('main a', { hasText: /Pause…|Resume…|Stop all|Restart/ }).count()).toBe(0);
     expect(await page.locator('main form[method=post]').count()).toBe(0);
     await page.goto(`${consoleUrl}/ambiguous`);
     expect(await page.locator('main button', { hasText: 'Resolve' }).count()).toBe(0);

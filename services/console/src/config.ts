@@ -76,6 +76,13 @@ export const ConfigSchema = Type.Composite([
     /** Rows per page of the lists (ambiguous sends, audit). */
     CONSOLE_PAGE_SIZE: Type.Integer({ minimum: 1, maximum: 500, default: 50 }),
     /**
+     * The overview's chart of sends per second and outcomes: the console reads the sender's outcome
+     * counters from its /metrics every CONSOLE_OUTCOME_SAMPLE_MS and keeps CONSOLE_OUTCOME_WINDOW_MS
+     * of them in memory (a ring buffer that restarts empty; Prometheus keeps the history).
+     */
+    CONSOLE_OUTCOME_SAMPLE_MS: Type.Integer({ minimum: 1_000, maximum: 300_000, default: 15_000 }),
+    CONSOLE_OUTCOME_WINDOW_MS: Type.Integer({ minimum: 60_000, maximum: 6 * 3_600_000, default: 3_600_000 }),
+    /**
      * The dead-letter pages (/dlq): the brokers the console reads the DLQs from with its own principal
      * (`console`, packages/shared/src/kafka/acls.ts), with the KAFKA_SSL*, KAFKA_SASL*, KAFKA_OAUTH*
      * settings below. Empty: the pages say dead letters are not configured (the Kubernetes base's default).

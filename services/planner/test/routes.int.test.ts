@@ -93,6 +93,49 @@ describe('planner routes', () => {
     'GET /v1/outreach-requests/:requestId': 'read',
     'GET /v1/steps/summary': 'read',
     'GET /v1/conversations/:conversationId/steps': 'read',
+    'POST /v1/steps/waiting': 'read',
+  });
+
+  it("counts what waits behind a send: the candidate's other scheduled steps and the follow-ups of sequences waiting on that step", async () => {
+    const pg = (svc.app as unknown as { pg: { query(sql: string, params?: unknown[]): Promise<unknown> } }).pg;
+    await pg.query(
+      `INSERT INTO scheduled_steps (campaign_id, candidate_key, step, conversation_id, send_id, send, due_at, status)
+       VALUES ('camp-wait', 'k1', 'intro', 'c1', gen_random_uuid(), '{}', now(), 'emitted'),
+              ('camp-wait', 'k1', 'call', 'c1', gen_random_uuid(), '{}', now() + interval '1 day', 'scheduled'),
+              ('camp-wait', 'k1', 'later', 'c1', gen_random_uuid(), '{}', now() + interval '2 day', 'scheduled'),
+              ('camp-wait', 'k1', 'gone', 'c1', gen_random_uuid(), '{}', now(), 'cancelled')`,
+    );
+    await pg.query(
+      `INSERT INTO sequences (campaign_id, candidate_key, head_step, conversation_id, template, follow_ups, previous_step, next_index, status)
+       VALUES ('camp-wait', 'k1', 'intro', 'c1', '{}', '[{}, {}, {}]', 'intro', 0, 'active'),
+              ('camp-wait', 'k1', 'other', 'c1', '{}', '[{}, {}]', 'intro', 1, 'active'),
+              ('camp-wait', 'k1', 'done', 'c1', '{}', '[{}]', 'intro', 0, 'stopped')`,
+    );
+    const answer = await svc.app.inject({
+      method: 'POST',
+      url: '/v1/steps/waiting',
+      headers: bearer(ROUTE_TEST_TOKENS.read),
+      payload: {
+        sends: [
+          { campaignId: 'camp-wait', candidateKey: 'k1', step: 'intro' },
+          { campaignId: 'camp-wait', candidateKey: 'nobody', step: 'intro' },
+        ],
+      },
+    });
+    expect(answer.statusCode, answer.body).toBe(200);
+    expect(answer.json()).toEqual({
+      waiting: [
+        { campaignId: 'camp-wait', candidateKey: 'k1', step: 'intro', scheduled: 2, followUps: 4 },
+        { campaignId: 'camp-wait', candidateKey: 'nobody', step: 'intro', scheduled: 0, followUps: 0 },
+      ],
+    });
+    const tooMany = await svc.app.inject({
+      method: 'POST',
+      url: '/v1/steps/waiting',
+      headers: bearer(ROUTE_TEST_TOKENS.read),
+      payload: { sends: Array.from({ length: 501 }, () => ({ campaignId: 'c', candidateKey: 'k', step: 's' })) },
+    });
+    expect(tooMany.statusCode).toBe(400);
   });
 
   it('refuses the wrong scope: an operator cannot send email, a publisher cannot read conversations', async () => {
@@ -308,6 +351,9 @@ describe('planner routes', () => {
         },
       ],
       'GET /v1/conversations/:conversationId/steps': [{ params: { conversationId: 'camp-routes:cand-1' } }],
+      'POST /v1/steps/waiting': [
+        { body: { sends: [{ campaignId: 'camp-routes', candidateKey: 'cand-1', step: 'intro' }] } },
+      ],
       'GET /v1/outreach-requests/:requestId': [{ params: { requestId: 'r-base' } }],
       'POST /v1/conversations/:conversationId/events': [
         {

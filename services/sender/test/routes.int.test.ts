@@ -24,6 +24,7 @@ const svc = routesUnderTest(
 
 describe('sender routes', () => {
   routeScopeTests(svc, 'writes need operate, every read needs read, the DSN hook its own dsn', {
+    'GET /v1/campaigns': 'read',
     'GET /v1/campaigns/:campaignId': 'read',
     'POST /v1/campaigns/:campaignId/pause': 'operate',
     'POST /v1/campaigns/:campaignId/resume': 'operate',
@@ -92,6 +93,7 @@ describe('sender routes', () => {
       'GET /v1/suppressions/:email': [{ params: { email: 'fuzz@example.com' } }],
       'POST /v1/campaigns/:campaignId/pause': [{ params: { campaignId: 'camp-fuzz' }, body: { reason: 'fuzzing' } }],
       'POST /v1/campaigns/:campaignId/resume': [{ params: { campaignId: 'camp-fuzz' } }],
+      'GET /v1/campaigns': [{ query: { after: 'camp-a', limit: 10, paused: true } }],
       'GET /v1/sends/check': [
         { query: { campaignId: 'camp-fuzz', candidateId: 'c1', step: 'intro', email: 'c1@example.com' } },
       ],

@@ -31,6 +31,11 @@ export class Services {
     return this.call(service, 'GET', path, this.options.readToken());
   }
 
+  /** A POST that only reads (a body too large for a URL), with the read token. */
+  readWithBody(service: ServiceName, path: string, body: unknown): Promise<Answer> {
+    return this.call(service, 'POST', path, this.options.readToken(), body);
+  }
+
   /** A POST or PUT with the operate token. */
   operate(service: ServiceName, method: 'POST' | 'PUT', path: string, body?: unknown): Promise<Answer> {
     return this.call(service, method, path, this.options.operateToken(), body);

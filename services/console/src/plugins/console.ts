@@ -10,6 +10,7 @@ import fp from 'fastify-plugin';
 import { brokerList, ConfigError, kafkaSecurityFromEnv, readSecretFile, reloadingSecret } from '@outreach/shared';
 import { AuditRepository } from '../adapters/audit-repository.js';
 import { DeadLetters } from '../adapters/dead-letters.js';
+import { OutcomeSampler } from '../adapters/outcome-sampler.js';
 import { Services } from '../adapters/services.js';
 import { LoginLimiter } from '../security/login-limiter.js';
 import { parseCidrs, proxyIdentity, type ProxyTrust } from '../security/proxy.js';
@@ -32,6 +33,8 @@ declare module 'fastify' {
     readonly audit: AuditRepository;
     /** The DLQs, when KAFKA_BROKERS is set. */
     readonly deadLetters: DeadLetters | undefined;
+    /** The sender's outcome counters over the last CONSOLE_OUTCOME_WINDOW_MS (the overview's chart). */
+    readonly outcomes: OutcomeSampler;
     /** Signs and checks what a page hands itself back (a dry run's permission to replay). */
     readonly consoleKey: Buffer;
     readonly localUsers: () => readonly LocalUser[];
@@ -148,20 +151,22 @@ export default fp(
     app.decorate('localUsers', () => users);
     app.decorate('loginLimiter', new LoginLimiter());
     app.decorate('audit', new AuditRepository(app.pg));
-    app.decorate(
-      'services',
-      new Services({
-        urls: {
-          planner: config.PLANNER_URL,
-          sender: config.SENDER_URL,
-          experiment: config.EXPERIMENT_URL,
-          liveness: config.LIVENESS_URL,
-        },
-        readToken: () => readToken.current(),
-        operateToken: () => operateToken.current(),
-        timeoutMs: config.UPSTREAM_TIMEOUT_MS,
-      }),
-    );
+    const services = new Services({
+      urls: {
+        planner: config.PLANNER_URL,
+        sender: config.SENDER_URL,
+        experiment: config.EXPERIMENT_URL,
+        liveness: config.LIVENESS_URL,
+      },
+      readToken: () => readToken.current(),
+      operateToken: () => operateToken.current(),
+      timeoutMs: config.UPSTREAM_TIMEOUT_MS,
+    });
+    app.decorate('services', services);
+    const outcomes = new OutcomeSampler(services, config.CONSOLE_OUTCOME_SAMPLE_MS, config.CONSOLE_OUTCOME_WINDOW_MS);
+    app.decorate('outcomes', outcomes);
+    app.addHook('onReady', async () => outcomes.start());
+    app.addHook('onClose', async () => outcomes.stop());
 
     const cookieName = config.CONSOLE_COOKIE_SECURE ? '__Host-console_session' : 'console_session';
     const setSession = (reply: FastifyReply, session: Session) => {

@@ -240,4 +240,32 @@ export class PlannerRepository {
     );
     return rows;
   }
+
+  /**
+   * What waits behind each send: the candidate's other steps still scheduled in that campaign (the
+   * primary key's (campaign_id, candidate_key) prefix), and the follow-ups of its active sequences
+   * whose next step waits for this one's outcome (sequences_previous_step_idx).
+   */
+  async waitingBehind(
+    sends: ReadonlyArray<{ campaignId: string; candidateKey: string; step: string }>,
+  ): Promise<Array<{ campaignId: string; candidateKey: string; step: string; scheduled: number; followUps: number }>> {
+    if (sends.length === 0) return [];
+    const { rows } = await this.pool.query<{ i: number; scheduled: number; followUps: number }>(
+      `SELECT s.i::int AS i,
+              (SELECT count(*)::int FROM scheduled_steps t
+                WHERE t.campaign_id = s.campaign_id AND t.candidate_key = s.candidate_key
+                  AND t.step <> s.step AND t.status = 'scheduled') AS scheduled,
+              (SELECT coalesce(sum(GREATEST(jsonb_array_length(q.follow_ups) - q.next_index, 0)), 0)::int FROM sequences q
+                WHERE q.campaign_id = s.campaign_id AND q.candidate_key = s.candidate_key
+                  AND q.previous_step = s.step AND q.status = 'active') AS "followUps"
+       FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS s(campaign_id, candidate_key, step, i)
+       ORDER BY s.i`,
+      [sends.map((x) => x.campaignId), sends.map((x) => x.candidateKey), sends.map((x) => x.step)],
+    );
+    return rows.map((r) => ({
+      ...(sends[r.i - 1] as (typeof sends)[number]),
+      scheduled: r.scheduled,
+      followUps: r.followUps,
+    }));
+  }
 }

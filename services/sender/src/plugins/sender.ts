@@ -58,6 +58,8 @@ declare module 'fastify' {
     readonly emailHashKey: EmailHashKey;
     /** Signs and checks the identifiers our mail carries (ADR 012; read once, at start). */
     readonly identifiers: SendIdentifiers;
+    /** MESSAGE_ID_DOMAIN: the right-hand side of our Message-IDs (shown with a send in doubt). */
+    readonly messageIdDomain: string;
   }
 }
 
@@ -189,7 +191,7 @@ export default fp(
       suppressions,
       suppressionKey ? (kind, value) => subjectHash(suppressionKey, kind, value) : undefined,
     );
-    const campaigns = new CampaignsRepository(app.pg, repository);
+    const campaigns = new CampaignsRepository(app.pg, repository, config.AUTO_PAUSE_WINDOW_MS);
     const killSwitch = new KillSwitch(app.pg, repository);
     // Set the same on every replica: the buckets are shared, each call refills them at its own rate.
     const rateLimiter = new SharedRateLimiter(
@@ -255,6 +257,7 @@ export default fp(
     watchPeriodicTask(app, reconciler.loop);
     app.decorate('emailHashKey', emailHashKey);
     app.decorate('identifiers', identifiers);
+    app.decorate('messageIdDomain', config.MESSAGE_ID_DOMAIN);
     registerSenderGauges(app.metrics, reports, killSwitch);
 
     registerConsumer(app, {

@@ -78,6 +78,16 @@ const oneOf = <T extends string>(values: readonly T[], description: string) =>
   Type.Unsafe<T>({ type: 'string', enum: [...values], description });
 const Timestamp = Type.String({ format: 'date-time' });
 
+const WaitingBody = Type.Object({
+  sends: Type.Array(
+    Type.Object({
+      campaignId: Type.String({ minLength: 1, maxLength: 256 }),
+      candidateKey: Type.String({ minLength: 1, maxLength: 512 }),
+      step: Type.String({ minLength: 1, maxLength: 256 }),
+    }),
+    { maxItems: 500 },
+  ),
+});
 const RequestParams = Type.Object({ requestId: Type.String({ minLength: 1, ...ID }) });
 const RequestStatusReply = Type.Object({
   requestId: Type.String(),
@@ -273,6 +283,17 @@ export default async function outreachRequestRoutes(app: FastifyInstance): Promi
   );
 
   app.get('/steps/summary', { config: { scope: 'read' } }, async () => ({ steps: await app.planner.summary() }));
+
+  /**
+   * What waits behind each of these sends (the console's ambiguous work queue): the candidate's other
+   * steps still scheduled in the campaign, and the follow-ups of sequences waiting for this step's
+   * outcome. A POST because a page of sends does not fit a URL; it reads only.
+   */
+  app.post<{ Body: Static<typeof WaitingBody> }>(
+    '/steps/waiting',
+    { config: { scope: 'read' }, schema: { body: WaitingBody } },
+    async (request) => ({ waiting: await app.planner.waitingBehind(request.body.sends) }),
+  );
 
   app.get<{ Params: Static<typeof ConversationParams> }>(
     '/conversations/:conversationId/steps',

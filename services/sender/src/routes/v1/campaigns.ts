@@ -10,7 +10,29 @@ const CampaignParams = Type.Object({ campaignId: Type.String({ minLength: 1, max
 const campaignIdOf = (params: Static<typeof CampaignParams>) => campaignIdParam(params.campaignId);
 const PauseBody = Type.Object({ reason: Type.Optional(Type.String({ maxLength: 500 })) });
 
+const ListQuery = Type.Object({
+  /** The last campaign id of the previous page (the `next` it gave). */
+  after: Type.Optional(Type.String({ maxLength: 256 })),
+  limit: Type.Integer({ minimum: 1, maximum: 100, default: 50 }),
+  /** Only the paused campaigns. */
+  paused: Type.Optional(Type.Boolean()),
+});
+
 export default async function campaignRoutes(app: FastifyInstance): Promise<void> {
+  /**
+   * Campaigns in id order, a page at a time: pause and reason (an auto-pause's included), sends by
+   * status, held sends, and the provider error rate over the auto-pause window.
+   */
+  app.get<{ Querystring: Static<typeof ListQuery> }>(
+    '/campaigns',
+    { config: { scope: 'read' }, schema: { querystring: ListQuery } },
+    async (request) => {
+      const { after, limit, paused } = request.query;
+      const campaigns = await app.campaigns.list(after ?? '', limit, paused === true);
+      return { campaigns, next: campaigns.length === limit ? (campaigns.at(-1)?.campaignId ?? null) : null };
+    },
+  );
+
   app.get<{ Params: Static<typeof CampaignParams> }>(
     '/campaigns/:campaignId',
     { config: { scope: 'read' }, schema: { params: CampaignParams } },

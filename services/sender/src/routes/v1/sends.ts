@@ -10,6 +10,7 @@ import {
 import { Type, type Static } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import type { SendRow } from '../../adapters/send-rows.js';
+import type { SendIdentifiers } from '../../domain/identifiers.js';
 import { SEND_STATUSES } from '../../domain/send.js';
 
 const CheckQuery = Type.Object({
@@ -28,8 +29,12 @@ const ListQuery = Type.Object({
 });
 const ResolveBody = Type.Object({ resolution: Type.Union([Type.Literal('sent'), Type.Literal('retry')]) });
 
-/** What the API shows of a send: never the address or the body. */
-function view(row: SendRow, key: EmailHashKey) {
+/**
+ * What the API shows of a send: never the address or the body. With an attempt, the Message-ID it
+ * went out under (what to look for in the provider's logs); for a send in doubt whose lease still
+ * runs, until when a late reply or the lookup's verdict is awaited (a retry is refused until then).
+ */
+function view(row: SendRow, key: EmailHashKey, ids: { identifiers: SendIdentifiers; domain: string }) {
   // A row from before keyed hashes holds an unsalted SHA-256 (reversible): shown under the key.
   const hashed =
     row.emailHashKeyId === null
@@ -51,6 +56,11 @@ function view(row: SendRow, key: EmailHashKey) {
     claimedAt: row.claimedAt,
     sentAt: row.sentAt,
     updatedAt: row.updatedAt,
+    messageId: row.attempts > 0 ? (ids.identifiers.messageId(row.sendId, ids.domain, row.messageKeyId) ?? null) : null,
+    verdictAwaitedUntil:
+      row.status === 'ambiguous' && row.leaseExpiresAt !== null && row.leaseExpiresAt.getTime() > Date.now()
+        ? row.leaseExpiresAt
+        : null,
   };
 }
 
@@ -78,7 +88,9 @@ export default async function sendsRoutes(app: FastifyInstance): Promise<void> {
         sendId: sendIdFor(campaignId, candidateKey, step),
         alreadySent: existing?.status === 'sent',
         claimed: existing !== undefined,
-        existing: existing ? view(existing, app.emailHashKey) : null,
+        existing: existing
+          ? view(existing, app.emailHashKey, { identifiers: app.identifiers, domain: app.messageIdDomain })
+          : null,
       };
     },
   );
@@ -96,7 +108,9 @@ export default async function sendsRoutes(app: FastifyInstance): Promise<void> {
         limit,
       });
       return {
-        sends: rows.map((row) => view(row, app.emailHashKey)),
+        sends: rows.map((row) =>
+          view(row, app.emailHashKey, { identifiers: app.identifiers, domain: app.messageIdDomain }),
+        ),
         next: rows.length === limit ? (rows.at(-1)?.sendId ?? null) : null,
       };
     },
@@ -107,7 +121,7 @@ export default async function sendsRoutes(app: FastifyInstance): Promise<void> {
     { config: { scope: 'read' }, schema: { params: SendParams } },
     async (request) => {
       const row = await app.sendQueries.find(request.params.sendId);
-      if (row) return view(row, app.emailHashKey);
+      if (row) return view(row, app.emailHashKey, { identifiers: app.identifiers, domain: app.messageIdDomain });
       const skipped = await app.sendQueries.findSkipped(request.params.sendId);
       if (skipped) return { ...skipped, status: 'skipped_duplicate' };
       throw new AppError('NOT_FOUND', 'no send with this sendId');
@@ -135,7 +149,10 @@ export default async function sendsRoutes(app: FastifyInstance): Promise<void> {
         );
       }
       if (request.body.resolution === 'retry') app.reconciler.wake();
-      return view((await app.sendQueries.find(request.params.sendId)) as SendRow, app.emailHashKey);
+      return view((await app.sendQueries.find(request.params.sendId)) as SendRow, app.emailHashKey, {
+        identifiers: app.identifiers,
+        domain: app.messageIdDomain,
+      });
     },
   );
 }
