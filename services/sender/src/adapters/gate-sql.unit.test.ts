@@ -42,11 +42,17 @@ describe('gate SQL', () => {
 
   it("reads each fact from the send row's suppression, campaign and the kill switch", () => {
     expect(tokens(gateClearSql(sendGateFactsSql('sends')))).toBe(
-      'NOT (EXISTS (SELECT 1 FROM suppressions sup WHERE sup.email_norm = sends.email_norm) OR ' +
-        'EXISTS (SELECT 1 FROM suppression_hashes suh WHERE suh.address_hash = sends.address_hash)) AND ' +
+      'NOT EXISTS (SELECT 1 FROM suppressions sup WHERE sup.email_norm = sends.email_norm) AND ' +
+        'NOT EXISTS (SELECT 1 FROM suppression_hashes suh WHERE suh.address_hash = sends.address_hash) AND ' +
         'NOT EXISTS (SELECT 1 FROM campaigns c WHERE c.campaign_id = sends.campaign_id AND c.paused) AND ' +
         'NOT (SELECT ctl.paused FROM sending_control ctl)',
     );
+  });
+
+  it('negates a fact given as alternatives term by term (anti-joins), never as NOT of an OR', () => {
+    const facts: GateFactsSql = { suppression: ['s1', 's2'], paused: 'p', sendingPaused: 'k' };
+    expect(gateClearSql(facts)).toBe('NOT s1 AND NOT s2 AND NOT p AND NOT k');
+    expect(gateClearSql(sendGateFactsSql('sends'))).not.toMatch(/\bOR\b/);
   });
 
   it.each(everyFacts)('agrees with gateOf and holdOf on %o', (facts) => {
