@@ -47,6 +47,8 @@ export interface DeadLettersOptions {
   readonly topicPrefix: string;
   readonly registryUrl?: string | undefined;
   readonly timeoutMs: number;
+  /** How long a replay may take (below the console's HTTP request timeout); six reads when unset. */
+  readonly replayTimeoutMs?: number | undefined;
 }
 
 const MAX_PREVIEW = 4_000;
@@ -157,7 +159,7 @@ export class DeadLetters {
       dlqTopic: dlq,
       codes: options.codes,
       dryRun: options.dryRun,
-      timeoutMs: this.options.timeoutMs * 6,
+      timeoutMs: this.options.replayTimeoutMs ?? this.options.timeoutMs * 6,
     });
   }
 

@@ -139,6 +139,7 @@ export default fp(
           topicPrefix: config.TOPIC_PREFIX,
           registryUrl: config.SCHEMA_REGISTRY_URL || undefined,
           timeoutMs: config.DLQ_READ_TIMEOUT_MS,
+          replayTimeoutMs: replayTimeoutMs(config),
         });
       } catch (error) {
         throw new ConfigError(`invalid configuration: the console's Kafka settings: ${(error as Error).message}`);
@@ -236,6 +237,14 @@ export default fp(
   },
   { name: 'console', dependencies: ['postgres'] },
 );
+
+/**
+ * A replay's own timeout: six DLQ reads, but within the HTTP request's (four fifths of it), so the
+ * page answers with what happened before the connection is cut and the audit says so.
+ */
+export function replayTimeoutMs(config: Pick<Config, 'DLQ_READ_TIMEOUT_MS' | 'HTTP_REQUEST_TIMEOUT_MS'>): number {
+  return Math.min(config.DLQ_READ_TIMEOUT_MS * 6, Math.floor(config.HTTP_REQUEST_TIMEOUT_MS * 0.8));
+}
 
 function refuse(request: FastifyRequest, reply: FastifyReply, why: string) {
   return sendPage(reply, request, 'Refused', notice('refused', `Refused: ${why}.`), '', 403);
