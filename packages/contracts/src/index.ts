@@ -23,6 +23,7 @@ export {
   MAX_CONVERSATION_ID_BYTES,
   MAX_EXPERIMENT_ID_CHARS,
   holdsAtSign,
+  maskAddressLike,
   normalizeCandidateKey,
   normalizeEmail,
   emailHash,

@@ -43,6 +43,25 @@ export function holdsAtSign(value: string): boolean {
   return AT_SIGN.test(stripInvisible(value.normalize('NFKC')));
 }
 
+// Something shaped like an address: a local part, an at-sign (AT_SIGN's spellings), and a dotted
+// domain whose last label starts with a letter (so `postgres@127.0.0.1` in a connection error stays
+// readable). Bounded repetitions keep the cost linear on long, hostile text.
+const ADDRESS_LIKE = new RegExp(
+  `[\\p{L}\\p{N}\\p{M}.!#$%&'*+/=?^_\`{|}~-]{1,64}(?:${AT_SIGN.source})(?:[\\p{L}\\p{N}\\p{M}_-]{1,63}(?:\\.|%2e|\\uff0e|\\u3002))+[\\p{L}\\p{M}][\\p{L}\\p{N}\\p{M}-]{0,62}`,
+  'giu',
+);
+
+/**
+ * `text` with everything address-shaped replaced by `mask`: the one definition behind the logs'
+ * last pass, the DLQ writer's reason headers and the console's mask. Invisible characters go first
+ * from text that holds an at-sign: canonicalAddress ignores them, so `ada@exa\u200Bmple.com` is an
+ * address the platform would mail, and must be masked like one.
+ */
+export function maskAddressLike(text: string, mask: string): string {
+  if (!AT_SIGN.test(text)) return text;
+  return stripInvisible(text).replace(ADDRESS_LIKE, () => mask);
+}
+
 /**
  * NFKC folds compatibility forms (full-width `１`, ligatures, ideographic space) into what they
  * stand for. NFKC and case mapping can each produce input for the other (or an invisible

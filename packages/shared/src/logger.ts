@@ -1,5 +1,5 @@
 import { pino, type Logger, type LoggerOptions } from 'pino';
-import { AT_SIGN, stripInvisible } from '@outreach/contracts';
+import { AT_SIGN, maskAddressLike } from '@outreach/contracts';
 
 export type { Logger } from 'pino';
 
@@ -11,23 +11,12 @@ export interface LoggerConfig {
 /** What stands in for an address wherever one is removed from a log line. */
 export const ADDRESS_MASK = '[address]';
 
-// Something shaped like an address: a local part, an at-sign (AT_SIGN's spellings), and a dotted
-// domain whose last label starts with a letter (so `postgres@127.0.0.1` in a connection error stays
-// readable). Bounded repetitions keep the cost linear on long lines.
-const ADDRESS_LIKE = new RegExp(
-  `[\\p{L}\\p{N}\\p{M}.!#$%&'*+/=?^_\`{|}~-]{1,64}(?:${AT_SIGN.source})(?:[\\p{L}\\p{N}\\p{M}_-]{1,63}(?:\\.|%2e|\\uff0e|\\u3002))+[\\p{L}\\p{M}][\\p{L}\\p{N}\\p{M}-]{0,62}`,
-  'giu',
-);
-
 /**
- * Replaces everything address-shaped in `text` with ADDRESS_MASK: the log lines' last pass, and
- * the DLQ writer's on its reason headers. Invisible characters (zero-width space, soft hyphen, ...)
- * go first, from text that holds an at-sign: canonicalAddress ignores them, so `ada@exa\u200Bmple.com`
- * is an address the platform would mail, and must be masked like one.
+ * Replaces everything address-shaped in `text` with ADDRESS_MASK (contracts' maskAddressLike, the
+ * one definition): the log lines' last pass, and the DLQ writer's on its reason headers.
  */
 export function maskAddresses(text: string): string {
-  if (!AT_SIGN.test(text)) return text;
-  return stripInvisible(text).replace(ADDRESS_LIKE, ADDRESS_MASK);
+  return maskAddressLike(text, ADDRESS_MASK);
 }
 
 /**

@@ -91,7 +91,10 @@ export const ConfigSchema = Type.Composite([
     TOPIC_PREFIX: Type.String({ default: '', pattern: '^[a-zA-Z0-9._-]*$' }),
     /** The registry whose schemas decode Confluent-framed dead letters; empty: single-object and JSON only. */
     SCHEMA_REGISTRY_URL: Type.String({ default: '' }),
-    /** How long a DLQ read may take; a replay gets six times this. */
+    /**
+     * How long a DLQ read may take; a replay gets six times this, but never more than four fifths of
+     * HTTP_REQUEST_TIMEOUT_MS (its page must answer before the request is cut off).
+     */
     DLQ_READ_TIMEOUT_MS: Type.Integer({ minimum: 500, maximum: 60_000, default: 10_000 }),
   }),
   KafkaSecurityConfigSchema,

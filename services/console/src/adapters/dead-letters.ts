@@ -18,7 +18,7 @@ import {
   topics,
   type KafkaSecurity,
 } from '@outreach/shared';
-import { maskPersonal } from '../domain/mask.js';
+import { isPersonalField, MASK, maskPersonal, maskText } from '../domain/mask.js';
 
 export interface DeadLetterTopic {
   readonly source: string;
@@ -47,13 +47,15 @@ export interface DeadLettersOptions {
   readonly topicPrefix: string;
   readonly registryUrl?: string | undefined;
   readonly timeoutMs: number;
+  /** How long a replay may take (below the console's HTTP request timeout); six reads when unset. */
+  readonly replayTimeoutMs?: number | undefined;
 }
 
 const MAX_PREVIEW = 4_000;
 
 type Kafka = ReturnType<typeof createKafka>;
 /** What the console reads of a Kafka record. */
-interface RawMessage {
+export interface RawMessage {
   readonly offset: string;
   readonly timestamp: string;
   readonly headers?: Readonly<Record<string, Buffer | string | Array<Buffer | string> | undefined>>;
@@ -157,16 +159,12 @@ export class DeadLetters {
       dlqTopic: dlq,
       codes: options.codes,
       dryRun: options.dryRun,
-      timeoutMs: this.options.timeoutMs * 6,
+      timeoutMs: this.options.replayTimeoutMs ?? this.options.timeoutMs * 6,
     });
   }
 
   private async letter(partition: number, message: RawMessage): Promise<DeadLetter> {
-    const headers: Record<string, string> = {};
-    for (const [name, value] of Object.entries(message.headers ?? {})) {
-      const text = (Array.isArray(value) ? value[0] : value)?.toString();
-      if (text !== undefined) headers[name] = String(maskPersonal(text.slice(0, 1_000)));
-    }
+    const headers = maskHeaders(message.headers ?? {});
     const { decodedAs, payload } = await this.decode(message.value);
     return {
       partition,
@@ -198,9 +196,23 @@ export class DeadLetters {
       return { decodedAs: 'json', payload: show(maskPersonal(JSON.parse(text))) };
     } catch {
       // Neither Avro nor JSON: the text, addresses masked, control characters shown as such.
-      return { decodedAs: 'text', payload: String(maskPersonal(printable(text))).slice(0, MAX_PREVIEW) };
+      return { decodedAs: 'text', payload: maskText(printable(text.slice(0, MAX_PREVIEW * 2)), MAX_PREVIEW) };
     }
   }
+}
+
+/**
+ * A record's headers as text, personal data masked: a header's name may be an address too (masked
+ * like any); the value under a personal name is masked whole, any other's addresses are masked
+ * before it is cut to 1000 characters (a cut first would leave half an address to read).
+ */
+export function maskHeaders(raw: NonNullable<RawMessage['headers']>): Record<string, string> {
+  const entries: Array<[string, string]> = [];
+  for (const [name, value] of Object.entries(raw)) {
+    const text = (Array.isArray(value) ? value[0] : value)?.toString();
+    if (text !== undefined) entries.push([maskText(name, 200), isPersonalField(name) ? MASK : maskText(text, 1_000)]);
+  }
+  return Object.fromEntries(entries);
 }
 
 const maxOf = (a: bigint, b: bigint) => (a > b ? a : b);

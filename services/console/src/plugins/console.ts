@@ -5,9 +5,16 @@
  * config: `console: 'open'` (sign-in, assets), `'page'` (signed in), `'action'` (a POST by an operator).
  */
 import { readFileSync } from 'node:fs';
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { brokerList, ConfigError, kafkaSecurityFromEnv, readSecretFile, reloadingSecret } from '@outreach/shared';
+import {
+  AppError,
+  brokerList,
+  ConfigError,
+  kafkaSecurityFromEnv,
+  readSecretFile,
+  reloadingSecret,
+} from '@outreach/shared';
 import { AuditRepository } from '../adapters/audit-repository.js';
 import { DeadLetters } from '../adapters/dead-letters.js';
 import { OutcomeSampler } from '../adapters/outcome-sampler.js';
@@ -142,6 +149,7 @@ export default fp(
           topicPrefix: config.TOPIC_PREFIX,
           registryUrl: config.SCHEMA_REGISTRY_URL || undefined,
           timeoutMs: config.DLQ_READ_TIMEOUT_MS,
+          replayTimeoutMs: replayTimeoutMs(config),
         });
       } catch (error) {
         throw new ConfigError(`invalid configuration: the console's Kafka settings: ${(error as Error).message}`);
@@ -217,6 +225,12 @@ export default fp(
       request.session = session;
     });
 
+    // A console route answers a bad value (a query's, a form's) with a page that says what is wrong and
+    // a 4xx, not the shell's JSON; what is not the caller's fault goes on to the shell's handler.
+    app.addHook('onRoute', (route) => {
+      if (route.config?.console !== undefined && route.errorHandler === undefined) route.errorHandler = pageError;
+    });
+
     // Before validation: a forged or tokenless POST is a 403, whatever its fields.
     app.addHook('preValidation', async (request, reply) => {
       const access = request.routeOptions.config.console;
@@ -241,6 +255,54 @@ export default fp(
   },
   { name: 'console', dependencies: ['postgres'] },
 );
+
+/**
+ * A replay's own timeout: six DLQ reads, but within the HTTP request's (four fifths of it), so the
+ * page answers with what happened before the connection is cut and the audit says so.
+ */
+export function replayTimeoutMs(config: Pick<Config, 'DLQ_READ_TIMEOUT_MS' | 'HTTP_REQUEST_TIMEOUT_MS'>): number {
+  return Math.min(config.DLQ_READ_TIMEOUT_MS * 6, Math.floor(config.HTTP_REQUEST_TIMEOUT_MS * 0.8));
+}
+
+/**
+ * A console route's error as a page: a value that fails its schema (which field, and what it must
+ * be; never the value, which may be an address), or another 4xx with its reason. 5xx errors are
+ * thrown on to the shell's handler (logged, with a correlation id).
+ */
+function pageError(error: FastifyError | AppError, request: FastifyRequest, reply: FastifyReply) {
+  const invalid = error instanceof AppError ? undefined : error.validation ? error : undefined;
+  const status = error instanceof AppError ? error.statusCode : invalid ? 400 : (error.statusCode ?? 500);
+  if (status >= 500 || status < 400) throw error;
+  const why = invalid ? validationProblem(invalid) : error.message;
+  const shown = notice('refused', `Refused (${status}): ${why}.`);
+  if (request.headers['hx-request'] === 'true')
+    return reply.code(status).type('text/html; charset=utf-8').send(shown.value);
+  return sendPage(reply, request, 'Refused', shown, '', status);
+}
+
+/** What a schema refused, by field: `reason must be one of "idle", ...; minAgeMinutes must match ...`. */
+function validationProblem(error: FastifyError): string {
+  const byField = new Map<string, { allowed: string[]; other: string[] }>();
+  for (const issue of error.validation ?? []) {
+    const field =
+      issue.instancePath.replace(/^\//, '').replaceAll('/', '.') ||
+      String(issue.params?.missingProperty ?? error.validationContext ?? 'the request');
+    const said = byField.get(field) ?? { allowed: [], other: [] };
+    // A union's alternatives each say "must be equal to constant": the allowed values, named once.
+    // An empty value (a form's blank field) is allowed by most; naming it says nothing.
+    if (issue.keyword === 'const') {
+      const value = JSON.stringify(issue.params?.allowedValue);
+      if (value !== '""') said.allowed.push(value);
+    } else if (issue.keyword !== 'anyOf' && issue.message) said.other.push(issue.message);
+    byField.set(field, said);
+  }
+  return [...byField]
+    .map(([field, { allowed, other }]) => {
+      const musts = [...(allowed.length > 0 ? [`must be one of ${allowed.join(', ')}`] : []), ...other];
+      return `${field} ${musts.join(', or ') || 'is not valid'}`;
+    })
+    .join('; ');
+}
 
 function refuse(request: FastifyRequest, reply: FastifyReply, why: string) {
   return sendPage(reply, request, 'Refused', notice('refused', `Refused: ${why}.`), '', 403);

@@ -56,10 +56,10 @@ export default async function authRoutes(app: FastifyInstance): Promise<void> {
         request.log.warn({ reason: admitted.why }, 'console sign-in throttled');
         return tooMany(admitted.retryAfterS, admitted.why);
       }
-      const checked = await app.loginLimiter.check(() => verifyLogin(app.localUsers(), username, password));
-      if (checked === undefined) {
-        request.log.warn('console sign-in refused: too many password checks at once');
-        return tooMany(1, 'too many sign-ins at once');
+      const checked = await app.loginLimiter.check(request.ip, () => verifyLogin(app.localUsers(), username, password));
+      if ('refused' in checked) {
+        request.log.warn({ reason: checked.refused }, 'console sign-in refused before its password check');
+        return tooMany(1, checked.refused);
       }
       const user = checked.value;
       if (!user) {
@@ -70,6 +70,7 @@ export default async function authRoutes(app: FastifyInstance): Promise<void> {
           .type('text/html; charset=utf-8')
           .send(page('Sign in', request.session, loginForm(request, next, 'Unknown user or wrong password.')).value);
       }
+      app.loginLimiter.succeeded(request.ip, username);
       // A new session, and with it a new CSRF token: nothing from before sign-in carries over.
       app.setSession(
         reply,

@@ -7,6 +7,7 @@
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { Type, type Static } from '@sinclair/typebox';
+import { WaitTimeoutError } from '@outreach/shared';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { html, query, type Html } from '../domain/html.js';
 import { csrfField, isOperator, notice, sendPage } from '../views/layout.js';
@@ -47,6 +48,14 @@ const notConfigured = notice(
 );
 
 export default async function dlqRoutes(app: FastifyInstance): Promise<void> {
+  /**
+   * The DLQs a replay of this console is running on. Two replays of one DLQ join the same consumer
+   * group and rebalance each other until both time out (though the records go back once): a second
+   * is refused while the first runs. Dry runs read in a group of their own each, and are not held up.
+   * Replicas do not see each other's: a replay from another replica (or `dlq:replay`) at the same
+   * time still makes both wait; the committed offsets keep either from sending a record back twice.
+   */
+  const replaying = new Set<string>();
   const unavailable = (request: FastifyRequest, reply: FastifyReply, error: unknown) =>
     sendPage(
       reply,
@@ -226,20 +235,45 @@ export default async function dlqRoutes(app: FastifyInstance): Promise<void> {
           409,
         );
       }
+      if (!dryRun && replaying.has(topic)) {
+        const why = 'a replay of this DLQ is running; see its outcome in the audit, then run a dry run again';
+        await app.audit.record({
+          actor: user,
+          via: request.session.via ?? 'local',
+          action: 'dlq.replay',
+          target: code ? `${topic} (${code})` : topic,
+          reason,
+          outcome: 'refused',
+          detail: why,
+        });
+        return sendPage(reply, request, 'Dead letters', notice('refused', `Refused: ${why}.`), '/dlq', 409);
+      }
       let result;
+      if (!dryRun) replaying.add(topic);
       try {
         result = await dead.replay(topic, { codes: code ? [code] : [], dryRun });
       } catch (error) {
+        // A replay that timed out has sent back the batches it got through (each is committed once
+        // published; the next run resumes after them): the audit says that, not just that it failed.
+        const timedOut = error instanceof WaitTimeoutError;
+        const detail =
+          timedOut && !dryRun
+            ? 'timed out before the end of the DLQ: records up to where it got went back and are committed; a dry run shows what is left'
+            : (error as Error).message.slice(0, 500);
         await app.audit.record({
           actor: user,
           via: request.session.via ?? 'local',
           action: dryRun ? 'dlq.replay.dry-run' : 'dlq.replay',
-          target: topic,
+          target: code ? `${topic} (${code})` : topic,
           reason,
           outcome: 'failed',
-          detail: (error as Error).message.slice(0, 500),
+          detail,
         });
-        return unavailable(request, reply, error);
+        return timedOut && !dryRun
+          ? sendPage(reply, request, 'Dead letters', notice('error', `The replay of ${topic} ${detail}.`), '/dlq', 504)
+          : unavailable(request, reply, error);
+      } finally {
+        if (!dryRun) replaying.delete(topic);
       }
       const counts = `${result.replayed} ${dryRun ? 'would go back' : 'went back'}, ${result.skipped} skipped${code ? ` (code ${code})` : ''}`;
       await app.audit.record({

@@ -30,6 +30,31 @@ interface Report {
   }>;
 }
 
+type VariantReport = Report['variants'][number];
+
+/**
+ * The report's variants with every variant its weights name, in the weights' order: one nobody was
+ * assigned to yet has no row of its own in the report, and is shown with zeros rather than missing
+ * (a variant that gets nothing is what the page is for). Variants beyond the weights come after.
+ */
+export function withEveryVariant(report: Pick<Report, 'weights' | 'variants'>): VariantReport[] {
+  const reported = new Map(report.variants.map((v) => [v.variant, v]));
+  const replies = report.variants.every((v) => typeof v.repliedCandidates === 'number');
+  const zero = (variant: string): VariantReport => ({
+    variant,
+    assigned: 0,
+    exposedCandidates: 0,
+    exposures: 0,
+    importedCandidates: 0,
+    ...(replies ? { repliedCandidates: 0 } : {}),
+  });
+  const named = Object.keys(report.weights ?? {});
+  return [
+    ...named.map((variant) => reported.get(variant) ?? zero(variant)),
+    ...report.variants.filter((v) => !Object.hasOwn(report.weights ?? {}, v.variant)),
+  ];
+}
+
 const percent = (v: number) => `${(v * 100).toFixed(1)}%`;
 
 export default async function experimentRoutes(app: FastifyInstance): Promise<void> {
@@ -54,17 +79,18 @@ export default async function experimentRoutes(app: FastifyInstance): Promise<vo
         return sendPage(reply, request, 'Experiments', html`${form}${answerNotice(answer)}`, '/experiments', status);
       }
       const report = answer.body as Report;
-      const n = report.variants.reduce((sum, v) => sum + v.assigned, 0);
+      const variants = withEveryVariant(report);
+      const n = variants.reduce((sum, v) => sum + v.assigned, 0);
       const weightSum = Object.values(report.weights).reduce((sum, w) => sum + w, 0);
-      const rows = report.variants.map((v) => {
+      const rows = variants.map((v) => {
         const share = n === 0 ? 0 : v.assigned / n;
         const interval = wilson(v.assigned, n);
         const expected = weightSum === 0 ? undefined : (report.weights[v.variant] ?? 0) / weightSum;
         return { ...v, share, interval, expected };
       });
       // Reply rate: replied over exposed candidates (both contaminated-free), with its 95% Wilson interval.
-      const replies = report.variants.every((v) => typeof v.repliedCandidates === 'number')
-        ? report.variants.map((v) => {
+      const replies = variants.every((v) => typeof v.repliedCandidates === 'number')
+        ? variants.map((v) => {
             const replied = v.repliedCandidates ?? 0;
             const exposed = v.exposedCandidates;
             return {

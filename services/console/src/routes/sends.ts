@@ -1,3 +1,4 @@
+import { holdsAtSign } from '@outreach/contracts';
 import { Type, type Static } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { html, path, query, type Html } from '../domain/html.js';
@@ -217,9 +218,19 @@ export default async function sendRoutes(app: FastifyInstance): Promise<void> {
       const campaignId = request.query.campaignId?.trim() ?? '';
       const candidateId = request.query.candidateId?.trim() ?? '';
       const step = request.query.step?.trim() || 'intro';
+      // An address in a link would sit in the history and the logs, however its at-sign is spelt
+      // (full-width, small, percent-encoded, behind invisible characters): no id holds one, so a
+      // value that does is refused, asked of no service and not echoed into the form.
+      const withAddress = Object.entries(request.query).filter(([, v]) => typeof v === 'string' && holdsAtSign(v));
       let result = html``;
       let status = 200;
-      if (sendId !== '') {
+      let echoed: Static<typeof LookupQuery> = { ...request.query, step };
+      if (withAddress.length > 0) {
+        const named = withAddress.map(([k]) => k);
+        result = notice('refused', `That ${named.join(' and ')} holds an address: look it up with the address form.`);
+        status = 400;
+        echoed = Object.fromEntries(Object.entries(echoed).filter(([k]) => !named.includes(k)));
+      } else if (sendId !== '') {
         const answer = await app.services.read('sender', path('/v1/sends', sendId));
         if (answer.status === 200) result = sendTable(answer.body as Partial<Record<keyof SendView, unknown>>);
         else [result, status] = [answerNotice(answer), statusOf(answer)];
@@ -228,11 +239,7 @@ export default async function sendRoutes(app: FastifyInstance): Promise<void> {
         if (answer.status === 200) result = requestResult(answer.body as RequestStatus);
         else [result, status] = [answerNotice(answer), statusOf(answer)];
       } else if (candidateId !== '' || campaignId !== '') {
-        if (candidateId.includes('@')) {
-          // An address in a link would sit in the history and the logs: it has its own form.
-          result = notice('refused', 'That candidate id is an address: look it up with the address form.');
-          status = 400;
-        } else if (candidateId === '' || campaignId === '') {
+        if (candidateId === '' || campaignId === '') {
           result = notice('refused', 'A candidate lookup needs the campaign and the candidate id.');
           status = 400;
         } else {
@@ -247,7 +254,7 @@ export default async function sendRoutes(app: FastifyInstance): Promise<void> {
       const fragment = request.headers['hx-request'] === 'true' && request.headers['hx-target'] === 'lookup-result';
       if (fragment) return reply.code(status).type('text/html; charset=utf-8').send(result.value);
       const content = html`<div id="lookup-result">${result}</div>
-        ${form(request.session, { ...request.query, step })}`;
+        ${form(request.session, echoed)}`;
       return sendPage(reply, request, 'Send lookup', content, '/sends', status);
     },
   );

@@ -1,24 +1,59 @@
 import { describe, expect, it } from 'vitest';
-import { LoginLimiter } from './login-limiter.js';
+import { clientOf, LoginLimiter } from './login-limiter.js';
 
-const limits = { perAddress: 4, perAddressAndUser: 2, windowMs: 60_000, concurrent: 2, queue: 1 };
+const limits = {
+  perAddress: 4,
+  perAddressAndUser: 2,
+  windowMs: 60_000,
+  backoffMs: 1_000,
+  maxBackoffMs: 8_000,
+  concurrent: 2,
+  queue: 1,
+};
 
 describe('sign-in throttling', () => {
-  it('backs off an address and user name pair after its failures, until the window ends', () => {
+  it('backs off an address and user name pair after its failures, doubling the wait up to a cap', () => {
     let now = 0;
-    const limiter = new LoginLimiter(limits, () => now);
+    const limiter = new LoginLimiter({ ...limits, perAddress: 100 }, () => now);
     expect(limiter.admit('10.0.0.1', 'ada')).toEqual({ ok: true });
     limiter.failed('10.0.0.1', 'ada');
     limiter.failed('10.0.0.1', 'ADA');
-    const refused = limiter.admit('10.0.0.1', 'Ada');
-    expect(refused).toMatchObject({ ok: false, retryAfterS: 60 });
+    expect(limiter.admit('10.0.0.1', 'Ada')).toMatchObject({ ok: false, retryAfterS: 1 });
     // The same user from elsewhere, and another user from here, are not refused.
     expect(limiter.admit('10.0.0.2', 'ada')).toEqual({ ok: true });
     expect(limiter.admit('10.0.0.1', 'bob')).toEqual({ ok: true });
-    now = 59_500;
-    expect(limiter.admit('10.0.0.1', 'ada')).toMatchObject({ ok: false, retryAfterS: 1 });
-    now = 60_000;
+    now = 1_000;
     expect(limiter.admit('10.0.0.1', 'ada')).toEqual({ ok: true });
+    const waits: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      limiter.failed('10.0.0.1', 'ada');
+      const verdict = limiter.admit('10.0.0.1', 'ada');
+      if (verdict.ok) throw new Error('admitted during its backoff');
+      waits.push(verdict.retryAfterS);
+      now += verdict.retryAfterS * 1_000;
+    }
+    expect(waits).toEqual([2, 4, 8, 8, 8]);
+    // A quiet window and it starts over.
+    now += 60_000;
+    limiter.failed('10.0.0.1', 'ada');
+    expect(limiter.admit('10.0.0.1', 'ada')).toEqual({ ok: true });
+  });
+
+  it("clears a pair's backoff when that user signs in from that address", () => {
+    const limiter = new LoginLimiter({ ...limits, perAddress: 100 }, () => 0);
+    for (let i = 0; i < 4; i++) limiter.failed('10.0.0.1', 'ada');
+    expect(limiter.admit('10.0.0.1', 'ada')).toMatchObject({ ok: false });
+    limiter.succeeded('10.0.0.1', 'Ada');
+    expect(limiter.admit('10.0.0.1', 'ada')).toEqual({ ok: true });
+  });
+
+  it('groups IPv6 addresses by /64 and reads IPv4-mapped addresses as IPv4', () => {
+    expect(clientOf('2001:db8:0:7::1')).toBe('2001:db8:0:7::/64');
+    expect(clientOf('2001:0db8:0000:0007:abcd:1:2:3')).toBe('2001:db8:0:7::/64');
+    expect(clientOf('::1')).toBe('0:0:0:0::/64');
+    expect(clientOf('fe80::1%eth0')).toBe('fe80:0:0:0::/64');
+    expect(clientOf('::ffff:10.0.0.1')).toBe('10.0.0.1');
+    expect(clientOf('10.0.0.1')).toBe('10.0.0.1');
   });
 
   it('backs off an address guessing many names', () => {
@@ -42,10 +77,10 @@ describe('sign-in throttling', () => {
           resolve('done');
         });
       });
-    const first = limiter.check(work);
-    const second = limiter.check(work);
-    const queued = limiter.check(work);
-    expect(await limiter.check(work)).toBeUndefined();
+    const first = limiter.check('10.0.1.1', work);
+    const second = limiter.check('10.0.1.2', work);
+    const queued = limiter.check('10.0.1.3', work);
+    expect(await limiter.check('10.0.1.4', work)).toEqual({ refused: 'too many sign-ins at once' });
     expect(running).toBe(2);
     releases.shift()?.();
     await expect(first).resolves.toEqual({ value: 'done' });
@@ -59,6 +94,6 @@ describe('sign-in throttling', () => {
     await expect(queued).resolves.toEqual({ value: 'done' });
     expect(most).toBe(2);
     // Every slot is free again.
-    expect(await limiter.check(async () => 1)).toEqual({ value: 1 });
+    expect(await limiter.check('10.0.1.5', async () => 1)).toEqual({ value: 1 });
   });
 });
