@@ -105,7 +105,15 @@ export default async function overviewRoutes(app: FastifyInstance): Promise<void
     const content = html` <div class="cards">
         ${card('Sends per second', rates.now === undefined ? undefined : formatRate(rates.now), 'sends-per-second', '#outcomes', rates.mean === undefined ? 'not sampled yet' : `${formatRate(rates.mean)}/s over ${windowMinutes} min`)}
         ${card('Ambiguous sends', total(sender, 'outreach_sender_ambiguous_sends'), 'ambiguous-count', '/ambiguous', 'waiting for an operator')}
-        ${card('Held sends', total(sender, 'outreach_sender_held_sends'), 'held-count', '/campaigns?held=true', 'campaign or sending paused')}
+        ${card(
+          'Held sends',
+          // The gauge has a series per campaign holding sends, none when nothing is held: a sender
+          // that answered with no such series holds none.
+          sender.length > 0 ? (total(sender, 'outreach_sender_held_sends') ?? 0) : undefined,
+          'held-count',
+          '/campaigns?held=true',
+          'campaign or sending paused',
+        )}
         ${card('Campaigns holding sends', held.length, 'held-campaigns', '/campaigns?held=true')}
         ${card('Paused campaigns', pausedBody ? `${pausedBody.campaigns.length}${pausedBody.next ? '+' : ''}` : undefined, 'paused-count', '/campaigns?paused=true')}
         ${card('Kill switch', killSwitch ? (killSwitch.paused ? 'ON: all sending stopped' : 'off') : undefined, 'kill-switch', '/campaigns#kill-switch')}
