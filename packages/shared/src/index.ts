@@ -42,6 +42,7 @@ export {
   retryCap,
   watchPeriodicTask,
 } from './service/workers.js';
+export { registerSubjectPartRoutes, type SubjectPart } from './service/subject-part-routes.js';
 export { asyncApiDocument, DEAD_LETTER_HEADERS } from './contracts/asyncapi.js';
 export { avroFromJson, avroToJsonSchema, type JsonSchema } from './contracts/json-schema.js';
 export { SchemaRegistryClient, SchemaRegistryError, readRegistryAuth } from './registry/client.js';

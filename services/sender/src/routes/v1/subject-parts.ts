@@ -1,4 +1,4 @@
-import { AppError, SubjectPartEraseAnswer, SubjectPartEraseBody, SubjectPartExportBody } from '@outreach/shared';
+import { AppError, registerSubjectPartRoutes } from '@outreach/shared';
 import type { FastifyInstance } from 'fastify';
 
 /**
@@ -6,24 +6,12 @@ import type { FastifyInstance } from 'fastify';
  * API is the planner's /v1/subjects). Addresses come in the body only.
  */
 export default async function subjectPartRoutes(app: FastifyInstance): Promise<void> {
-  const configured = () => {
-    if (!app.subjects.configured)
-      throw new AppError('UNAVAILABLE', 'no suppression key: set SUPPRESSION_KEY_FILE (docs/operations.md)');
-  };
-  app.post(
-    '/subject-parts/export',
-    { config: { scope: 'read' }, schema: { body: SubjectPartExportBody } },
-    async (request) => {
-      configured();
-      return app.subjects.exportPart(request.body as SubjectPartExportBody);
-    },
-  );
-  app.post(
-    '/subject-parts/erase',
-    { config: { scope: 'erase' }, schema: { body: SubjectPartEraseBody, response: { 200: SubjectPartEraseAnswer } } },
-    async (request) => {
-      configured();
-      return app.subjects.erase(request.body as SubjectPartEraseBody);
+  registerSubjectPartRoutes(
+    app,
+    { exportPart: (body) => app.subjects.exportPart(body), erase: (body) => app.subjects.erase(body) },
+    () => {
+      if (!app.subjects.configured)
+        throw new AppError('UNAVAILABLE', 'no suppression key: set SUPPRESSION_KEY_FILE (docs/operations.md)');
     },
   );
 }
